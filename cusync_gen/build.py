@@ -1,0 +1,458 @@
+"""Build and run a generated project: cmake + nvcc, then the generated `<name>_bench`.
+
+Everything here works from the project's `manifest.json` (written by `render.generate`); nothing is
+discovered by walking folders. External tools are looked up once (`find_tool`) and every failure becomes
+a `ToolError` that keeps the command and the end of its output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from cusync_gen.errors import (
+    CheckFailedError,
+    CusyncError,
+    NoGpuError,
+    SyncTimeoutError,
+    ToolError,
+    UsageError,
+)
+from cusync_gen.paths import default_cutlass_dir
+
+TAIL_LINES = 40                       # lines of output kept in a ToolError
+BUILD_DIR = "build"                   # <project>/build
+EXIT_BAD_ARGS = 2                     # exit codes of the generated bench (see README "Exit codes")
+EXIT_NO_GPU = 3
+EXIT_SYNC_TIMEOUT = 4
+EXIT_CHECK_FAILED = 5
+CUDA_ROOTS: tuple[str, ...] = ("/usr/local/cuda",)   # where nvcc is looked for after PATH, $CUDA_HOME, $CUDA_PATH
+GPU_DEVICE_NODE = Path("/dev/nvidia0")               # present when the NVIDIA driver has a device
+
+_TOOL_HINTS = {
+    "nvcc": "install the CUDA toolkit (12.4 or newer) and put its bin/ on PATH, or set CUDA_HOME",
+    "cmake": "install CMake 3.24 or newer: `python3 -m pip install cmake` or `apt-get install cmake`",
+    "ninja": "install Ninja: `python3 -m pip install ninja` or `apt-get install ninja-build`",
+}
+_NINJA_STATUS = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)$")
+_TARGET = re.compile(r"^(?:sm_?|compute_)?(\d{2,3}[af]?)$")
+
+
+# --------------------------------------------------------------------------------------------------
+# Locating things
+# --------------------------------------------------------------------------------------------------
+
+def _has_cutlass_header(root: Path) -> bool:
+    return (root / "include" / "cutlass" / "cutlass.h").is_file()
+
+
+def find_cutlass(explicit: Path | None = None) -> Path:
+    """The CUTLASS root to build against: `explicit`, then $CUTLASS_DIR, then the fetched copy.
+
+    Each must contain include/cutlass/cutlass.h. An explicit or environment path that does not is an
+    error rather than a silent fallback, so a typo never builds against another CUTLASS.
+    """
+    fetch_hint = "run `cusync-gen fetch-cutlass` or pass --cutlass-dir"
+    if explicit is not None:
+        root = Path(explicit).expanduser()
+        if not _has_cutlass_header(root):
+            raise ToolError(f"--cutlass-dir {root} has no include/cutlass/cutlass.h",
+                            hint="point it at a CUTLASS checkout root, or " + fetch_hint)
+        return root.resolve()
+    env = os.environ.get("CUTLASS_DIR")
+    if env:
+        root = Path(env).expanduser()
+        if not _has_cutlass_header(root):
+            raise ToolError(f"CUTLASS_DIR={env} has no include/cutlass/cutlass.h",
+                            hint="point CUTLASS_DIR at a CUTLASS checkout root, unset it, or " + fetch_hint)
+        return root.resolve()
+    root = default_cutlass_dir()
+    if not _has_cutlass_header(root):
+        raise ToolError(f"CUTLASS not found (no CUTLASS_DIR and nothing in {root})", hint=fetch_hint)
+    return root.resolve()
+
+
+def find_tool(name: str) -> str:
+    """Absolute path of an external tool on PATH; nvcc is also looked for in the CUDA install folders."""
+    found = shutil.which(name)
+    if found:
+        return found
+    if name == "nvcc":
+        roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), *CUDA_ROOTS]
+        for root in filter(None, roots):
+            candidate = Path(root) / "bin" / "nvcc"
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return str(candidate)
+    hint = _TOOL_HINTS.get(name, f"install {name} and put it on PATH")
+    raise ToolError(f"{name} not found on PATH", hint=hint)
+
+
+def cuda_arch(target: str) -> str:
+    """CMAKE_CUDA_ARCHITECTURES value for a target: "sm_90" -> "90", "sm_90a" -> "90a"."""
+    match = _TARGET.match(target.strip())
+    if not match:
+        raise UsageError(f"--arch {target!r} is not a CUDA target",
+                         hint="use a compute capability like sm_80, sm_86, sm_89 or sm_90")
+    return match.group(1)
+
+
+def build_architectures(manifest: dict[str, Any], target: str | None) -> str | None:
+    """CMAKE_CUDA_ARCHITECTURES for a build: `target` if given, else the manifest's `cuda_arch`.
+
+    Always passing it keeps a reused build folder from silently keeping an earlier --arch. A feature
+    suffix the project needs (sm90's "90a" for wgmma/TMA) is kept when `target` names the same chip.
+    """
+    generated = str(manifest.get("cuda_arch") or "")
+    if not target:
+        return generated or None
+    arch = cuda_arch(target)
+    if generated[:-1] == arch and generated[-1:].isalpha():
+        return generated
+    return arch
+
+
+def read_manifest(project: Path) -> dict[str, Any]:
+    """The project's manifest.json (see docs/interfaces.md)."""
+    path = Path(project) / "manifest.json"
+    if not path.is_file():
+        raise UsageError(f"{project} is not a generated project (no manifest.json)",
+                         hint="generate one with `cusync-gen generate SPEC -o DIR`")
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise CusyncError(f"{path} is not readable JSON: {err}",
+                          hint="regenerate the project with `cusync-gen generate`") from err
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("name"), str):
+        raise CusyncError(f"{path} has no project name",
+                          hint="regenerate the project with `cusync-gen generate`")
+    return manifest
+
+
+def bench_name(manifest: dict[str, Any]) -> str:
+    """File name of the bench executable: manifest["bench"], else "<name>_bench"."""
+    bench = manifest.get("bench")
+    if isinstance(bench, dict):
+        bench = bench.get("executable") or bench.get("name")
+    return str(bench) if bench else f"{manifest['name']}_bench"
+
+
+def bench_path(project: Path, manifest: dict[str, Any] | None = None) -> Path:
+    """Where the built bench executable lives (it may not exist yet)."""
+    project = Path(project)
+    manifest = manifest if manifest is not None else read_manifest(project)
+    name = bench_name(manifest)
+    build_dir = project / BUILD_DIR
+    for candidate in (build_dir / name, build_dir / "bin" / name):
+        if candidate.is_file():
+            return candidate
+    return build_dir / name
+
+
+# --------------------------------------------------------------------------------------------------
+# Building
+# --------------------------------------------------------------------------------------------------
+
+def _stream(command: Sequence[str], on_line: Callable[[str], None], env: dict[str, str] | None = None,
+            ) -> tuple[int, list[str]]:
+    """Run `command` with stderr merged into stdout, handing each line to `on_line`.
+
+    Returns the exit code and the last TAIL_LINES lines.
+    """
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    try:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                errors="replace", bufsize=1, env=env)
+    except OSError as err:
+        raise ToolError(f"cannot run {command[0]}: {err}", command=list(command)) from err
+    assert proc.stdout is not None  # stdout=PIPE
+    with proc:
+        for raw in proc.stdout:
+            line = raw.rstrip("\n")
+            tail.append(line)
+            on_line(line)
+    return proc.returncode, list(tail)
+
+
+def _run_step(step: str, command: list[str], hint: str, progress: Progress | None,
+              env: dict[str, str]) -> None:
+    """One cmake invocation; with a progress bar, ninja's "[i/n]" lines drive it."""
+    task = progress.add_task(step, total=None) if progress is not None else None
+
+    def on_line(line: str) -> None:
+        if progress is None or task is None:
+            print(line, flush=True)
+            return
+        status = _NINJA_STATUS.match(line)
+        if status:
+            done, total, what = int(status.group(1)), int(status.group(2)), status.group(3)
+            progress.update(task, completed=done, total=total, description=f"{step}: {_short(what)}")
+        elif "warning" in line.lower() or "error" in line.lower():
+            progress.console.print(line, markup=False, highlight=False)
+
+    code, tail = _stream(command, on_line, env=env)
+    if progress is not None and task is not None:
+        total = progress.tasks[task].total or 1
+        progress.update(task, description=step, total=total, completed=total if code == 0 else None)
+        progress.stop_task(task)
+    if code != 0:
+        raise ToolError(f"{step} failed (exit {code})", hint=hint, command=command,
+                        stderr_tail="\n".join(tail))
+
+
+def _short(what: str, width: int = 50) -> str:
+    """`Building CUDA object CMakeFiles/x.dir/src/stage_gemm1.cu.o` -> `Building CUDA object stage_gemm1.cu.o`."""
+    words = what.strip().split(" ")
+    if words and "/" in words[-1]:
+        words[-1] = words[-1].rsplit("/", 1)[1]
+    text = " ".join(words)
+    return text if len(text) <= width else "..." + text[-(width - 3):]
+
+
+def build(project: Path, target: str | None = None, jobs: int | None = None, build_type: str = "Release",
+          cutlass_dir: Path | None = None, progress: bool = True) -> Path:
+    """Configure and build a generated project in `<project>/build`; returns the build folder.
+
+    `target` ("sm_90") overrides the architecture the project was generated for. With `progress`, a
+    rich progress bar follows ninja; without it, cmake's output is echoed line by line (for CI logs).
+    """
+    project = Path(project).resolve()
+    manifest = read_manifest(project)
+    cutlass = find_cutlass(cutlass_dir)
+    cmake = find_tool("cmake")
+    nvcc = find_tool("nvcc")
+    build_dir = project / BUILD_DIR
+
+    configure = [cmake, "-S", str(project), "-B", str(build_dir)]
+    if shutil.which("ninja") and not (build_dir / "CMakeCache.txt").exists():
+        configure += ["-G", "Ninja"]  # an existing build folder keeps the generator it was made with
+    configure += [
+        f"-DCMAKE_BUILD_TYPE={build_type}",
+        f"-DCUTLASS_DIR={cutlass}",
+        f"-DCMAKE_CUDA_COMPILER={nvcc}",
+    ]
+    architectures = build_architectures(manifest, target)
+    if architectures:
+        configure.append(f"-DCMAKE_CUDA_ARCHITECTURES={architectures}")
+    compile_cmd = [cmake, "--build", str(build_dir)]
+    if jobs:
+        compile_cmd += ["-j", str(jobs)]
+
+    env = dict(os.environ, NINJA_STATUS="[%f/%t] ")
+    configure_hint = ("cmake could not configure the project: check the CUDA toolkit and CUTLASS_DIR "
+                      f"({cutlass}); the lines above are the end of its output")
+    build_hint = ("the compiler failed; the lines above are the end of its output "
+                  "(rebuild with `--jobs 1` to see one error at a time)")
+    if not progress:
+        _run_step("configure", configure, configure_hint, None, env)
+        _run_step("build", compile_cmd, build_hint, None, env)
+        return build_dir
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True)) as bar:
+        _run_step("configure", configure, configure_hint, bar, env)
+        _run_step("build", compile_cmd, build_hint, bar, env)
+    return build_dir
+
+
+# --------------------------------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------------------------------
+
+def has_gpu() -> bool:
+    """True when a CUDA device is visible: `nvidia-smi -L` lists a GPU, or /dev/nvidia0 exists."""
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            proc = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            proc = None
+        if proc is not None and proc.returncode == 0 and any(
+                line.startswith("GPU ") for line in proc.stdout.splitlines()):
+            return True
+    return GPU_DEVICE_NODE.exists()
+
+
+def _value(item: Any) -> str:
+    """Enum members and plain strings alike: Policy.ROW -> "row"."""
+    return str(getattr(item, "value", item))
+
+
+def bench_command(bench: Path, ms: Sequence[int], policies: Iterable[Any] | None = None, repeats: int = 50,
+                  warmup: int = 10, extra_args: Sequence[str] = ()) -> list[str]:
+    """The command line `run` executes."""
+    if not ms or any(not isinstance(m, int) or m <= 0 for m in ms):
+        raise UsageError(f"M values must be positive integers, got {list(ms)}", hint="e.g. --m 256,1024")
+    if repeats <= 0 or warmup < 0:
+        raise UsageError(f"--repeats must be positive and --warmup non-negative (got {repeats}, {warmup})")
+    command = [str(bench), "--m", ",".join(str(m) for m in ms), "--repeats", str(repeats),
+               "--warmup", str(warmup)]
+    policy_list = [_value(p) for p in policies] if policies else []
+    if policy_list:
+        command += ["--policies", ",".join(policy_list)]
+    return command + [str(a) for a in extra_args]
+
+
+def parse_bench_line(line: str) -> dict[str, Any] | None:
+    """One line of bench stdout: a dict for a JSON object line, None for anything else."""
+    text = line.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        obj = json.loads(text)
+    except ValueError as err:
+        raise ToolError(f"the bench printed a malformed JSON line: {text[:200]}",
+                        hint="the generated bench and this cusync-gen are out of step: regenerate the project",
+                        ) from err
+    if not isinstance(obj, dict):
+        raise ToolError(f"the bench printed JSON that is not an object: {text[:200]}")
+    return obj
+
+
+def _describe_failures(rows: list[dict[str, Any]]) -> str:
+    parts = []
+    for row in rows:
+        if row.get("bitwise_equal") is False or row.get("graph_ok") is False:
+            err = row.get("ref_rel_err")
+            err_text = f"{err:.2e}" if isinstance(err, (int, float)) else "-"
+            parts.append(f"m={row.get('m')} {row.get('policy')}: bitwise_equal={row.get('bitwise_equal')}, "
+                         f"graph_ok={row.get('graph_ok')}, ref_rel_err={err_text}")
+    return "; ".join(parts)
+
+
+def run(project: Path, ms: Sequence[int], policies: Iterable[Any] | None = None, repeats: int = 50,
+        warmup: int = 10, extra_args: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Run the built bench of `project` for each M; returns its JSON rows (keys: see README).
+
+    Bench exit codes: 0 ok; 2 it rejected its arguments (UsageError); 3 it found no device (NoGpuError);
+    4 a spin-wait timed out (SyncTimeoutError); 5 the overlapped result differs from the sequential one or
+    from the reference (CheckFailedError); anything else is a ToolError. The rows parsed before a failure
+    are attached to the error as `err.rows`.
+    """
+    project = Path(project).resolve()
+    manifest = read_manifest(project)
+    bench = bench_path(project, manifest)
+    if not bench.is_file():
+        raise ToolError(f"{bench} is not built", hint=f"run `cusync-gen build {project}` first")
+    command = bench_command(bench, ms, policies, repeats, warmup, extra_args)
+    if not has_gpu():
+        raise NoGpuError("no CUDA device found",
+                         hint="build works without a GPU; run on a machine with an NVIDIA GPU",
+                         command=command)
+
+    stderr_tail: deque[str] = deque(maxlen=TAIL_LINES)
+    try:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                errors="replace", bufsize=1, cwd=project)
+    except OSError as err:
+        raise ToolError(f"cannot run {bench.name}: {err}", command=command) from err
+
+    def pump_stderr() -> None:
+        assert proc.stderr is not None  # stderr=PIPE
+        for raw in proc.stderr:
+            line = raw.rstrip("\n")
+            stderr_tail.append(line)
+            print(line, file=sys.stderr, flush=True)
+
+    reader = threading.Thread(target=pump_stderr, daemon=True)
+    reader.start()
+    rows: list[dict[str, Any]] = []
+    bad_line: ToolError | None = None
+    assert proc.stdout is not None  # stdout=PIPE
+    with proc:
+        for raw in proc.stdout:
+            line = raw.rstrip("\n")
+            try:
+                row = parse_bench_line(line)
+            except ToolError as err:
+                bad_line = bad_line or err
+                continue
+            if row is None:
+                print(line, file=sys.stderr, flush=True)
+            else:
+                rows.append(row)
+    reader.join()
+    code = proc.returncode
+    tail = "\n".join(stderr_tail)
+
+    if code == 0:
+        if bad_line is not None:
+            raise bad_line
+        if not rows:
+            raise ToolError(f"{bench.name} printed no result rows", command=command, stderr_tail=tail,
+                            hint="the generated bench and this cusync-gen are out of step: regenerate")
+        return rows
+    last_err = next((line for line in reversed(stderr_tail) if line.startswith("error:")),
+                    stderr_tail[-1] if stderr_tail else "")
+    if code == EXIT_BAD_ARGS:
+        reason = last_err.removeprefix("error:").strip() or "see its usage above"
+        err: CusyncError = UsageError(f"{bench.name} rejected its arguments: {reason}",
+                                      hint=f"command: {' '.join(command)}")
+    elif code == EXIT_NO_GPU:
+        err = NoGpuError(f"{bench.name}: {last_err.removeprefix('error:').strip() or 'no CUDA device found'}",
+                         hint="check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES",
+                         command=command, stderr_tail=tail)
+    elif code == EXIT_SYNC_TIMEOUT:
+        reasons = [str(r["sync_error"]) for r in rows if r.get("sync_error")]
+        message = reasons[0] if reasons else (last_err or "a spin-wait timed out")
+        err = SyncTimeoutError(
+            f"sync timeout: {message}",
+            hint="a consumer tile waited for a producer tile that was never posted; this is a bug in the "
+                 "generated synchronization: please report it with the spec")
+    elif code == EXIT_CHECK_FAILED:
+        detail = _describe_failures(rows) or last_err
+        err = CheckFailedError(
+            "results differ" + (f": {detail}" if detail else ""),
+            hint="the overlapped chain does not match the sequential chain or the reference")
+    elif code < 0:
+        err = ToolError(f"{bench.name} was killed by signal {-code}", command=command, stderr_tail=tail)
+    else:
+        err = ToolError(f"{bench.name} failed (exit {code})", command=command, stderr_tail=tail,
+                        hint="the lines above are the end of its output")
+    err.rows = rows  # type: ignore[attr-defined]
+    raise err
+
+
+# --------------------------------------------------------------------------------------------------
+# Reporting
+# --------------------------------------------------------------------------------------------------
+
+def _num(value: Any, fmt: str) -> str:
+    return format(value, fmt) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> Table:
+    """The `cusync-gen run` table: one line per (M, policy)."""
+    table = Table(title="cuSync chain: sequential vs overlapped (median times)")
+    for name in ("M", "policy", "sequential us", "overlapped us", "speedup", "bitwise", "ref err"):
+        table.add_column(name, justify="left" if name == "policy" else "right")
+    notes = []
+    for row in rows:
+        bitwise = row.get("bitwise_equal")
+        bitwise_text = {True: "[green]yes[/]", False: "[bold red]NO[/]"}.get(bitwise, "-")
+        speedup = row.get("speedup")
+        speedup_text = f"{speedup:.2f}x" if isinstance(speedup, (int, float)) else "-"
+        policy = str(row.get("policy", "-"))
+        if row.get("sync_error"):
+            policy = f"[red]{policy}[/]"
+            notes.append(f"m={row.get('m')} {row.get('policy')}: {row['sync_error']}")
+        if row.get("graph_ok") is False:
+            notes.append(f"m={row.get('m')} {row.get('policy')}: CUDA graph capture failed")
+        table.add_row(str(row.get("m", "-")), policy, _num(row.get("sequential_us"), ".1f"),
+                      _num(row.get("overlapped_us"), ".1f"), speedup_text, bitwise_text,
+                      _num(row.get("ref_rel_err"), ".1e"))
+    if notes:
+        table.caption = "\n".join(notes)
+    return table

@@ -1,0 +1,296 @@
+"""`cusync-gen`: the command line. Thin: parse options, call spec/plan/render/build, print.
+
+Errors are CusyncError subclasses raised anywhere below; `main()` turns each into one red
+`error: ...` line (plus a dim `hint: ...`) and the exception's exit code. `--verbose` re-raises instead,
+for a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from cusync_gen import paths
+from cusync_gen.errors import CusyncError, NoGpuError, ToolError, UsageError
+
+app = typer.Typer(
+    name="cusync-gen",
+    help="Generate CUDA/CUTLASS projects for chains of GEMMs that synchronize tile by tile (cuSync).",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+)
+
+_state = {"verbose": False}
+
+DEFAULT_RUN_MS = "1,256,1024"
+
+
+def _out() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _err() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Option parsing shared by commands
+# --------------------------------------------------------------------------------------------------
+
+def parse_ms(text: str) -> list[int]:
+    """`--m 1,256,1024` -> [1, 256, 1024]; anything else is a UsageError (exit 2)."""
+    values: list[int] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item.isdigit() or int(item) <= 0:
+            raise UsageError(f"--m: {item!r} is not a positive integer",
+                             hint="pass a comma-separated list of positive integers, e.g. --m 256,1024")
+        values.append(int(item))
+    return values
+
+
+def parse_policies(text: str | None) -> list[str] | None:
+    """`--policies row,tile` -> ["row", "tile"]. Which names exist is the bench's call (it exits 2
+    with its usage on an unknown one, which `run` reports as a usage error)."""
+    if not text:
+        return None
+    policies = [item.strip() for item in text.split(",")]
+    for item in policies:
+        if not item.isidentifier():
+            raise UsageError(f"--policies: {item!r} is not a policy name",
+                             hint="pass a comma-separated list, e.g. --policies row,tile")
+    return policies
+
+
+def _example_summary(path: Path) -> str:
+    """The first comment line of an example spec, without the `#`."""
+    for line in path.read_text().splitlines():
+        if line.startswith("#"):
+            return line.lstrip("#").strip()
+        if line.strip():
+            break
+    return ""
+
+
+def _unknown_example(name: str) -> UsageError:
+    names = paths.example_names()
+    return UsageError(f"unknown example {name!r}",
+                      hint=f"examples: {', '.join(names)} (see `cusync-gen init --list`)")
+
+
+def resolve_spec(arg: str) -> Path:
+    """A spec argument: an existing file, else the name of a shipped example."""
+    path = Path(arg)
+    if path.exists():
+        return path
+    example = paths.example_path(arg)
+    if example is not None:
+        return example
+    if path.suffix in (".yaml", ".yml", ".json") or "/" in arg:
+        raise UsageError(f"spec file not found: {arg}", hint="check the path, or use a shipped example name")
+    raise _unknown_example(arg)
+
+
+# --------------------------------------------------------------------------------------------------
+# Commands
+# --------------------------------------------------------------------------------------------------
+
+@app.callback()
+def _root(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show a traceback on errors.")] = False,
+          ) -> None:
+    """cusync-gen: tile-synchronized GEMM chains for CUDA/CUTLASS."""
+    _state["verbose"] = verbose
+
+
+SpecArg = Annotated[str, typer.Argument(help="Spec file (YAML/JSON) or shipped example name.", show_default=False)]
+TargetOpt = Annotated[Optional[str], typer.Option("--target", help="Override the spec's target, e.g. sm_90.")]
+ArchOpt = Annotated[Optional[str], typer.Option("--arch", help="Build for this target instead, e.g. sm_90.")]
+JobsOpt = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel compile jobs.")]
+CutlassOpt = Annotated[Optional[Path], typer.Option("--cutlass-dir", help="CUTLASS root [$CUTLASS_DIR].")]
+
+
+@app.command()
+def init(
+    name: Annotated[Optional[str], typer.Argument(help="Example to copy (see --list).", show_default=False)] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Where to write it [./NAME.yaml].")] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the shipped examples.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Copy a shipped example spec to start from."""
+    if list_:
+        out = _out()
+        for example in paths.example_names():
+            out.print(f"{example:<12} {escape(_example_summary(paths.examples_dir() / f'{example}.yaml'))}")
+        return
+    if name is None:
+        raise UsageError("init needs an example NAME", hint=f"examples: {', '.join(paths.example_names())}")
+    source = paths.example_path(name)
+    if source is None:
+        raise _unknown_example(name)
+    dest = output or Path(f"{name}.yaml")
+    if dest.exists() and not force:
+        raise UsageError(f"{dest} already exists", hint="pass --force to overwrite it, or -o another file")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, dest)
+    _out().print(f"wrote {escape(str(dest))}")
+
+
+@app.command()
+def validate(
+    spec: SpecArg,
+    m: Annotated[str, typer.Option("--m", help="Problem size(s) M to describe, comma-separated.")] = "1024",
+    target: TargetOpt = None,
+) -> None:
+    """Check a spec and print the plan: tiles, grids, semaphores, occupancy."""
+    from cusync_gen.plan import make_plan
+    from cusync_gen.spec import load_spec
+
+    ms = parse_ms(m)
+    plan = make_plan(load_spec(resolve_spec(spec)), target)
+    out = _out()
+    for value in ms:
+        out.print(plan.describe(value), markup=False)
+    out.print("[green]OK[/]")
+
+
+@app.command()
+def generate(
+    spec: SpecArg,
+    output: Annotated[Path, typer.Option("-o", "--output", help="Project folder to write.", show_default=False)],
+    target: TargetOpt = None,
+    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if the folder is stale.")] = False,
+) -> None:
+    """Generate a standalone CMake project from a spec."""
+    from cusync_gen.render import generate as render_generate
+
+    project = render_generate(resolve_spec(spec), output, target, check)  # check: raises (exit 1) when stale
+    _out().print(f"{escape(str(output))} is up to date" if check else f"generated {escape(str(project))}")
+
+
+@app.command("build")
+def build_cmd(
+    project: Annotated[Path, typer.Argument(help="A generated project folder (has manifest.json).",
+                                            show_default=False)],
+    arch: ArchOpt = None,
+    jobs: JobsOpt = None,
+    cutlass_dir: CutlassOpt = None,
+    build_type: Annotated[str, typer.Option("--build-type", help="CMAKE_BUILD_TYPE.")] = "Release",
+) -> None:
+    """Configure and compile a generated project (no GPU needed)."""
+    from cusync_gen import build as builder
+
+    build_dir = builder.build(project, target=arch, jobs=jobs, build_type=build_type, cutlass_dir=cutlass_dir,
+                              progress=sys.stderr.isatty())
+    _out().print(f"built {escape(str(build_dir))}")
+
+
+@app.command("run")
+def run_cmd(
+    target: Annotated[str, typer.Argument(help="Generated project folder, spec file, or shipped example name.",
+                                          show_default=False)],
+    m: Annotated[str, typer.Option("--m", help="Problem sizes M, comma-separated.")] = DEFAULT_RUN_MS,
+    policies: Annotated[Optional[str], typer.Option(
+        "--policies", help="What the overlapped run uses: spec (default), row, tile.")] = None,
+    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed repetitions (median reported).")] = 50,
+    warmup: Annotated[int, typer.Option("--warmup", min=1, help="Untimed warm-up repetitions.")] = 10,
+    arch: ArchOpt = None,
+    output: Annotated[Optional[Path], typer.Option(
+        "-o", "--output", help="Project folder for a spec or example [./generated/NAME].")] = None,
+    jobs: JobsOpt = None,
+    cutlass_dir: CutlassOpt = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Also write the result rows as JSON here.")] = None,
+) -> None:
+    """Generate (if needed), build and run the bench; print sequential vs overlapped times."""
+    from cusync_gen import build as builder
+
+    ms = parse_ms(m)
+    policy_list = parse_policies(policies)
+    if not builder.has_gpu():  # fail before minutes of compiling
+        raise NoGpuError("no CUDA device found",
+                         hint="build works without a GPU; run on a machine with an NVIDIA GPU")
+    project = Path(target)
+    if not (project / "manifest.json").is_file():
+        spec_path = resolve_spec(target)
+        from cusync_gen.render import generate as render_generate
+        from cusync_gen.spec import load_spec
+
+        project = output or Path("generated") / load_spec(spec_path).name
+        render_generate(spec_path, project, arch, False)
+    builder.build(project, target=arch, jobs=jobs, cutlass_dir=cutlass_dir, progress=sys.stderr.isatty())
+    try:
+        rows = builder.run(project, ms, policy_list, repeats=repeats, warmup=warmup)
+    except CusyncError as err:
+        _report_rows(getattr(err, "rows", None), out)  # a failed check still shows its table
+        raise
+    _report_rows(rows, out)
+
+
+def _report_rows(rows: list[dict[str, Any]] | None, out: Path | None) -> None:
+    if not rows:
+        return
+    from cusync_gen.build import format_table
+
+    _out().print(format_table(rows))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(rows, indent=2) + "\n")
+        _out().print(f"wrote {escape(str(out))}")
+
+
+@app.command("fetch-cutlass")
+def fetch_cutlass_cmd(
+    wheel: Annotated[Optional[Path], typer.Option("--wheel", help="Use this downloaded nvidia-cutlass wheel.")] = None,
+    dest: Annotated[Optional[Path], typer.Option("--dest", help="Where to put it [third_party/cutlass].")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Fetch again even if present.")] = False,
+) -> None:
+    """Fetch CUTLASS's headers from the pinned nvidia-cutlass wheel into third_party/cutlass."""
+    from cusync_gen.cutlass_fetch import CUTLASS_PIN, fetch_cutlass, is_fetched
+
+    target = (dest or paths.default_cutlass_dir()).resolve()
+    already = not force and is_fetched(target)
+    root = fetch_cutlass(target, wheel=wheel, force=force)
+    _out().print(f"{CUTLASS_PIN} {'already there' if already else 'fetched'}: {escape(str(root))}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------------------
+
+def _print_error(err: CusyncError) -> None:
+    console = _err()
+    if isinstance(err, ToolError):
+        command = getattr(err, "command", None)
+        tail = getattr(err, "stderr_tail", "")
+        if tail:
+            console.print(escape(tail.rstrip()), style="dim")
+        if command:
+            console.print(escape("command: " + " ".join(str(c) for c in command)), style="dim")
+    message = getattr(err, "message", None) or str(err)
+    console.print(f"[bold red]error:[/] [red]{escape(str(message))}[/]")
+    hint = getattr(err, "hint", "")
+    if hint:
+        console.print(escape(f"hint: {hint}"), style="dim")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console script `cusync-gen`."""
+    _state["verbose"] = False
+    try:
+        app(args=argv, prog_name="cusync-gen")
+    except CusyncError as err:
+        if _state["verbose"]:
+            raise
+        _print_error(err)
+        sys.exit(getattr(err, "exit_code", 1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""The one table from our enums to their C++ spellings (CUTLASS's DataTypeTag/LayoutTag habit).
+
+Templates use these as Jinja filters, so no template ever spells a C++ type from a spec string.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from cusync_gen.spec import BLayout, Dtype, Epilogue, Order, Policy
+
+CUTLASS_ELEMENT: dict[Dtype, str] = {Dtype.FP16: "cutlass::half_t", Dtype.BF16: "cutlass::bfloat16_t"}
+CUDA_ELEMENT: dict[Dtype, str] = {Dtype.FP16: "__half", Dtype.BF16: "__nv_bfloat16"}
+CUDA_HEADER: dict[Dtype, str] = {Dtype.FP16: "cuda_fp16.h", Dtype.BF16: "cuda_bf16.h"}
+
+EPILOGUE: dict[Epilogue, tuple[str, str]] = {  # functor template, header under cutlass/epilogue/thread/
+    Epilogue.IDENTITY: ("cutlass::epilogue::thread::LinearCombination", "linear_combination.h"),
+    Epilogue.RELU: ("cutlass::epilogue::thread::LinearCombinationRelu", "linear_combination_relu.h"),
+    Epilogue.GELU: ("cutlass::epilogue::thread::LinearCombinationGELU", "linear_combination_gelu.h"),
+    Epilogue.SILU: ("cutlass::epilogue::thread::LinearCombinationSilu", "linear_combination_silu.h"),
+}
+BENCH_ACTIVATION: dict[Epilogue, str] = {
+    Epilogue.IDENTITY: "bench::Activation::kIdentity",
+    Epilogue.RELU: "bench::Activation::kRelu",
+    Epilogue.GELU: "bench::Activation::kGelu",
+    Epilogue.SILU: "bench::Activation::kSilu",
+}
+LAYOUT_B: dict[BLayout, str] = {BLayout.ROW: "cutlass::layout::RowMajor", BLayout.COL: "cutlass::layout::ColumnMajor"}
+POLICY: dict[Policy | None, str] = {
+    None: "cusync::PolicyKind::kNone",
+    Policy.NONE: "cusync::PolicyKind::kNone",
+    Policy.TILE: "cusync::PolicyKind::kTile",
+    Policy.ROW: "cusync::PolicyKind::kRow",
+    Policy.STRIDED: "cusync::PolicyKind::kStrided",
+}
+ORDER: dict[Order, str] = {Order.ROW_MAJOR: "cusync::TileOrder::kRowMajor", Order.COLUMN_MAJOR: "cusync::TileOrder::kColumnMajor"}
+
+
+def cpp_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+FILTERS: dict[str, Callable[..., str]] = {
+    "cpp_element": CUTLASS_ELEMENT.__getitem__,
+    "cuda_element": CUDA_ELEMENT.__getitem__,
+    "cuda_header": CUDA_HEADER.__getitem__,
+    "cpp_epilogue": lambda e: EPILOGUE[e][0],
+    "cpp_epilogue_header": lambda e: EPILOGUE[e][1],
+    "bench_activation": BENCH_ACTIVATION.__getitem__,
+    "cpp_layout_b": LAYOUT_B.__getitem__,
+    "cpp_policy": POLICY.__getitem__,
+    "cpp_order": ORDER.__getitem__,
+    "cpp_bool": cpp_bool,
+}

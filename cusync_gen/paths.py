@@ -1,0 +1,60 @@
+"""Where cusync-gen finds its own files: templates, shipped examples, the fetched CUTLASS headers.
+
+Two layouts are supported:
+- a checkout or an editable install (`pip install -e .`): the package sits in `<repo>/cusync_gen`, the
+  templates in `<repo>/templates` and the fetched CUTLASS in `<repo>/third_party/cutlass`;
+- a wheel install: the templates ship inside the package as `cusync_gen/templates` (see pyproject.toml)
+  and CUTLASS is fetched into the user's cache folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def repo_root() -> Path | None:
+    """The checkout this package runs from, or None for a wheel install."""
+    root = PACKAGE_DIR.parent
+    if (root / "pyproject.toml").is_file() and (root / "templates").is_dir():
+        return root
+    return None
+
+
+def templates_dir() -> Path:
+    """`<repo>/templates` in a checkout, else the copy shipped in the package."""
+    root = repo_root()
+    if root is not None:
+        return root / "templates"
+    return PACKAGE_DIR / "templates"
+
+
+def examples_dir() -> Path:
+    """The shipped example specs (`cusync-gen init --list`)."""
+    return PACKAGE_DIR / "examples"
+
+
+def example_names() -> list[str]:
+    """Names of the shipped examples, sorted: `two_gemm`, `gpt3_mlp`, ..."""
+    return sorted(p.stem for p in examples_dir().glob("*.yaml"))
+
+
+def example_path(name: str) -> Path | None:
+    """The shipped example called `name`, or None."""
+    path = examples_dir() / f"{name}.yaml"
+    return path if name in example_names() else None
+
+
+def default_cutlass_dir() -> Path:
+    """Where `cusync-gen fetch-cutlass` puts the CUTLASS headers by default.
+
+    `<repo>/third_party/cutlass` in a checkout (git-ignored); for a wheel install the user cache folder
+    (`$XDG_CACHE_HOME/cusync-gen/cutlass`, default `~/.cache/cusync-gen/cutlass`).
+    """
+    root = repo_root()
+    if root is not None:
+        return root / "third_party" / "cutlass"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "cusync-gen" / "cutlass"

@@ -1,0 +1,408 @@
+"""The plan: every number the templates need, derived once from a validated spec.
+
+`make_plan` is pure (spec in, frozen dataclasses out) so render stays logic-free and the same spec
+always produces the same plan. Values that depend on the problem size M (grids, waves, whether all
+blocks are co-resident) are methods taking `m`, because M is chosen at run time, not in the spec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cusync_gen.errors import SpecError, UsageError
+from cusync_gen.spec import (
+    TARGETS,
+    Arch,
+    BLayout,
+    ChainSpec,
+    Dtype,
+    Epilogue,
+    Op,
+    Optimizations,
+    Order,
+    Policy,
+    StageSpec,
+    check_rules,
+    consumers_of,
+    output_policy,
+    resolve_defaults,
+    spec_hash,
+    stage_index,
+)
+
+#: Usable shared memory per SM in bytes; also the opt-in per-block limit on these parts.
+SMEM_PER_SM: dict[str, int] = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448}
+#: SM counts of the flagship part of each target (A100, A10/3090-class, L40/4090-class, H100/H200 SXM).
+DEFAULT_SMS: dict[str, int] = {"sm_80": 108, "sm_86": 84, "sm_89": 128, "sm_90": 132}
+MAX_THREADS_PER_SM = 2048
+MAX_BLOCKS_PER_SM = 32
+MAX_THREADS_PER_BLOCK = 1024
+WARP_SIZE = 32
+SWIGLU_THREADS = 128  # elementwise kernel: a fixed block size is enough to stream the tile
+ELEMENT_BYTES = 2  # fp16 and bf16
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """Resolved tile shape and its cost; for swiglu warp/instruction/stages are zeros (unused)."""
+
+    m: int
+    n: int
+    k: int
+    warp: tuple[int, int, int]
+    instruction: tuple[int, int, int]
+    stages: int
+    threads: int
+    smem_bytes: int
+
+
+@dataclass(frozen=True)
+class EdgePlan:
+    """How a consumer waits on its producer: which semaphores and how many posts make them ready."""
+
+    producer: int
+    policy: Policy
+    wait_value: int
+    stride_tiles: int
+    producer_tile_m: int
+    producer_tile_n: int
+    row_ok: bool = False   # RowSync lines up: the consumer's tile M divides the producer's
+    tile_ok: bool = False  # TileSync lines up too: the consumer's tile K divides the producer's tile N
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    index: int
+    name: str
+    op: Op
+    n: int
+    k: int  # for swiglu the input width, 2 * n
+    epilogue: Epilogue
+    b_layout: BLayout
+    order: Order
+    tile: TilePlan
+    input: EdgePlan | None
+    out_policy: Policy | None
+    posts_per_semaphore: int
+    semaphores_per_row: int
+    occupancy: int  # resident blocks per SM (threads, smem)
+
+    def grid(self, m: int) -> tuple[int, int]:
+        """(tiles_m, tiles_n) for a problem with m rows."""
+        return (_ceil_div(m, self.tile.m), _ceil_div(self.n, self.tile.n))
+
+    def num_tiles(self, m: int) -> int:
+        tiles_m, tiles_n = self.grid(m)
+        return tiles_m * tiles_n
+
+    def num_semaphores(self, m: int) -> int:
+        """One semaphore array entry per (tile row, semaphore in that row); 0 when nothing waits."""
+        return self.grid(m)[0] * self.semaphores_per_row
+
+
+@dataclass(frozen=True)
+class ChainPlan:
+    name: str
+    class_name: str
+    spec_hash: str
+    dtype: Dtype
+    arch: Arch
+    target: str
+    cuda_arch: str  # "90"
+    sms: int
+    optimizations: Optimizations
+    stages: tuple[StagePlan, ...]
+
+    def edges(self) -> list[tuple[StagePlan, StagePlan]]:
+        """(producer, consumer) pairs, in consumer order."""
+        return [(self.stages[s.input.producer], s) for s in self.stages if s.input is not None]
+
+    def no_atomic_add_legal(self) -> tuple[bool, str]:
+        """A release store is enough only where every semaphore receives exactly one post."""
+        for s in self.stages:
+            if s.out_policy not in (None, Policy.NONE, Policy.TILE):
+                return False, (
+                    f"stage '{s.name}' semaphores get {s.posts_per_semaphore} posts each "
+                    f"({s.out_policy.value} policy), which must be atomic"
+                )
+        return True, "every semaphore gets exactly one post (tile policy), so a release store replaces the atomic add"
+
+    def coresident(self, m: int) -> tuple[bool, str]:
+        """Whether, for every edge, all producer and consumer blocks fit on the GPU at once.
+
+        A block of stage s takes 1/occupancy_s of an SM, so an edge fits when
+        tiles_p / occ_p + tiles_c / occ_c <= sms (integer form below). Only then can the consumer
+        launch without the wait kernel and still never hold every SM while producers are unscheduled.
+        """
+        edges = self.edges()
+        if not edges:
+            return True, "no stage waits on another"
+        for prod, cons in edges:
+            tp, tc = prod.num_tiles(m), cons.num_tiles(m)
+            if tp * cons.occupancy + tc * prod.occupancy > self.sms * prod.occupancy * cons.occupancy:
+                need = tp / prod.occupancy + tc / cons.occupancy
+                return False, (
+                    f"{prod.name} ({tp} blocks, {prod.occupancy}/SM) + {cons.name} ({tc} blocks, "
+                    f"{cons.occupancy}/SM) need {need:.1f} SMs at once, the GPU has {self.sms}"
+                )
+        return True, f"producer and consumer blocks of every edge fit on {self.sms} SMs at once"
+
+    def describe(self, m: int) -> str:
+        """What `validate` prints: the derived numbers and why each choice is (not) legal at this M."""
+        if m <= 0:
+            raise UsageError(f"M must be a positive integer, got {m}", "pass --m with a value like 2048")
+        lines = [
+            f"chain {self.name} (class {self.class_name}), spec hash {self.spec_hash}",
+            f"target {self.target} (arch {self.arch.value}, {self.dtype.value}), {self.sms} SMs, M = {m}",
+        ]
+        for s in self.stages:
+            lines += _describe_stage(self, s, m)
+        lines += _describe_optimizations(self, m)
+        return "\n".join(lines) + "\n"
+
+
+def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
+    """Derive the plan; `target` (from --target) overrides spec.target. Raises SpecError on violations."""
+    if spec.arch is Arch.SM90:
+        raise SpecError(
+            "arch",
+            "the sm90 (Hopper) backend is not implemented yet",
+            "use arch: sm80 with target: sm_90 to run the Ampere-style kernels natively on Hopper",
+        )
+    if target is not None:
+        if target not in TARGETS:
+            raise UsageError(f"unknown target '{target}'", f"use one of: {', '.join(TARGETS)}")
+        spec = spec.model_copy(update={"target": target})
+    spec = resolve_defaults(spec)
+    check_rules(spec)
+    tiles = [_tile_plan(i, s, spec.target) for i, s in enumerate(spec.stages)]
+    edges = [_edge_plan(spec, i, tiles) for i in range(len(spec.stages))]
+    stages = []
+    for i, s in enumerate(spec.stages):
+        out_policy = output_policy(spec, i)
+        users = consumers_of(spec, i)
+        out_edge = edges[users[0]] if users else None
+        stages.append(
+            StagePlan(
+                index=i,
+                name=s.name,
+                op=s.op,
+                n=s.n,
+                k=s.k if s.op is Op.GEMM and s.k is not None else 2 * s.n,
+                epilogue=s.epilogue,
+                b_layout=s.b_layout,
+                order=s.order,
+                tile=tiles[i],
+                input=edges[i],
+                out_policy=out_policy,
+                posts_per_semaphore=out_edge.wait_value if out_edge is not None else 0,
+                semaphores_per_row=_semaphores_per_row(s, tiles[i], out_policy, out_edge),
+                occupancy=_occupancy(tiles[i], spec.target),
+            )
+        )
+    return ChainPlan(
+        name=spec.name,
+        class_name="".join(part[:1].upper() + part[1:] for part in spec.name.split("_") if part),
+        spec_hash=spec_hash(spec),
+        dtype=spec.dtype,
+        arch=spec.arch,
+        target=spec.target,
+        cuda_arch=spec.target.removeprefix("sm_"),
+        sms=spec.sms if spec.sms is not None else DEFAULT_SMS[spec.target],
+        optimizations=spec.optimizations,
+        stages=tuple(stages),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Derivations
+
+
+def _tile_plan(i: int, stage: StageSpec, target: str) -> TilePlan:
+    tb = stage.tile.threadblock
+    if stage.op is Op.SWIGLU:
+        return TilePlan(tb[0], tb[1], 1, (0, 0, 0), (0, 0, 0), 0, SWIGLU_THREADS, 0)
+    warp, inst, pipe = stage.tile.warp, stage.tile.instruction, stage.tile.stages
+    if warp is None or inst is None or pipe is None:  # resolve_defaults ran; keeps the type checker honest
+        raise SpecError(f"stages[{i}].tile", "tile defaults were not resolved", "report this as a cusync-gen bug")
+    warps = (tb[0] // warp[0]) * (tb[1] // warp[1]) * (tb[2] // warp[2])
+    threads = WARP_SIZE * warps
+    if threads > MAX_THREADS_PER_BLOCK:
+        raise SpecError(
+            f"stages[{i}].tile.warp",
+            f"threadblock {list(tb)} / warp {list(warp)} gives {warps} warps = {threads} threads per block, "
+            f"above the CUDA limit of {MAX_THREADS_PER_BLOCK}",
+            "use larger warp tiles, e.g. half the threadblock in M and N",
+        )
+    per_stage = (tb[0] * tb[2] + tb[2] * tb[1]) * ELEMENT_BYTES
+    smem = pipe * per_stage
+    limit = SMEM_PER_SM[target]
+    if smem > limit:
+        fit = limit // per_stage
+        hint = f"use stages: {fit} or fewer" if fit >= 3 else "use a smaller threadblock (3 stages of it do not fit)"
+        raise SpecError(
+            f"stages[{i}].tile.stages",
+            f"{pipe} stages of threadblock {list(tb)} need {smem} bytes of shared memory per block, "
+            f"above the {limit}-byte limit of {target}",
+            hint,
+        )
+    return TilePlan(tb[0], tb[1], tb[2], warp, inst, pipe, threads, smem)
+
+
+def _edge_plan(spec: ChainSpec, i: int, tiles: list[TilePlan]) -> EdgePlan | None:
+    stage = spec.stages[i]
+    if stage.a == "input":
+        return None
+    p = stage_index(spec)[stage.a]
+    ptile = tiles[p]
+    policy = stage.sync or Policy.NONE
+    wait_value = {
+        Policy.ROW: _ceil_div(spec.stages[p].n, ptile.n),  # every tile of the producer's row posts once
+        Policy.TILE: 1,
+        Policy.STRIDED: 2,  # the gate tile and the up tile
+        Policy.NONE: 0,
+    }[policy]
+    stride = stage.n // ptile.n if policy is Policy.STRIDED else 0
+    tile = tiles[i]
+    # Which policies a GEMM consumer may switch to at run time (set_policy): both need the consumer's
+    # rows inside one producer tile row; TileSync also needs each K-block inside one producer tile.
+    gemm = stage.op is Op.GEMM
+    row_ok = gemm and ptile.m % tile.m == 0
+    tile_ok = row_ok and ptile.n % tile.k == 0
+    return EdgePlan(p, policy, wait_value, stride, ptile.m, ptile.n, row_ok, tile_ok)
+
+
+def _semaphores_per_row(stage: StageSpec, tile: TilePlan, policy: Policy | None, edge: EdgePlan | None) -> int:
+    if policy is Policy.ROW:
+        return 1
+    if policy is Policy.TILE:
+        return _ceil_div(stage.n, tile.n)
+    if policy is Policy.STRIDED and edge is not None:
+        return edge.stride_tiles
+    return 0
+
+
+def _occupancy(tile: TilePlan, target: str) -> int:
+    """Resident blocks per SM from threads and shared memory (registers are not modelled)."""
+    limits = [MAX_THREADS_PER_SM // tile.threads, MAX_BLOCKS_PER_SM]
+    if tile.smem_bytes > 0:
+        limits.append(SMEM_PER_SM[target] // tile.smem_bytes)
+    return max(1, min(limits))
+
+
+# ---------------------------------------------------------------------------------------------------
+# describe() pieces
+
+
+def _describe_stage(plan: ChainPlan, s: StagePlan, m: int) -> list[str]:
+    t = s.tile
+    tiles_m, tiles_n = s.grid(m)
+    total = tiles_m * tiles_n
+    slots = plan.sms * s.occupancy
+    waves = total / slots
+    last = total % slots
+    fill = 100.0 * (last if last else slots) / slots
+    if s.op is Op.GEMM:
+        head = f"stage {s.index}: {s.name} (gemm, epilogue {s.epilogue.value}, B {s.b_layout.value})"
+        tile = (
+            f"threadblock {t.m}x{t.n}x{t.k}, warp {'x'.join(map(str, t.warp))}, "
+            f"instruction {'x'.join(map(str, t.instruction))}, {t.stages} pipeline stages"
+        )
+    else:
+        head = f"stage {s.index}: {s.name} (swiglu: out[:, j] = silu(in[:, j]) * in[:, j + {s.n}])"
+        tile = f"{t.m} rows x {t.n} cols"
+    lines = [
+        head,
+        f"  problem    {m} x {s.n} x {s.k} (M x N x K)",
+        f"  tile       {tile}",
+        f"  threads    {t.threads} per block, smem {t.smem_bytes} B per block, occupancy {s.occupancy} blocks/SM",
+        f"  grid       {tiles_m} x {tiles_n} = {total} tiles, {waves:.2f} waves on {plan.sms} SMs x {s.occupancy} "
+        f"(last wave {fill:.1f}% full)",
+        f"  input      {_describe_edge(plan, s)}",
+        f"  output     {_describe_output(s, m)}",
+        f"  order      {_describe_order(plan, s)}",
+    ]
+    return lines
+
+
+def _describe_edge(plan: ChainPlan, s: StagePlan) -> str:
+    e = s.input
+    if e is None:
+        return f"external input [M, {s.k}], no wait"
+    prod = plan.stages[e.producer]
+    head = f"from {prod.name} (stage {e.producer}), sync {e.policy.value}, wait value {e.wait_value}: "
+    if e.policy is Policy.ROW:
+        what = (
+            f"each tile waits until all {e.wait_value} tiles of its {e.producer_tile_m}-row producer block "
+            "have posted"
+        )
+    elif e.policy is Policy.TILE:
+        what = (
+            f"each tile waits, per {e.producer_tile_n}-column K chunk, for the one {e.producer_tile_m}x"
+            f"{e.producer_tile_n} producer tile that wrote it"
+        )
+    elif e.policy is Policy.STRIDED:
+        what = (
+            f"each tile j waits for gate tile j and up tile j + {e.stride_tiles} of its "
+            f"{e.producer_tile_m}-row producer block"
+        )
+    else:
+        what = "no tile waits; the stage runs after the whole producer kernel (stream order)"
+    return head + what
+
+
+def _describe_output(s: StagePlan, m: int) -> str:
+    if s.out_policy is None:
+        return "final output, no semaphores"
+    if s.out_policy is Policy.NONE:
+        return "consumed with sync none, no semaphores"
+    return (
+        f"{s.out_policy.value} policy: {s.num_semaphores(m)} semaphores ({s.semaphores_per_row} per tile row), "
+        f"{s.posts_per_semaphore} posts each"
+    )
+
+
+def _describe_order(plan: ChainPlan, s: StagePlan) -> str:
+    how = (
+        "hardware block order (avoid_custom_order)"
+        if plan.optimizations.avoid_custom_order
+        else "handed out by an atomic tile counter"
+    )
+    if s.order is Order.ROW_MAJOR:
+        return f"row_major: all N tiles of a tile row first, so producer rows complete early; {how}"
+    return f"column_major: all M tiles of a tile column first; {how}"
+
+
+def _describe_optimizations(plan: ChainPlan, m: int) -> list[str]:
+    opt = plan.optimizations
+
+    def state(on: bool) -> str:
+        return "on" if on else "off"
+
+    atomic_ok, atomic_why = plan.no_atomic_add_legal()
+    resident_ok, resident_why = plan.coresident(m)
+    gemm_consumers = [s.name for s in plan.stages if s.input is not None and s.op is Op.GEMM]
+    reorder_why = (
+        f"legal: B of {', '.join(gemm_consumers)} does not depend on the producer, so it loads before the wait"
+        if gemm_consumers
+        else "no effect: no gemm stage waits on a producer"
+    )
+    lines = [
+        "optimizations",
+        f"  no_atomic_add       {state(opt.no_atomic_add)}: {'legal' if atomic_ok else 'not legal'}: {atomic_why}",
+        f"  avoid_wait_kernel   {state(opt.avoid_wait_kernel)}: {'legal' if resident_ok else 'not legal'} "
+        f"at M={m}: {resident_why}",
+        f"  avoid_custom_order  {state(opt.avoid_custom_order)}: always legal: the tile order only changes how "
+        "soon inputs are ready, not correctness",
+        f"  reorder_tile_loads  {state(opt.reorder_tile_loads)}: {reorder_why}",
+    ]
+    if opt.avoid_wait_kernel and not resident_ok:
+        lines.append(
+            f"WARNING: avoid_wait_kernel is on but not legal at M={m}: consumer blocks can fill the GPU and "
+            "spin forever on producer tiles that never get an SM; turn it off or use a smaller M"
+        )
+    return lines

@@ -1,0 +1,204 @@
+"""Render a plan into a standalone CMake project, with nothing but Jinja.
+
+The plan lists every output file (`project_files`); nothing is discovered by walking folders. Files are
+rendered in memory first, then written through a temporary folder, so a failure never leaves a
+half-written project; `generate(check=True)` compares instead of writing (the golden-file test).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from cusync_gen import __version__
+from cusync_gen.cpp import FILTERS
+from cusync_gen.errors import CusyncError
+from cusync_gen.paths import default_cutlass_dir, templates_dir
+from cusync_gen.plan import ChainPlan, make_plan
+from cusync_gen.spec import Op, load_spec
+
+# The CuSync runtime every project gets (include/cusync/), and the sm80 backend (include/cusync/sm80/).
+RUNTIME_HEADERS = (
+    "status.h", "ptx.cuh", "sync_error.h", "semaphore.cuh", "policy.h", "tile_order.h", "stage.cuh",
+    "chain_kernels.cuh",
+)
+SM80_HEADERS = ("waiting_iterator.cuh", "gemm.cuh", "swiglu.cuh")
+STAGE_TEMPLATES = {Op.GEMM: "sm80/stage_gemm.cu.j2", Op.SWIGLU: "sm80/stage_swiglu.cu.j2"}
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    """One file of a generated project: rendered from a template or copied verbatim."""
+
+    path: str
+    source: str
+    template: bool
+    stage: int | None = None
+
+
+class GeneratedDiffers(CusyncError):
+    """`generate --check` found files on disk that differ from what the generator emits now."""
+
+    exit_code = 1
+
+
+def project_files(plan: ChainPlan) -> list[OutputFile]:
+    """Every file of the project, in a fixed order."""
+    name = plan.name
+    files = [
+        OutputFile("CMakeLists.txt", "project/CMakeLists.txt.j2", True),
+        OutputFile("README.md", "project/README.md.j2", True),
+        OutputFile(f"include/{name}.h", "project/include/chain.h.j2", True),
+        *(OutputFile(f"include/cusync/{h}", f"runtime/include/cusync/{h}", False) for h in RUNTIME_HEADERS),
+        *(OutputFile(f"include/cusync/sm80/{h}", f"sm80/include/cusync/sm80/{h}", False) for h in SM80_HEADERS),
+        OutputFile(f"src/{name}_stages.h", "project/src/stages.h.j2", True),
+        OutputFile(f"src/{name}.cu", "project/src/chain.cu.j2", True),
+        *(
+            OutputFile(f"src/stage_{stage.name}.cu", STAGE_TEMPLATES[stage.op], True, stage.index)
+            for stage in plan.stages
+        ),
+        OutputFile(f"bench/{name}_bench.cu", "project/bench/bench.cu.j2", True),
+        OutputFile("bench/reference.cuh", "project/bench/reference.cuh", False),
+    ]
+    return files
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters.update(FILTERS)
+    return env
+
+
+def cutlass_dir_expression(out_dir: Path, cutlass_dir: Path | None) -> str:
+    """The CUTLASS_DIR default written into CMakeLists.txt.
+
+    Relative to the project when both live in one tree (so committed projects are byte-identical on
+    every machine), absolute otherwise.
+    """
+    cutlass = (cutlass_dir or default_cutlass_dir()).resolve()
+    out = out_dir.resolve()
+    common = Path(os.path.commonpath([cutlass, out]))
+    if common != Path(common.anchor) and (common / "pyproject.toml").exists():
+        return "${CMAKE_CURRENT_SOURCE_DIR}/" + os.path.relpath(cutlass, out)
+    return str(cutlass)
+
+
+def manifest(plan: ChainPlan, files: list[OutputFile]) -> str:
+    """What `build` and `run` read: names, target, stages, and the generated files."""
+    data = {
+        "generator": f"cusync-gen {__version__}",
+        "name": plan.name,
+        "class_name": plan.class_name,
+        "spec_hash": plan.spec_hash,
+        "arch": plan.arch.value,
+        "target": plan.target,
+        "cuda_arch": plan.cuda_arch,
+        "library": plan.name,
+        "bench": f"{plan.name}_bench",
+        "stages": [
+            {
+                "name": s.name,
+                "op": s.op.value,
+                "n": s.n,
+                "k": s.k,
+                "policy": s.input.policy.value if s.input else None,
+                "producer": plan.stages[s.input.producer].name if s.input else None,
+            }
+            for s in plan.stages
+        ],
+        "files": [f.path for f in files] + ["manifest.json"],
+    }
+    return json.dumps(data, indent=2) + "\n"
+
+
+def render_project(plan: ChainPlan, cutlass_dir_expr: str) -> dict[str, str]:
+    """Relative path -> file text, for the whole project."""
+    env = _environment()
+    files = project_files(plan)
+    root = templates_dir()
+    out: dict[str, str] = {}
+    for f in files:
+        if f.template:
+            stage = plan.stages[f.stage] if f.stage is not None else None
+            out[f.path] = env.get_template(f.source).render(
+                plan=plan, stage=stage, version=__version__, cutlass_dir=cutlass_dir_expr
+            )
+        else:
+            out[f.path] = (root / f.source).read_text()
+    out["manifest.json"] = manifest(plan, files)
+    return out
+
+
+def _diff(out_dir: Path, rendered: dict[str, str]) -> list[str]:
+    lines: list[str] = []
+    for rel, text in rendered.items():
+        path = out_dir / rel
+        old = path.read_text() if path.is_file() else ""
+        if old != text:
+            lines.append(f"differs: {rel}")
+            diff = difflib.unified_diff(old.splitlines(), text.splitlines(), f"on disk/{rel}", f"generated/{rel}",
+                                        lineterm="", n=1)
+            lines.extend(list(diff)[:20])
+    return lines
+
+
+def _write(out_dir: Path, rendered: dict[str, str]) -> None:
+    """Write through a temporary sibling folder, then move each file in; keeps build/ and foreign files,
+    removes files an earlier generation wrote that this one no longer does."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    old_manifest = out_dir / "manifest.json"
+    stale: set[str] = set()
+    if old_manifest.is_file():
+        try:
+            stale = set(json.loads(old_manifest.read_text()).get("files", [])) - set(rendered)
+        except (ValueError, AttributeError):
+            stale = set()
+    with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=f".{out_dir.name}.") as tmp:
+        for rel, text in rendered.items():
+            path = Path(tmp) / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        for rel in rendered:
+            target = out_dir / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(Path(tmp) / rel, target)
+    for rel in stale:
+        (out_dir / rel).unlink(missing_ok=True)
+
+
+def generate(spec_path: Path, out_dir: Path, target: str | None = None, check: bool = False,
+             cutlass_dir: Path | None = None) -> Path:
+    """Spec file -> project folder (or, with check, raise if the folder differs from what we emit)."""
+    spec = load_spec(Path(spec_path))
+    plan = make_plan(spec, target)
+    out_dir = Path(out_dir)
+    rendered = render_project(plan, cutlass_dir_expression(out_dir, cutlass_dir))
+    if check:
+        differences = _diff(out_dir, rendered)
+        if differences:
+            raise GeneratedDiffers(
+                f"{out_dir} differs from what the generator emits now:\n" + "\n".join(differences),
+                hint=f"regenerate: cusync-gen generate {spec_path} -o {out_dir}",
+            )
+        return out_dir
+    _write(out_dir, rendered)
+    return out_dir
+
+
+def remove_project(out_dir: Path) -> None:
+    """Delete a generated project folder (used by tests and `run` on a scratch folder)."""
+    shutil.rmtree(out_dir, ignore_errors=True)

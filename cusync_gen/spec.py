@@ -1,0 +1,716 @@
+"""The spec: the only module that knows the YAML/JSON format (docs/spec-format.md).
+
+Parsing happens in three steps so each error is reported once, where the user can fix it:
+pydantic checks shapes and types, `resolve_defaults` makes omitted tile fields explicit (so the hash
+and every later layer see one canonical spec), and `check_rules` applies the cross-field rules.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import math
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from cusync_gen.errors import SpecError, UsageError
+
+# ---------------------------------------------------------------------------------------------------
+# Enums and the small tables that go with them
+
+
+class Dtype(str, Enum):
+    FP16 = "fp16"
+    BF16 = "bf16"
+
+
+class Arch(str, Enum):
+    SM80 = "sm80"
+    SM90 = "sm90"
+
+
+class Op(str, Enum):
+    GEMM = "gemm"
+    SWIGLU = "swiglu"
+
+
+class Epilogue(str, Enum):
+    IDENTITY = "identity"
+    RELU = "relu"
+    GELU = "gelu"
+    SILU = "silu"
+
+
+class Policy(str, Enum):
+    TILE = "tile"
+    ROW = "row"
+    STRIDED = "strided"
+    NONE = "none"
+
+
+class Order(str, Enum):
+    ROW_MAJOR = "row_major"
+    COLUMN_MAJOR = "column_major"
+
+
+class BLayout(str, Enum):
+    ROW = "row"
+    COL = "col"
+
+
+Target = Literal["sm_80", "sm_86", "sm_89", "sm_90"]
+TARGETS: tuple[str, ...] = ("sm_80", "sm_86", "sm_89", "sm_90")
+
+#: mma.sync shapes the sm80 backend instantiates for 16-bit inputs with fp32 accumulation.
+SM80_INSTRUCTIONS: tuple[tuple[int, int, int], ...] = ((16, 8, 16),)
+DEFAULT_INSTRUCTION: tuple[int, int, int] = (16, 8, 16)
+DEFAULT_PIPELINE_STAGES = 3
+MIN_PIPELINE_STAGES = 3  # cp.async multistage mainloops in CUTLASS 2.x need at least 3 on sm80
+ALIGNMENT = 8  # 8 x 16-bit elements = one 16-byte vector access
+
+#: "input" names the external A tensor, so no stage may be called that.
+RESERVED_NAMES = frozenset({"input"})
+#: C++ keywords a name would collide with in the generated code (the ones plausible as names).
+CPP_KEYWORDS = frozenset(
+    "alignas alignof and asm auto bool break case catch char class const constexpr continue default "
+    "delete do double else enum explicit export extern false float for friend goto if inline int long "
+    "mutable namespace new noexcept not nullptr operator or private protected public register return "
+    "short signed sizeof static struct switch template this throw true try typedef typename union "
+    "unsigned using virtual void volatile while half".split()
+)
+
+_C_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+PosInt = Annotated[int, Field(strict=True, gt=0)]
+Triple = tuple[PosInt, PosInt, PosInt]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+# ---------------------------------------------------------------------------------------------------
+# Models
+
+
+class TileSpec(BaseModel):
+    """Tile shapes; warp/instruction/stages are optional so the common case stays one line."""
+
+    model_config = _FROZEN
+
+    threadblock: Triple
+    warp: Triple | None = None
+    instruction: Triple | None = None
+    stages: PosInt | None = None
+
+
+class Optimizations(BaseModel):
+    """cuSync's optional optimizations; all off by default because each has a legality condition."""
+
+    model_config = _FROZEN
+
+    no_atomic_add: bool = Field(default=False, strict=True)
+    avoid_wait_kernel: bool = Field(default=False, strict=True)
+    avoid_custom_order: bool = Field(default=False, strict=True)
+    reorder_tile_loads: bool = Field(default=False, strict=True)
+
+
+class StageSpec(BaseModel):
+    """One GEMM or SwiGLU stage; `a` names where its input comes from, `sync` how it waits for it."""
+
+    model_config = _FROZEN
+
+    name: str
+    op: Op
+    a: str
+    n: PosInt
+    k: PosInt | None = None
+    b_layout: BLayout = BLayout.ROW
+    epilogue: Epilogue = Epilogue.IDENTITY
+    order: Order = Order.ROW_MAJOR
+    tile: TileSpec
+    split_k: PosInt = 1
+    sync: Policy | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _swiglu_two_dim_threadblock(cls, data: Any) -> Any:
+        """A swiglu tile is [rows, cols]; accept that spelling by filling the unused K with 1."""
+        if not isinstance(data, dict) or data.get("op") != Op.SWIGLU.value:
+            return data
+        tile = data.get("tile")
+        if not isinstance(tile, dict):
+            return data
+        tb = tile.get("threadblock")
+        if isinstance(tb, (list, tuple)) and len(tb) == 2:
+            return {**data, "tile": {**tile, "threadblock": [*tb, 1]}}
+        return data
+
+
+class ChainSpec(BaseModel):
+    """A whole chain: the producers come first, every later stage reads `input` or an earlier stage."""
+
+    model_config = _FROZEN
+
+    name: str
+    arch: Arch = Arch.SM80
+    target: Target = "sm_80"
+    dtype: Dtype = Dtype.FP16
+    sms: PosInt | None = None
+    optimizations: Optimizations = Optimizations()
+    stages: list[StageSpec] = Field(min_length=1)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Public entry points
+
+
+def parse_spec(data: Any, source: str = "<spec>") -> ChainSpec:
+    """Validate raw data into a canonical ChainSpec; the first violation becomes one SpecError."""
+    if not isinstance(data, dict):
+        kind = "nothing (the file is empty)" if data is None else type(data).__name__
+        raise _with_source(
+            SpecError(
+                "<root>",
+                f"the top level of {source} must be a mapping, got {kind}",
+                "start the file with 'name: ...', 'stages: ...' (see docs/spec-format.md)",
+            ),
+            source,
+        )
+    try:
+        spec = ChainSpec.model_validate(data)
+    except ValidationError as exc:
+        raise _with_source(_from_validation_error(exc), source) from None
+    spec = resolve_defaults(spec)
+    try:
+        check_rules(spec)
+    except SpecError as exc:
+        raise _with_source(exc, source) from None
+    return spec
+
+
+def load_spec(path: Path) -> ChainSpec:
+    """Read a .yaml/.yml/.json file; problems with the file itself are UsageErrors, not SpecErrors."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".yaml", ".yml", ".json"):
+        raise UsageError(
+            f"{path}: unknown spec file type '{suffix or '(none)'}'",
+            "name the spec file *.yaml, *.yml or *.json",
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"spec file {path} not found", "check the path (relative to the current directory)") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a directory, not a spec file", "pass the path of a .yaml or .json file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(
+            f"cannot read spec file {path}: {exc}", "check the file's permissions and encoding (UTF-8)"
+        ) from None
+    if suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(
+                f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+                "fix the JSON syntax at that line",
+            ) from None
+    else:
+        try:
+            data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        except yaml.YAMLError as exc:
+            raise UsageError(_yaml_error_message(path, exc), "fix the YAML syntax at that line") from None
+    return parse_spec(data, source=str(path))
+
+
+def spec_hash(spec: ChainSpec) -> str:
+    """Short content hash: names generated output so regeneration is deterministic and traceable."""
+    canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:12]
+
+
+def default_warp(threadblock: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Half the threadblock in M and N gives 4 warps, CUTLASS's usual sm80 choice."""
+    m, n, k = threadblock
+    return (max(m // 2, 1), max(n // 2, 1), k)
+
+
+def resolve_defaults(spec: ChainSpec) -> ChainSpec:
+    """Fill omitted gemm tile fields so the hash and the plan see the same explicit values."""
+    stages: list[StageSpec] = []
+    changed = False
+    for stage in spec.stages:
+        tile = stage.tile
+        if stage.op is Op.GEMM and (tile.warp is None or tile.instruction is None or tile.stages is None):
+            tile = tile.model_copy(
+                update={
+                    "warp": tile.warp if tile.warp is not None else default_warp(tile.threadblock),
+                    "instruction": tile.instruction if tile.instruction is not None else DEFAULT_INSTRUCTION,
+                    "stages": tile.stages if tile.stages is not None else DEFAULT_PIPELINE_STAGES,
+                }
+            )
+            stage = stage.model_copy(update={"tile": tile})
+            changed = True
+        stages.append(stage)
+    return spec.model_copy(update={"stages": stages}) if changed else spec
+
+
+def producer_width(spec: ChainSpec, index: int) -> int:
+    """Width of stage `index`'s output tensor (both ops write [M, n])."""
+    return spec.stages[index].n
+
+
+def stage_index(spec: ChainSpec) -> dict[str, int]:
+    return {stage.name: i for i, stage in enumerate(spec.stages)}
+
+
+def consumers_of(spec: ChainSpec, index: int) -> list[int]:
+    """Indices of the stages that read stage `index`'s output."""
+    name = spec.stages[index].name
+    return [i for i, s in enumerate(spec.stages) if s.a == name]
+
+
+def check_rules(spec: ChainSpec) -> None:
+    """Apply the cross-field rules of docs/spec-format.md in spec order; raise the first violation."""
+    _check_chain_name(spec.name)
+    seen: dict[str, int] = {}
+    for i, stage in enumerate(spec.stages):
+        _check_stage_name(i, stage, seen)
+        seen[stage.name] = i
+        producer = _check_source(spec, i, stage, seen)
+        _check_sync_presence(i, stage, producer)
+        _check_widths(spec, i, stage, producer)
+        if stage.op is Op.GEMM:
+            _check_gemm_tile(i, stage)
+        else:
+            _check_swiglu_stage(i, stage)
+        if producer is not None and stage.sync not in (None, Policy.NONE):
+            _check_policy(spec, i, stage, producer)
+        if stage.split_k != 1:
+            raise SpecError(
+                f"stages[{i}].split_k",
+                f"split_k={stage.split_k} is not supported; only 1 is supported for now",
+                "remove split_k (or set split_k: 1)",
+            )
+    _check_output_policies(spec)
+    _check_no_atomic_add(spec)
+
+
+def output_policy(spec: ChainSpec, index: int) -> Policy | None:
+    """The policy stage `index` posts with: that of its consumers (check_rules makes them agree)."""
+    users = consumers_of(spec, index)
+    if not users:
+        return None
+    return spec.stages[users[0]].sync or Policy.NONE
+
+
+# ---------------------------------------------------------------------------------------------------
+# Cross-field rules
+
+
+def _check_chain_name(name: str) -> None:
+    if not _SNAKE.match(name):
+        raise SpecError(
+            "name",
+            f"'{name}' is not a lower snake case C identifier",
+            "use lower case letters, digits and underscores, starting with a letter (e.g. gpt3_mlp)",
+        )
+    if name in CPP_KEYWORDS:
+        raise SpecError("name", f"'{name}' is a C++ keyword", "pick another name, e.g. my_" + name)
+
+
+def _check_stage_name(i: int, stage: StageSpec, seen: dict[str, int]) -> None:
+    field = f"stages[{i}].name"
+    if not _C_IDENT.match(stage.name):
+        raise SpecError(
+            field,
+            f"'{stage.name}' is not a C identifier",
+            "use letters, digits and underscores, not starting with a digit (e.g. gemm1)",
+        )
+    if stage.name in RESERVED_NAMES:
+        raise SpecError(
+            field, f"'{stage.name}' is reserved for the external input tensor", "rename the stage, e.g. gemm_in"
+        )
+    if stage.name in CPP_KEYWORDS:
+        raise SpecError(field, f"'{stage.name}' is a C++ keyword", f"rename the stage, e.g. {stage.name}_stage")
+    if stage.name in seen:
+        raise SpecError(
+            field,
+            f"'{stage.name}' is already the name of stages[{seen[stage.name]}]",
+            "give every stage a unique name",
+        )
+
+
+def _check_source(spec: ChainSpec, i: int, stage: StageSpec, earlier: dict[str, int]) -> int | None:
+    """Resolve `a` to an earlier stage index (None for input); later names are an order error."""
+    field = f"stages[{i}].a"
+    if stage.a == "input":
+        return None
+    if stage.a == stage.name:
+        raise SpecError(
+            field,
+            f"stage '{stage.name}' reads its own output (a cycle)",
+            "set a: input or the name of an earlier stage",
+        )
+    if stage.a in earlier:
+        return earlier[stage.a]
+    later = [s.name for s in spec.stages[i + 1 :]]
+    if stage.a in later:
+        raise SpecError(
+            field,
+            f"'{stage.a}' is listed after '{stage.name}'; stages must be listed producers first "
+            "(this also rules out dependency cycles)",
+            f"move stage '{stage.a}' before '{stage.name}'",
+        )
+    if i == 0:
+        raise SpecError(
+            field, f"unknown stage '{stage.a}'; the first stage must read the external input", "set a: input"
+        )
+    names = ", ".join(s.name for s in spec.stages[:i])
+    raise SpecError(field, f"unknown stage '{stage.a}'", f"use 'input' or one of: {names}")
+
+
+def _check_sync_presence(i: int, stage: StageSpec, producer: int | None) -> None:
+    field = f"stages[{i}].sync"
+    if producer is not None and stage.sync is None:
+        raise SpecError(
+            field,
+            f"stage '{stage.name}' reads stage '{stage.a}' but has no sync policy",
+            "add sync: row (or tile; strided for a swiglu; none to wait for the whole producer kernel)",
+        )
+    if producer is None and stage.sync not in (None, Policy.NONE):
+        raise SpecError(
+            field,
+            f"stage '{stage.name}' reads 'input', which no stage produces, "
+            f"so sync: {stage.sync.value} has nothing to wait for",
+            "remove sync (or set sync: none)",
+        )
+
+
+def _check_widths(spec: ChainSpec, i: int, stage: StageSpec, producer: int | None) -> None:
+    if stage.n % ALIGNMENT:
+        raise SpecError(
+            f"stages[{i}].n",
+            f"n={stage.n} is not a multiple of {ALIGNMENT} (16-byte vector accesses)",
+            f"round n to a multiple of {ALIGNMENT}, e.g. {_round_up(stage.n, ALIGNMENT)}",
+        )
+    if stage.op is Op.SWIGLU:
+        if stage.k is not None:
+            raise SpecError(f"stages[{i}].k", "swiglu takes no k: its input width is always 2*n", "remove k")
+        if producer is not None:
+            pn = producer_width(spec, producer)
+            if pn != 2 * stage.n:
+                fix = f"set n: {pn // 2}" if pn % 2 == 0 else f"make producer '{stage.a}' n even"
+                raise SpecError(
+                    f"stages[{i}].n",
+                    f"swiglu n={stage.n} needs a producer of width 2*n={2 * stage.n}, but '{stage.a}' has n={pn}",
+                    f"{fix} (half the producer's n), or set the producer's n to {2 * stage.n}",
+                )
+        return
+    field = f"stages[{i}].k"
+    if stage.k is None:
+        fix = "set k to the width of the input tensor"
+        if producer is not None:
+            fix = f"set k: {producer_width(spec, producer)}"
+        raise SpecError(field, "gemm stages need k (the reduction width)", fix)
+    if producer is not None and stage.k != producer_width(spec, producer):
+        pn = producer_width(spec, producer)
+        raise SpecError(
+            field,
+            f"{stage.k} does not match the output width of producer '{stage.a}' (n={pn})",
+            f"set k: {pn}",
+        )
+    if stage.k % ALIGNMENT:
+        raise SpecError(
+            field,
+            f"k={stage.k} is not a multiple of {ALIGNMENT} (16-byte vector accesses)",
+            f"pad k to a multiple of {ALIGNMENT}, e.g. {_round_up(stage.k, ALIGNMENT)}",
+        )
+
+
+def _check_gemm_tile(i: int, stage: StageSpec) -> None:
+    tile = stage.tile
+    base = f"stages[{i}].tile"
+    tb = tile.threadblock
+    warp = tile.warp if tile.warp is not None else default_warp(tb)
+    inst = tile.instruction if tile.instruction is not None else DEFAULT_INSTRUCTION
+    pipe = tile.stages if tile.stages is not None else DEFAULT_PIPELINE_STAGES
+    if inst not in SM80_INSTRUCTIONS:
+        allowed = " or ".join(_fmt(s) for s in SM80_INSTRUCTIONS)
+        raise SpecError(
+            f"{base}.instruction",
+            f"instruction {_fmt(inst)} is not supported for 16-bit inputs on sm80",
+            f"use instruction: {allowed} (or omit it)",
+        )
+    for d, dim in enumerate("MNK"):
+        if tb[d] % warp[d]:
+            example = _divisor_hint(tb[d], default_warp(tb)[d], inst[d])
+            raise SpecError(
+                f"{base}.warp",
+                f"threadblock {_fmt(tb)} is not a multiple of warp {_fmt(warp)} in {dim}",
+                f"use a warp {dim} that divides {tb[d]} (e.g. {example})",
+            )
+    for d, dim in enumerate("MNK"):
+        if warp[d] % inst[d]:
+            raise SpecError(
+                f"{base}.warp",
+                f"warp {_fmt(warp)} is not a multiple of instruction {_fmt(inst)} in {dim}",
+                f"use a warp {dim} that is a multiple of {inst[d]}",
+            )
+    if pipe < MIN_PIPELINE_STAGES:
+        raise SpecError(
+            f"{base}.stages",
+            f"stages={pipe} is below the minimum of {MIN_PIPELINE_STAGES} for sm80 multistage pipelines",
+            f"set stages: {MIN_PIPELINE_STAGES} (or omit it)",
+        )
+    if stage.k is not None and stage.k % tb[2]:
+        raise SpecError(
+            f"{base}.threadblock",
+            f"k={stage.k} is not a multiple of threadblock K={tb[2]}",
+            f"use a threadblock K that divides {stage.k} (e.g. {math.gcd(stage.k, 32)}), or pad k",
+        )
+
+
+def _check_swiglu_stage(i: int, stage: StageSpec) -> None:
+    base = f"stages[{i}]"
+    tile = stage.tile
+    if tile.threadblock[2] != 1:
+        raise SpecError(
+            f"{base}.tile.threadblock",
+            f"a swiglu tile is [rows, cols]; the third value must be 1, got {tile.threadblock[2]}",
+            f"write threadblock: [{tile.threadblock[0]}, {tile.threadblock[1]}] (or [..., ..., 1])",
+        )
+    for key in ("warp", "instruction", "stages"):
+        if getattr(tile, key) is not None:
+            raise SpecError(f"{base}.tile.{key}", f"swiglu is elementwise and does not use {key}", f"remove {key}")
+    if stage.epilogue is not Epilogue.IDENTITY:
+        raise SpecError(f"{base}.epilogue", "swiglu applies silu itself and takes no epilogue", "remove epilogue")
+    if stage.b_layout is not BLayout.ROW:
+        raise SpecError(f"{base}.b_layout", "swiglu has no B operand", "remove b_layout")
+    if stage.sync is Policy.TILE:
+        raise SpecError(
+            f"{base}.sync",
+            "a swiglu tile reads two producer column ranges (gate and up), which one tile semaphore cannot cover",
+            "use sync: strided (or row)",
+        )
+
+
+def _check_policy(spec: ChainSpec, i: int, stage: StageSpec, producer: int) -> None:
+    """Each policy maps a consumer tile onto producer tiles; these are the shapes where it can."""
+    prod = spec.stages[producer]
+    ptb, ctb = prod.tile.threadblock, stage.tile.threadblock
+    policy = stage.sync or Policy.NONE
+    if policy is Policy.STRIDED and stage.op is not Op.SWIGLU:
+        raise SpecError(
+            f"stages[{i}].sync",
+            "sync: strided is only for swiglu stages (gate and up halves of one producer)",
+            "use sync: row or tile",
+        )
+    if ptb[0] % ctb[0]:
+        raise SpecError(
+            f"stages[{i}].tile.threadblock",
+            f"sync: {policy.value} needs the threadblock M ({ctb[0]}) to divide producer '{prod.name}' threadblock M "
+            f"({ptb[0]}), so each tile waits on one producer row of tiles",
+            f"use a threadblock M that divides {ptb[0]} (e.g. {ptb[0]})",
+        )
+    if policy is Policy.TILE and ptb[1] % ctb[2]:
+        raise SpecError(
+            f"stages[{i}].tile.threadblock",
+            f"sync: tile needs the threadblock K ({ctb[2]}) to divide producer '{prod.name}' threadblock N ({ptb[1]})",
+            f"use a threadblock K that divides {ptb[1]} (e.g. 32), or use sync: row",
+        )
+    if policy is Policy.STRIDED:
+        if ctb[1] != ptb[1]:
+            raise SpecError(
+                f"stages[{i}].tile.threadblock",
+                f"sync: strided needs tile cols ({ctb[1]}) equal to producer '{prod.name}' threadblock N ({ptb[1]})",
+                f"set threadblock: [{ctb[0]}, {ptb[1]}, 1]",
+            )
+        if stage.n % ptb[1]:
+            raise SpecError(
+                f"stages[{i}].n",
+                f"sync: strided needs n={stage.n} to be a multiple of producer '{prod.name}' threadblock N ({ptb[1]}), "
+                "so gate tile j and up tile j + n/N line up",
+                f"use a producer threadblock N that divides {stage.n}, or use sync: row",
+            )
+
+
+def _check_output_policies(spec: ChainSpec) -> None:
+    """A producer posts in one way only, so all its consumers must wait in that way."""
+    for p in range(len(spec.stages)):
+        users = consumers_of(spec, p)
+        if len(users) < 2:
+            continue
+        first = spec.stages[users[0]]
+        for u in users[1:]:
+            stage = spec.stages[u]
+            if stage.sync != first.sync:
+                want = (first.sync or Policy.NONE).value
+                raise SpecError(
+                    f"stages[{u}].sync",
+                    f"'{spec.stages[p].name}' is already consumed with sync: {want} by '{first.name}'; "
+                    "all consumers of one stage must use the same policy",
+                    f"set sync: {want}",
+                )
+
+
+def _check_no_atomic_add(spec: ChainSpec) -> None:
+    """A release store can replace the atomic only where every semaphore gets exactly one post."""
+    if not spec.optimizations.no_atomic_add:
+        return
+    for p, prod in enumerate(spec.stages):
+        policy = output_policy(spec, p)
+        if policy in (None, Policy.NONE, Policy.TILE):
+            continue
+        raise SpecError(
+            "optimizations.no_atomic_add",
+            f"stage '{prod.name}' posts with sync: {policy.value}, where several tiles post to one semaphore, "
+            "so the posts must be atomic",
+            "set no_atomic_add: false, or use sync: tile on every edge",
+        )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Pydantic errors -> one SpecError
+
+
+_NESTED: dict[type[BaseModel], dict[str, type[BaseModel]]] = {
+    ChainSpec: {"stages": StageSpec, "optimizations": Optimizations},
+    StageSpec: {"tile": TileSpec},
+}
+
+_MISSING_HINTS = {
+    "name": "add name: gpt3_mlp (a lower snake case C identifier)",
+    "op": "add op: gemm (or swiglu)",
+    "a": "add a: input (or the name of an earlier stage)",
+    "n": "add n: <output width>",
+    "tile": "add tile: {threadblock: [128, 128, 32]}",
+    "threadblock": "add threadblock: [128, 128, 32]",
+    "stages": "add stages: with at least one stage",
+}
+
+_TRIPLE_EXAMPLES = {
+    "threadblock": "[128, 128, 32]",
+    "warp": "[64, 64, 32]",
+    "instruction": "[16, 8, 16]",
+}
+
+
+def _render_loc(loc: tuple[int | str, ...]) -> str:
+    """('stages', 1, 'tile', 'warp') -> 'stages[1].tile.warp'; drops pydantic's internal union tags."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part.isidentifier():
+            out += f".{part}" if out else part
+    return out or "<root>"
+
+
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel]:
+    model: type[BaseModel] = ChainSpec
+    for part in loc:
+        if isinstance(part, str) and part in _NESTED.get(model, {}):
+            model = _NESTED[model][part]
+    return model
+
+
+def _from_validation_error(exc: ValidationError) -> SpecError:
+    err = exc.errors(include_url=False)[0]
+    loc: tuple[int | str, ...] = tuple(err["loc"])
+    field = _render_loc(loc)
+    kind = err["type"]
+    value = err.get("input")
+    ctx = err.get("ctx") or {}
+    key = next((p for p in reversed(loc) if isinstance(p, str) and p.isidentifier()), "")
+    if kind == "extra_forbidden":
+        allowed = list(_model_at(loc[:-1]).model_fields)
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        guess = f" (did you mean '{close[0]}'?)" if close else ""
+        return SpecError(field, f"unknown key '{loc[-1]}'", f"remove it{guess}; allowed keys are {', '.join(allowed)}")
+    if kind == "missing" and loc and isinstance(loc[-1], int):
+        # a short [M, N, K] list is reported per missing element; name the list instead
+        field, kind = _render_loc(loc[:-1]), "too_short"
+    if kind == "missing":
+        return SpecError(field, f"required key '{key}' is missing", _MISSING_HINTS.get(key, f"add {key}: ..."))
+    if kind in ("enum", "literal_error"):
+        return SpecError(field, f"{value!r} is not a valid {key}", f"use one of: {ctx.get('expected', '')}")
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return SpecError(field, f"expected an integer, got {value!r}", "write a whole number without quotes, e.g. 128")
+    if kind == "greater_than":
+        return SpecError(field, f"must be greater than {ctx.get('gt')}, got {value!r}", "use a positive number")
+    if kind in ("bool_type", "bool_parsing"):
+        return SpecError(field, f"expected true or false, got {value!r}", f"write {key}: true or {key}: false")
+    if kind == "string_type":
+        return SpecError(field, f"expected a string, got {value!r}", "quote the value")
+    if kind in ("tuple_type", "list_type", "too_short", "too_long"):
+        if key in _TRIPLE_EXAMPLES:
+            return SpecError(
+                field,
+                f"expected a list of three integers [M, N, K], got {value!r}",
+                f"write {key}: {_TRIPLE_EXAMPLES[key]}",
+            )
+        if key == "stages":
+            msg = "needs at least one stage" if kind == "too_short" else f"expected a list of stages, got {value!r}"
+            return SpecError(field, msg, "write stages as a list of mappings, each starting with '- name: ...'")
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return SpecError(field, f"expected a mapping, got {value!r}", "write it as 'key: value' lines")
+    return SpecError(field, str(err.get("msg", "invalid value")), "see docs/spec-format.md for the allowed values")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Small helpers
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys, which plain YAML silently resolves to the last one."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark, f"found duplicate key '{key}'", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _yaml_error_message(path: Path, exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is not None:
+        return f"{path}:{mark.line + 1}: invalid YAML: {problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return f"{path}: invalid YAML: {problem}"
+
+
+def _with_source(err: SpecError, source: str) -> SpecError:
+    """Remember which file the error came from without changing the message the CLI prints."""
+    err.source = source
+    return err
+
+
+def _fmt(values: tuple[int, ...]) -> str:
+    return "[" + ",".join(str(v) for v in values) + "]"
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _divisor_hint(total: int, preferred: int, multiple_of: int) -> int:
+    """Suggest the default warp size if it fits, else the largest fitting divisor."""
+    if preferred > 0 and total % preferred == 0 and preferred % multiple_of == 0:
+        return preferred
+    fits = [d for d in range(multiple_of, total + 1, multiple_of) if total % d == 0]
+    return fits[-1] if fits else total

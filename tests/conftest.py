@@ -1,0 +1,42 @@
+"""Test tiers: plain unit tests run everywhere; `nvcc` tests compile CUDA (slow, no GPU needed);
+`gpu` tests build and run generated projects and are skipped where no CUDA device is visible."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = ("two_gemm", "gpt3_mlp", "llama_mlp")
+
+
+def gpu_present() -> bool:
+    """A CUDA device is visible to nvidia-smi."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and "GPU" in out.stdout
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if gpu_present():
+        return
+    skip = pytest.mark.skip(reason="no CUDA device (gpu tests run on the GPU machine: pytest -m gpu)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def cutlass_dir() -> Path:
+    path = REPO / "third_party" / "cutlass"
+    if not (path / "include" / "cutlass" / "cutlass.h").is_file():
+        pytest.skip("CUTLASS headers missing: run `cusync-gen fetch-cutlass`")
+    return path

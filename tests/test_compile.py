@@ -1,0 +1,42 @@
+"""nvcc compile tests: every shipped example builds (library + bench) for sm_80 and sm_90.
+
+No GPU needed, so these run in CI. Each configuration takes about half a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES, REPO
+
+pytestmark = pytest.mark.nvcc
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name) or (f"/usr/local/cuda/bin/{name}" if os.path.exists(f"/usr/local/cuda/bin/{name}") else None)
+    if path is None:
+        pytest.skip(f"{name} not found")
+    return path
+
+
+@pytest.mark.parametrize("arch", ["80", "90"])
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_example_compiles(name: str, arch: str, tmp_path: Path, cutlass_dir: Path) -> None:
+    cmake = _tool("cmake")
+    nvcc = _tool("nvcc")
+    build = tmp_path / "build"
+    configure = [cmake, "-S", str(REPO / "generated" / name), "-B", str(build), f"-DCUTLASS_DIR={cutlass_dir}",
+                 f"-DCMAKE_CUDA_ARCHITECTURES={arch}", f"-DCMAKE_CUDA_COMPILER={nvcc}",
+                 f"-D{name.upper()}_WERROR=ON"]
+    if shutil.which("ninja"):
+        configure += ["-G", "Ninja"]
+    out = subprocess.run(configure, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    out = subprocess.run([cmake, "--build", str(build), "-j", str(os.cpu_count() or 2)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+    assert (build / f"{name}_bench").is_file()
