@@ -23,16 +23,16 @@ if [ "${SKIP_PYTEST:-0}" != 1 ]; then
   CUSYNC_GPU_ARCH=$ARCH python3 -m pytest -q -m gpu -p no:cacheprovider 2>&1 | tee "$OUT/pytest-gpu.log" | tail -15
 fi
 for e in two_gemm gpt3_mlp llama_mlp; do
-  ./build/gpu/$e/${e}_bench --m "$MS" --policies spec,row,tile --repeats "$REPEATS" --warmup 10 > "$OUT/bench-$e.jsonl" 2> "$OUT/bench-$e.err"
+  ./build/gpu/$e/${e}_bench --m "$MS" --policies "${POLICIES:-spec,row,tile}" --orders "${ORDERS:-spec}" --repeats "$REPEATS" --warmup 10 ${BENCH_ARGS:-} > "$OUT/bench-$e.jsonl" 2> "$OUT/bench-$e.err"
   echo "$e exit $?"; cat "$OUT/bench-$e.err"
 done
 python3 - "$OUT" <<'PY'
 import json, sys, pathlib
 out = pathlib.Path(sys.argv[1])
-print(f"{'chain':10} {'M':>5} {'policy':6} {'seq us':>9} {'ovl us':>9} {'speedup':>7} {'bitwise':>7} {'graph':>5} {'ref err':>9} sync_error")
+print(f"{'chain':10} {'M':>5} {'variant':12} {'seq us':>9} {'ovl us':>9} {'speedup':>7} {'bitwise':>7} {'graph':>5} {'ref err':>9} {'hooks us':>8} run() sync_error")
 for f in sorted(out.glob("bench-*.jsonl")):
     for line in f.read_text().splitlines():
         if line.startswith("{"):
             r = json.loads(line)
-            print(f"{r['chain']:10} {r['m']:>5} {r['policy']:6} {r['sequential_us']:>9.1f} {r['overlapped_us']:>9.1f} {r['speedup']:>7.3f} {str(r['bitwise_equal']):>7} {str(r['graph_ok']):>5} {r['ref_rel_err']:>9.2e} {r['sync_error']}")
+            print(f"{r['chain']:10} {r['m']:>5} {r['policy']+'/'+r.get('order','spec'):12} {r['sequential_us']:>9.1f} {r['overlapped_us']:>9.1f} {r['speedup']:>7.3f} {str(r['bitwise_equal']):>7} {str(r['graph_ok']):>5} {r['ref_rel_err']:>9.2e} {r.get('hooks_serial_us', 0):>8.1f} {'ovl' if r.get('overlaps', True) else 'seq'} {r['sync_error']}")
 PY

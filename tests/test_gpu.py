@@ -1,7 +1,8 @@
 """GPU end-to-end tests: build every shipped example for this GPU, run its bench, check the results.
 
 Run on a machine with an NVIDIA GPU: `python3 -m pytest -m gpu`. Each example runs at M in
-{1, 256, 1024, 2048} with every policy its edges allow; the overlapped run must be bitwise equal to the
+{1, 256, 1024, 2048} with every policy its edges allow, overlap forced on (--no-fallback: no
+sequential fallback for single-wave producers, so the synced path runs at every M); the overlapped run must be bitwise equal to the
 sequential run (also from a replayed CUDA graph), within 1e-2 of the fp32 reference, with no timeout.
 A negative case removes a producer's posts and expects a bounded wait that names the tile.
 """
@@ -69,7 +70,7 @@ def _rows(stdout: str) -> list[dict]:
 def test_example_is_correct_on_gpu(name: str, built: dict[str, Path]) -> None:
     policies = _policies(name)
     out = subprocess.run([str(built[name]), "--m", MS, "--policies", ",".join(policies), "--repeats", "5",
-                          "--warmup", "2"], capture_output=True, text=True, timeout=600)
+                          "--warmup", "2", "--no-fallback"], capture_output=True, text=True, timeout=600)
     rows = _rows(out.stdout)
     assert out.returncode == 0, out.stdout + out.stderr
     assert len(rows) == 4 * len(policies)
@@ -82,7 +83,7 @@ def test_example_is_correct_on_gpu(name: str, built: dict[str, Path]) -> None:
 def test_missing_posts_time_out_and_name_the_tile(built: dict[str, Path]) -> None:
     start = time.monotonic()
     out = subprocess.run([str(built["two_gemm"]), "--m", "256", "--inject-missing-posts", "0", "--timeout-ms", "200",
-                          "--repeats", "2", "--warmup", "1"], capture_output=True, text=True, timeout=120)
+                          "--repeats", "2", "--warmup", "1", "--no-fallback"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 4, out.stdout + out.stderr
     assert time.monotonic() - start < 60
     (row,) = _rows(out.stdout)

@@ -47,18 +47,21 @@ StageDesc const kStages[kNumStages] = {
 struct Options {
   std::vector<int> ms{1, 256, 1024, 2048};
   std::vector<std::string> policies{"spec"};
+  std::vector<std::string> orders{"spec"};
   int repeats = 50;
   int warmup = 10;
   uint32_t seed = 1;
   double timeout_ms = 2000.0;
   bool reference = true;
+  bool fallback = true;
+  bool measure_hooks = false;
   int inject_missing_posts = -1;
 };
 
 [[noreturn]] void usage(char const* why) {
   std::fprintf(stderr,
-               "error: %s\nusage: llama_mlp_bench [--m 1,256,1024] [--policies spec,row,tile] [--repeats 50]\n"
-               "       [--warmup 10] [--seed 1] [--timeout-ms 2000] [--no-reference] [--inject-missing-posts STAGE]\n",
+               "error: %s\nusage: llama_mlp_bench [--m 1,256,1024] [--policies spec,row,tile] [--orders spec,ticket,hw]\n       [--repeats 50]\n"
+               "       [--warmup 10] [--seed 1] [--timeout-ms 2000] [--no-reference] [--no-fallback]\n       [--measure-hooks] [--inject-missing-posts STAGE]\n",
                why);
   std::exit(2);
 }
@@ -101,6 +104,10 @@ Options parse(int argc, char** argv) {
       o.policies = split(value());
       for (auto const& p : o.policies)
         if (p != "spec" && p != "row" && p != "tile") usage("--policies takes spec, row and tile");
+    } else if (arg == "--orders") {
+      o.orders = split(value());
+      for (auto const& p : o.orders)
+        if (p != "spec" && p != "ticket" && p != "hw") usage("--orders takes spec, ticket and hw");
     } else if (arg == "--repeats") {
       o.repeats = parse_positive(value(), "--repeats takes a positive integer");
     } else if (arg == "--warmup") {
@@ -109,6 +116,10 @@ Options parse(int argc, char** argv) {
       o.seed = uint32_t(parse_positive(value(), "--seed takes a positive integer"));
     } else if (arg == "--timeout-ms") {
       o.timeout_ms = parse_positive(value(), "--timeout-ms takes a positive integer");
+    } else if (arg == "--no-fallback") {
+      o.fallback = false;
+    } else if (arg == "--measure-hooks") {
+      o.measure_hooks = true;
     } else if (arg == "--no-reference") {
       o.reference = false;
     } else if (arg == "--inject-missing-posts") {
@@ -143,6 +154,16 @@ cusync::PolicyKind policy_kind(std::string const& name) {
   if (name == "row") return cusync::PolicyKind::kRow;
   if (name == "tile") return cusync::PolicyKind::kTile;
   return cusync::PolicyKind::kNone;  // the spec's policies
+}
+
+constexpr bool kSpecTicketOrder = true;
+
+// Every (policy, order) pair asked for, as "policy/order".
+std::vector<std::string> variants(Options const& o) {
+  std::vector<std::string> out;
+  for (auto const& p : o.policies)
+    for (auto const& r : o.orders) out.push_back(p + "/" + r);
+  return out;
 }
 
 struct Buffers {
@@ -266,6 +287,7 @@ int main(int argc, char** argv) {
   llama_mlp::LlamaMlp chain;
   BENCH_STATUS(chain.initialize(arguments(b, o.ms.front()), max_m));
   chain.set_sync_timeout_ns(uint64_t(o.timeout_ms * 1e6));
+  chain.set_sequential_fallback(o.fallback);
   if (o.inject_missing_posts >= 0) BENCH_STATUS(chain.inject_missing_posts(o.inject_missing_posts));
   cudaStream_t stream;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -283,8 +305,11 @@ int main(int argc, char** argv) {
     double const sequential_us = median_us(sequential, stream, o);
     BENCH_CUDA(cudaGraphExecDestroy(sequential));
 
-    for (std::string const& policy : o.policies) {
+    for (std::string const& variant : variants(o)) {
+      std::string const policy = variant.substr(0, variant.find('/'));
+      std::string const order = variant.substr(variant.find('/') + 1);
       BENCH_STATUS(chain.set_policy(policy_kind(policy)));
+      chain.set_ticket_order(order == "spec" ? kSpecTicketOrder : order == "ticket");
       BENCH_STATUS(chain.clear_sync_error());
       poison(b, m);
       BENCH_STATUS(chain.run(stream));
@@ -294,6 +319,7 @@ int main(int argc, char** argv) {
       bool const bitwise = !timed_out && outputs_equal(b, expected);
       bool graph_ok = false;
       double overlapped_us = 0.0;
+      double hooks_serial_us = 0.0;
       char sync_error[256] = "null";
       if (timed_out) {
         std::snprintf(sync_error, sizeof(sync_error),
@@ -312,17 +338,24 @@ int main(int argc, char** argv) {
         graph_ok = chain.check_sync_error() == cusync::Status::kSuccess && outputs_equal(b, expected);
         overlapped_us = median_us(overlapped, stream, o);
         BENCH_CUDA(cudaGraphExecDestroy(overlapped));
+        if (o.measure_hooks) {
+          chain.set_single_stream(true);
+          cudaGraphExec_t const serial = capture(stream, [&] { return chain.run(stream); });
+          hooks_serial_us = median_us(serial, stream, o);
+          BENCH_CUDA(cudaGraphExecDestroy(serial));
+          chain.set_single_stream(false);
+        }
         if (chain.check_sync_error(&info) == cusync::Status::kSyncTimeout) std::snprintf(sync_error, sizeof(sync_error), "\"timeout during timing\"");
       }
       bool const ok = !timed_out && bitwise && graph_ok && ref_err < kTolerance;
       if (timed_out || std::strcmp(sync_error, "null") != 0) exit_code = 4;
       else if (!ok && exit_code == 0) exit_code = 5;
       std::printf(
-          "{\"chain\": \"llama_mlp\", \"gpu\": \"%s\", \"m\": %d, \"policy\": \"%s\", \"sequential_us\": %.2f, "
-          "\"overlapped_us\": %.2f, \"speedup\": %.4f, \"bitwise_equal\": %s, \"graph_ok\": %s, "
+          "{\"chain\": \"llama_mlp\", \"gpu\": \"%s\", \"m\": %d, \"policy\": \"%s\", \"order\": \"%s\", \"sequential_us\": %.2f, "
+          "\"overlapped_us\": %.2f, \"speedup\": %.4f, \"overlaps\": %s, \"hooks_serial_us\": %.2f, \"bitwise_equal\": %s, \"graph_ok\": %s, "
           "\"ref_rel_err\": %.3e, \"sync_error\": %s, \"repeats\": %d}\n",
-          prop.name, m, policy.c_str(), sequential_us, overlapped_us,
-          overlapped_us > 0 ? sequential_us / overlapped_us : 0.0, bitwise ? "true" : "false",
+          prop.name, m, policy.c_str(), order.c_str(), sequential_us, overlapped_us,
+          overlapped_us > 0 ? sequential_us / overlapped_us : 0.0, chain.overlaps() ? "true" : "false", hooks_serial_us, bitwise ? "true" : "false",
           graph_ok ? "true" : "false", std::min(ref_err, 1e30), sync_error, o.repeats);
       std::fflush(stdout);
       if (timed_out) break;

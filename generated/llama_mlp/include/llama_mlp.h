@@ -47,13 +47,24 @@ class LlamaMlp {
   // New pointers or M (M <= the max_m of initialize()).
   cusync::Status update(Arguments const& args);
 
-  // Overlapped: tile-level synchronization across stages.
+  // Overlapped: tile-level synchronization across stages. When every producer fits in one wave at this
+  // M (all its tiles run at once and finish together, so a consumer cannot start early), run() launches
+  // back to back instead: overlap could only add overhead there. set_sequential_fallback(false) turns
+  // that off; overlaps() says what run() will do for the current M.
   cusync::Status run(cudaStream_t stream);
+  void set_sequential_fallback(bool enabled) { sequential_fallback_ = enabled; }
+  bool overlaps() const;
   // Back to back, same kernels, synchronization off: the baseline, bitwise identical to run().
   cusync::Status run_sequential(cudaStream_t stream);
 
   // Overrides the policy of every edge that feeds a GEMM (kRow or kTile); kNone restores the spec's.
   cusync::Status set_policy(cusync::PolicyKind policy);
+  // true: blocks take their tile from an atomic ticket in the spec's tile order (the default);
+  // false: the hardware's block order is the tile order (the avoid_custom_order optimization).
+  void set_ticket_order(bool ticket_order) { ticket_order_ = ticket_order; }
+  // Diagnostics: the synced kernels (tickets, waits, posts) all on one stream, so nothing overlaps;
+  // its time minus run_sequential()'s is the cost of the hooks alone.
+  void set_single_stream(bool single_stream) { single_stream_ = single_stream; }
   // Bounded spin-waits give up after this long (default 2 s) and record a SyncErrorInfo.
   void set_sync_timeout_ns(uint64_t timeout_ns) { timeout_ns_ = timeout_ns; }
   // Synchronizes the device; returns kSyncTimeout (and fills *info) if a wait gave up since the last clear.
@@ -68,11 +79,16 @@ class LlamaMlp {
 
  private:
   cusync::Status launch_stage(int stage, bool synced, cudaStream_t stream);
+  bool coresident(int consumer) const;
 
   Arguments args_{};
   int max_m_ = 0;
+  int sms_ = 0;
+  bool sequential_fallback_ = true;
+  bool single_stream_ = false;
   cusync::PolicyKind policy_override_ = cusync::PolicyKind::kNone;
   int missing_posts_stage_ = -1;
+  bool ticket_order_ = true;
   uint64_t timeout_ns_ = 2000000000ull;
   void* state_ = nullptr;                      // cusync::ChainState
   uint64_t* semaphores_ = nullptr;

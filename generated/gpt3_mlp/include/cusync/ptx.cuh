@@ -34,11 +34,17 @@ __device__ __forceinline__ void st_release_gpu(uint64_t* addr, uint64_t value) {
   asm volatile("st.release.gpu.global.u64 [%0], %1;" : : "l"(addr), "l"(value) : "memory");
 }
 
-__device__ __forceinline__ uint64_t atom_cas_relaxed_gpu(uint64_t* addr, uint64_t expected, uint64_t desired) {
-  uint64_t old;
-  asm volatile("atom.relaxed.gpu.global.cas.b64 %0, [%1], %2, %3;"
-               : "=l"(old) : "l"(addr), "l"(expected), "l"(desired) : "memory");
-  return old;
+// Fire-and-forget reductions (no return value, so the posting thread does not wait for L2).
+__device__ __forceinline__ void red_max_relaxed_gpu(uint64_t* addr, uint64_t value) {
+  asm volatile("red.relaxed.gpu.global.max.u64 [%0], %1;" : : "l"(addr), "l"(value) : "memory");
+}
+
+__device__ __forceinline__ void red_add_relaxed_gpu(uint64_t* addr, uint64_t value) {
+  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" : : "l"(addr), "l"(value) : "memory");
+}
+
+__device__ __forceinline__ void red_add_relaxed_gpu(uint32_t* addr, uint32_t value) {
+  asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" : : "l"(addr), "r"(value) : "memory");
 }
 
 // fence.acq_rel.gpu: with a preceding __syncthreads, makes the whole block's stores visible

@@ -21,7 +21,8 @@ constexpr int kMaxStages = 16;
 
 // Device-resident state of one chain instance; lives across runs (only the epoch moves).
 struct ChainState {
-  uint32_t epoch;                      // bumped once per run by begin_run_kernel
+  uint32_t epoch;                      // this run's epoch; the last block of a run bumps it for the next
+  uint32_t finished;                   // blocks of this run that have finished (back to 0 at run end)
   uint32_t started[kMaxStages];        // blocks of each stage that have entered, ever (monotonic)
   uint32_t started_base[kMaxStages];   // started[] at the beginning of this run
   SyncErrorInfo error;
@@ -62,6 +63,9 @@ struct StageSync {
   InputWait input{};
   SyncPolicy output{};
   uint64_t* out_semaphores = nullptr;
+  int32_t num_stages = 0;
+  bool counts_finish = false;          // a sink stage (nothing consumes it): its blocks count `finished`
+  uint32_t run_blocks = 0;             // blocks of all sink stages of this run (the last one closes the epoch)
 };
 
 // The tile this block computes; written by thread 0 in begin_tile, read by all threads (and by waiters
@@ -76,10 +80,15 @@ __device__ __forceinline__ uint32_t current_epoch(ChainState const* state) {
 __device__ __forceinline__ TileCoord begin_tile(StageSync const& sync) {
   if (threadIdx.x == 0) {
     int32_t linear = int32_t(blockIdx.x);
-    if (sync.enabled) {
-      uint32_t const ticket = atomicAdd(&sync.state->started[sync.stage], 1u) -
-                              ptx::ld_relaxed_gpu(&sync.state->started_base[sync.stage]);
-      if (sync.dynamic_order) linear = int32_t(ticket);
+    if (sync.enabled && sync.dynamic_order) {
+      // The ticket is the block's place in the tile order: blocks start in ticket order, so tiles are
+      // started in exactly the order the consumer wants them, whatever the hardware does.
+      linear = int32_t(atomicAdd(&sync.state->started[sync.stage], 1u) -
+                       ptx::ld_relaxed_gpu(&sync.state->started_base[sync.stage]));
+    } else if (sync.enabled) {
+      // avoid_custom_order: the hardware's block order is the tile order; only count the start (for
+      // the wait kernel), without waiting for the atomic's answer.
+      ptx::red_add_relaxed_gpu(&sync.state->started[sync.stage], 1u);
     }
     cusync_block_tile = tile_of(sync.order, linear, sync.tiles_m, sync.tiles_n);
   }
@@ -87,18 +96,37 @@ __device__ __forceinline__ TileCoord begin_tile(StageSync const& sync) {
   return cusync_block_tile;
 }
 
+// The last block of the sink stages to finish opens the next epoch. Every tile of every other stage has
+// been waited for by then (each consumer grid reads all of its producer's tiles), so every block of the
+// run has counted its start and the started counters may be snapshot; the next run's kernels start after
+// this one's (stream order) and see the new epoch. No extra kernel is launched.
+__device__ __noinline__ inline void close_run(StageSync const& sync) {
+  ChainState* state = sync.state;
+  ptx::fence_acq_rel_gpu();  // acquire side of the finished counter: see every start the sinks saw
+  state->finished = 0;
+  for (int32_t s = 0; s < sync.num_stages; ++s) state->started_base[s] = ptx::ld_relaxed_gpu(&state->started[s]);
+  __threadfence();
+  state->epoch += 1;
+}
+
 // Every thread calls this after its last store of the tile. The barrier orders all threads' stores
 // before thread 0's fence + post (a release pattern that is cumulative over the block's stores).
 __device__ __forceinline__ void end_tile(StageSync const& sync, TileCoord tile) {
-  if (!sync.enabled || !sync.output.enabled()) return;
+  if (!sync.enabled) return;
   __syncthreads();
   if (threadIdx.x == 0) {
-    uint64_t* sem = sync.out_semaphores + sync.output.semaphore_of(tile.m, tile.n);
     uint32_t const epoch = current_epoch(sync.state);
-    if (sync.store_post) {
-      post_store(sem, epoch);
-    } else {
-      post_add(sem, epoch);
+    if (sync.output.enabled()) {
+      uint64_t* sem = sync.out_semaphores + sync.output.semaphore_of(tile.m, tile.n);
+      if (sync.store_post) {
+        post_store(sem, epoch);
+      } else {
+        post_add(sem, epoch);
+      }
+    }
+    if (sync.counts_finish) {
+      ptx::fence_acq_rel_gpu();
+      if (atomicAdd(&sync.state->finished, 1u) == sync.run_blocks - 1u) close_run(sync);
     }
   }
 }

