@@ -78,7 +78,7 @@ struct SwiGluStage {
 };
 
 template <typename Stage>
-__global__ void __launch_bounds__(Stage::kThreads) swiglu_kernel(typename Stage::Params params) {
+__global__ void __launch_bounds__(Stage::kThreads) swiglu_kernel(__grid_constant__ typename Stage::Params const params) {
   Stage::run(params);
 }
 

@@ -65,8 +65,11 @@ struct TileSyncedGemm : GemmKernel_ {
   }
 };
 
+// __grid_constant__: CUTLASS's iterators and our waits keep pointers into the parameters; without it
+// nvcc copies the whole Params block to every thread's stack (seen: a 592-byte stack frame).
 template <typename Kernel>
-__global__ void __launch_bounds__(Kernel::kThreadCount) tile_synced_gemm_kernel(typename Kernel::Params params) {
+__global__ void __launch_bounds__(Kernel::kThreadCount)
+    tile_synced_gemm_kernel(__grid_constant__ typename Kernel::Params const params) {
   extern __shared__ __align__(16) unsigned char cusync_dynamic_smem[];
   Kernel::invoke(params, *reinterpret_cast<typename Kernel::SharedStorage*>(cusync_dynamic_smem));
 }

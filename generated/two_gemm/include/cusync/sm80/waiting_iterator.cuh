@@ -7,10 +7,12 @@
 // semaphore guarding the producer tile that holds this K-block, and __syncwarp orders the warp's
 // cp.async reads after that acquire. (Spinning in every thread made thousands of pollers hammer one L2
 // line and slowed the producer down.) Masked iterations (past the end of K, after clear_mask) do not
-// wait: no post will ever cover them. The last satisfied semaphore is remembered, so a RowSync consumer
-// waits once per tile and a TileSync consumer once per producer tile. The test is uniform across the
+// wait: no post will ever cover them. The next K-block that needs a new semaphore is remembered, so a
+// RowSync consumer waits once per tile and a TileSync consumer once per producer tile. The test is uniform across the
 // block (it depends only on the tile row and the K-block), so the warps never diverge around it.
 #pragma once
+
+#include <cstdint>
 
 #include "cutlass/cutlass.h"
 #include "cutlass/matrix_coord.h"
@@ -44,21 +46,25 @@ class WaitingIteratorA : public Base_ {
         wait_(&params.wait),
         row_(threadblock_offset.row()),
         k_block_(threadblock_offset.column() / kBlockK),
-        epoch_(params.wait.enabled ? current_epoch(params.wait.state) : 0u) {}
+        epoch_(params.wait.enabled ? current_epoch(params.wait.state) : 0u),
+        next_wait_(params.wait.enabled ? 0 : INT32_MAX) {}
 
   CUTLASS_DEVICE void set_iteration_index(int index) {
-    if (index == 0 && wait_->enabled && !masked_) {
-      int32_t const col = k_block_ * kBlockK;
-      // Cheap test first: the same producer semaphore as last time is already satisfied.
-      int32_t const pm = row_ / wait_->policy.tile_m;
-      int32_t const index_needed = wait_->policy.semaphore_of(pm, col / wait_->policy.tile_n);
-      if (index_needed != satisfied_) {
-        if (cutlass::canonical_lane_idx() == 0) wait_->wait_for(row_, col, epoch_, cusync_block_tile);
-        __syncwarp();
-        satisfied_ = index_needed;
-      }
-    }
+    // One register compare per K-block on the fast path: next_wait_ is the first K-block that needs a
+    // semaphore not yet waited for (never again, for RowSync; at the next producer tile, for TileSync).
+    if (index == 0 && k_block_ >= next_wait_ && !masked_) wait_for_k_block();
     Base::set_iteration_index(index);
+  }
+
+  CUTLASS_DEVICE void wait_for_k_block() {
+    int32_t const col = k_block_ * kBlockK;
+    if (cutlass::canonical_lane_idx() == 0) wait_->wait_for(row_, col, epoch_, cusync_block_tile);
+    __syncwarp();
+    if (wait_->policy.kind == PolicyKind::kTile) {
+      next_wait_ = (col / wait_->policy.tile_n + 1) * (wait_->policy.tile_n / kBlockK);
+    } else {
+      next_wait_ = INT32_MAX;  // RowSync / StridedSync: one semaphore covers every K-block of the row
+    }
   }
 
   CUTLASS_DEVICE void add_tile_offset(TensorCoord const& tile_offset) {
@@ -78,7 +84,7 @@ class WaitingIteratorA : public Base_ {
   int32_t row_;
   int32_t k_block_;
   uint32_t epoch_;
-  int32_t satisfied_ = -1;
+  int32_t next_wait_;
   bool masked_ = false;
 };
 
