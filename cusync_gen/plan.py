@@ -387,7 +387,8 @@ def _describe_optimizations(plan: ChainPlan, m: int) -> list[str]:
     resident_ok, resident_why = plan.coresident(m)
     gemm_consumers = [s.name for s in plan.stages if s.input is not None and s.op is Op.GEMM]
     reorder_why = (
-        f"legal: B of {', '.join(gemm_consumers)} does not depend on the producer, so it loads before the wait"
+        f"legal: B of {', '.join(gemm_consumers)} does not depend on the producer, so its first K-blocks are "
+        "prefetched into L2 before the wait for A"
         if gemm_consumers
         else "no effect: no gemm stage waits on a producer"
     )

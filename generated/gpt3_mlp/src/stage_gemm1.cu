@@ -31,7 +31,8 @@ cusync::Status launch_gemm1(StageLaunch const& launch, cudaStream_t stream) {
                                        static_cast<Element const*>(launch.a),
                                        static_cast<Element const*>(launch.b),
                                        static_cast<Element*>(launch.d)};
-  return Gemm::launch(problem, launch.sync, stream);
+  // reorder_tile_loads off.
+  return Gemm::launch(problem, launch.sync, /*reorder_b=*/false, stream);
 }
 
 }  // namespace gpt3_mlp::detail

@@ -6,6 +6,9 @@
 // the tile chosen at block entry) and the A global iterator (WaitingIteratorA wraps CUTLASS's own).
 #pragma once
 
+#include <algorithm>
+#include <type_traits>
+
 #include <cuda_runtime.h>
 
 #include "cutlass/cutlass.h"
@@ -44,6 +47,32 @@ struct WithIteratorA<cutlass::gemm::threadblock::MmaMultistage<Shape, IteratorA,
                                                          Clear, Enable>;
 };
 
+// reorder_tile_loads: the B tile does not depend on the producer, so its first K-blocks are fetched
+// into L2 before the block waits for A. CUTLASS's prologue then finds them in L2 instead of DRAM, which
+// overlaps B's DRAM latency with the wait without touching CUTLASS's mainloop.
+struct PrefetchB {
+  char const* b = nullptr;   // nullptr: off
+  int64_t ld_bytes = 0;      // bytes between consecutive rows of the stored B
+  bool column_major = false; // stored as [N, K] (rows are output columns)
+  int32_t k_extent = 0;      // K elements to prefetch: (stages - 1) * BLK_K, clamped to K
+  int32_t element_bytes = 2;
+
+  template <int kBlockN>
+  CUTLASS_DEVICE void issue(int32_t tile_n) const {
+    if (b == nullptr) return;
+    // Rows of the stored matrix and the contiguous bytes to fetch in each.
+    int32_t const rows = column_major ? kBlockN : k_extent;
+    int32_t const row_bytes = (column_major ? k_extent : kBlockN) * element_bytes;
+    int64_t const first_row = column_major ? int64_t(tile_n) * kBlockN : 0;
+    int64_t const col_offset = column_major ? 0 : int64_t(tile_n) * kBlockN * element_bytes;
+    int32_t const lines_per_row = (row_bytes + 127) / 128;
+    for (int32_t i = int32_t(threadIdx.x); i < rows * lines_per_row; i += int32_t(blockDim.x)) {
+      char const* line = b + (first_row + i / lines_per_row) * ld_bytes + col_offset + (i % lines_per_row) * 128;
+      asm volatile("prefetch.global.L2 [%0];" : : "l"(line));
+    }
+  }
+};
+
 // The kernel: CUTLASS's GemmUniversal between begin_tile (ticket, tile order) and end_tile (post).
 template <typename GemmKernel_>
 struct TileSyncedGemm : GemmKernel_ {
@@ -53,10 +82,12 @@ struct TileSyncedGemm : GemmKernel_ {
   struct Params {
     typename Base::Params gemm;
     StageSync sync;
+    PrefetchB prefetch_b;
   };
 
   CUTLASS_DEVICE static void invoke(Params const& params, SharedStorage& shared) {
     TileCoord const tile = begin_tile(params.sync);
+    if (params.sync.input.enabled) params.prefetch_b.template issue<Base::Mma::Shape::kN>(tile.n);
     AssignedTileSwizzle swizzle;
     swizzle.tile = cutlass::gemm::GemmCoord(tile.m, tile.n, 0);
     Base gemm;
@@ -110,7 +141,8 @@ struct SyncedGemm {
     return Status::kSuccess;
   }
 
-  static Status launch(Problem const& problem, StageSync sync, cudaStream_t stream) {
+  // reorder_b: prefetch B's first K-blocks into L2 before waiting for A (reorder_tile_loads).
+  static Status launch(Problem const& problem, StageSync sync, bool reorder_b, cudaStream_t stream) {
     using Arguments = typename Kernel::Base::Arguments;
     cutlass::gemm::GemmCoord const size(problem.m, problem.n, problem.k);
     int64_t const ldb = std::is_same<LayoutB, cutlass::layout::RowMajor>::value ? problem.n : problem.k;
@@ -118,8 +150,13 @@ struct SyncedGemm {
                    typename EpilogueOp::Params(1.0f, 0.0f), problem.a, problem.b, problem.d, problem.d,
                    0, 0, 0, 0, problem.k, ldb, problem.n, problem.n);
     if (Kernel::Base::can_implement(args) != cutlass::Status::kSuccess) return Status::kCutlassError;
-    Params params{typename Kernel::Base::Params(args, /*device_sms=*/0, /*sm_occupancy=*/0), sync};
+    Params params{typename Kernel::Base::Params(args, /*device_sms=*/0, /*sm_occupancy=*/0), sync, PrefetchB{}};
     params.gemm.params_A.wait = sync.input;
+    if (reorder_b) {
+      bool const column_major = !std::is_same<LayoutB, cutlass::layout::RowMajor>::value;
+      params.prefetch_b = PrefetchB{reinterpret_cast<char const*>(problem.b), ldb * int64_t(sizeof(Element)), column_major,
+                                    std::min(problem.k, (Stages - 1) * ThreadblockShape::kK), int32_t(sizeof(Element))};
+    }
     dim3 const grid(unsigned(sync.tiles_m * sync.tiles_n));
     tile_synced_gemm_kernel<Kernel><<<grid, Kernel::kThreadCount, kSmemBytes, stream>>>(params);
     return cudaGetLastError() == cudaSuccess ? Status::kSuccess : Status::kCudaError;
