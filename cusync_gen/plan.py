@@ -24,6 +24,7 @@ from cusync_gen.spec import (
     StageSpec,
     check_rules,
     consumers_of,
+    edge_policy,
     output_policy,
     resolve_defaults,
     spec_hash,
@@ -72,6 +73,7 @@ class EdgePlan:
     producer_tile_n: int
     row_ok: bool = False   # RowSync lines up: the consumer's tile M divides the producer's
     tile_ok: bool = False  # TileSync lines up too: the consumer's tile K divides the producer's tile N
+    operand: str = "a"     # which input of the consumer this edge feeds: "a", or "b" (second producer)
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ class StagePlan:
     name: str
     op: Op
     n: int
-    k: int  # for swiglu the input width, 2 * n
+    k: int  # for swiglu the input width: 2 * n (one producer) or n (two producers)
     epilogue: Epilogue
     b_layout: BLayout
     order: Order
@@ -90,6 +92,7 @@ class StagePlan:
     posts_per_semaphore: int
     semaphores_per_row: int
     occupancy: int  # resident blocks per SM (threads, smem)
+    input_b: EdgePlan | None = None  # a second producer (a swiglu with `b`): gate from input, up from input_b
 
     def grid(self, m: int) -> tuple[int, int]:
         """(tiles_m, tiles_n) for a problem with m rows."""
@@ -181,23 +184,28 @@ def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
     check_rules(spec)
     tiles = [_tile_plan(i, s, spec.target) for i, s in enumerate(spec.stages)]
     edges = [_edge_plan(spec, i, tiles) for i in range(len(spec.stages))]
+    edges_b = [_edge_plan(spec, i, tiles, "b") for i in range(len(spec.stages))]
     stages = []
     for i, s in enumerate(spec.stages):
         out_policy = output_policy(spec, i)
         users = consumers_of(spec, i)
-        out_edge = edges[users[0]] if users else None
+        out_edge = None
+        if users:
+            u = users[0]
+            out_edge = edges_b[u] if edges_b[u] is not None and edges_b[u].producer == i else edges[u]
         stages.append(
             StagePlan(
                 index=i,
                 name=s.name,
                 op=s.op,
                 n=s.n,
-                k=s.k if s.op is Op.GEMM and s.k is not None else 2 * s.n,
+                k=s.k if s.op is Op.GEMM and s.k is not None else (s.n if s.b is not None else 2 * s.n),
                 epilogue=s.epilogue,
                 b_layout=s.b_layout,
                 order=s.order,
                 tile=tiles[i],
                 input=edges[i],
+                input_b=edges_b[i],
                 out_policy=out_policy,
                 posts_per_semaphore=out_edge.wait_value if out_edge is not None else 0,
                 semaphores_per_row=_semaphores_per_row(s, tiles[i], out_policy, out_edge),
@@ -253,13 +261,14 @@ def _tile_plan(i: int, stage: StageSpec, target: str) -> TilePlan:
     return TilePlan(tb[0], tb[1], tb[2], warp, inst, pipe, threads, smem)
 
 
-def _edge_plan(spec: ChainSpec, i: int, tiles: list[TilePlan]) -> EdgePlan | None:
+def _edge_plan(spec: ChainSpec, i: int, tiles: list[TilePlan], operand: str = "a") -> EdgePlan | None:
     stage = spec.stages[i]
-    if stage.a == "input":
+    source = stage.a if operand == "a" else stage.b
+    if source is None or source == "input":
         return None
-    p = stage_index(spec)[stage.a]
+    p = stage_index(spec)[source]
     ptile = tiles[p]
-    policy = stage.sync or Policy.NONE
+    policy = edge_policy(stage, source)
     wait_value = {
         Policy.ROW: _ceil_div(spec.stages[p].n, ptile.n),  # every tile of the producer's row posts once
         Policy.TILE: 1,
@@ -273,7 +282,7 @@ def _edge_plan(spec: ChainSpec, i: int, tiles: list[TilePlan]) -> EdgePlan | Non
     gemm = stage.op is Op.GEMM
     row_ok = gemm and ptile.m % tile.m == 0
     tile_ok = row_ok and ptile.n % tile.k == 0
-    return EdgePlan(p, policy, wait_value, stride, ptile.m, ptile.n, row_ok, tile_ok)
+    return EdgePlan(p, policy, wait_value, stride, ptile.m, ptile.n, row_ok, tile_ok, operand)
 
 
 def _semaphores_per_row(stage: StageSpec, tile: TilePlan, policy: Policy | None, edge: EdgePlan | None) -> int:
@@ -312,6 +321,10 @@ def _describe_stage(plan: ChainPlan, s: StagePlan, m: int) -> list[str]:
             f"threadblock {t.m}x{t.n}x{t.k}, warp {'x'.join(map(str, t.warp))}, "
             f"instruction {'x'.join(map(str, t.instruction))}, {t.stages} pipeline stages"
         )
+    elif s.input_b is not None:
+        gate, up = plan.stages[s.input.producer].name, plan.stages[s.input_b.producer].name
+        head = f"stage {s.index}: {s.name} (swiglu: out = silu({gate}) * {up}, two producers)"
+        tile = f"{t.m} rows x {t.n} cols"
     else:
         head = f"stage {s.index}: {s.name} (swiglu: out[:, j] = silu(in[:, j]) * in[:, j + {s.n}])"
         tile = f"{t.m} rows x {t.n} cols"
@@ -322,15 +335,15 @@ def _describe_stage(plan: ChainPlan, s: StagePlan, m: int) -> list[str]:
         f"  threads    {t.threads} per block, smem {t.smem_bytes} B per block, occupancy {s.occupancy} blocks/SM",
         f"  grid       {tiles_m} x {tiles_n} = {total} tiles, {waves:.2f} waves on {plan.sms} SMs x {s.occupancy} "
         f"(last wave {fill:.1f}% full)",
-        f"  input      {_describe_edge(plan, s)}",
+        f"  input      {_describe_edge(plan, s, s.input)}",
+        *([f"  input b    {_describe_edge(plan, s, s.input_b)}"] if s.input_b is not None else []),
         f"  output     {_describe_output(s, m)}",
         f"  order      {_describe_order(plan, s)}",
     ]
     return lines
 
 
-def _describe_edge(plan: ChainPlan, s: StagePlan) -> str:
-    e = s.input
+def _describe_edge(plan: ChainPlan, s: StagePlan, e: EdgePlan | None) -> str:
     if e is None:
         return f"external input [M, {s.k}], no wait"
     prod = plan.stages[e.producer]
@@ -340,6 +353,8 @@ def _describe_edge(plan: ChainPlan, s: StagePlan) -> str:
             f"each tile waits until all {e.wait_value} tiles of its {e.producer_tile_m}-row producer block "
             "have posted"
         )
+    elif e.policy is Policy.TILE and s.op is Op.SWIGLU:
+        what = f"each tile waits for the {e.producer_tile_m}x{e.producer_tile_n} producer tile(s) holding its columns"
     elif e.policy is Policy.TILE:
         what = (
             f"each tile waits, per {e.producer_tile_n}-column K chunk, for the one {e.producer_tile_m}x"

@@ -135,6 +135,8 @@ class StageSpec(BaseModel):
     tile: TileSpec
     split_k: PosInt = 1
     sync: Policy | None = None
+    b: str | None = None          # swiglu only: a second producer holding `up` (then `a` holds `gate`)
+    sync_b: Policy | None = None  # policy of the edge from `b` (default: the same as `sync`)
 
     @model_validator(mode="before")
     @classmethod
@@ -270,9 +272,16 @@ def stage_index(spec: ChainSpec) -> dict[str, int]:
 
 
 def consumers_of(spec: ChainSpec, index: int) -> list[int]:
-    """Indices of the stages that read stage `index`'s output."""
+    """Indices of the stages that read stage `index`'s output (through `a` or `b`)."""
     name = spec.stages[index].name
-    return [i for i, s in enumerate(spec.stages) if s.a == name]
+    return [i for i, s in enumerate(spec.stages) if name in (s.a, s.b)]
+
+
+def edge_policy(stage: StageSpec, producer: str) -> Policy:
+    """The policy with which `stage` waits for `producer` (its `a` edge, or its `b` edge)."""
+    if stage.b is not None and stage.b == producer and stage.a != producer:
+        return stage.sync_b or stage.sync or Policy.NONE
+    return stage.sync or Policy.NONE
 
 
 def check_rules(spec: ChainSpec) -> None:
@@ -290,7 +299,9 @@ def check_rules(spec: ChainSpec) -> None:
         else:
             _check_swiglu_stage(i, stage)
         if producer is not None and stage.sync not in (None, Policy.NONE):
-            _check_policy(spec, i, stage, producer)
+            _check_policy(spec, i, stage, producer, stage.sync, "sync")
+        if stage.b is not None or stage.sync_b is not None:
+            _check_second_producer(spec, i, stage, seen, producer)
         if stage.split_k != 1:
             raise SpecError(
                 f"stages[{i}].split_k",
@@ -306,7 +317,7 @@ def output_policy(spec: ChainSpec, index: int) -> Policy | None:
     users = consumers_of(spec, index)
     if not users:
         return None
-    return spec.stages[users[0]].sync or Policy.NONE
+    return edge_policy(spec.stages[users[0]], spec.stages[index].name)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -402,7 +413,7 @@ def _check_widths(spec: ChainSpec, i: int, stage: StageSpec, producer: int | Non
     if stage.op is Op.SWIGLU:
         if stage.k is not None:
             raise SpecError(f"stages[{i}].k", "swiglu takes no k: its input width is always 2*n", "remove k")
-        if producer is not None:
+        if producer is not None and stage.b is None:  # with b, _check_second_producer checks both widths
             pn = producer_width(spec, producer)
             if pn != 2 * stage.n:
                 fix = f"set n: {pn // 2}" if pn % 2 == 0 else f"make producer '{stage.a}' n even"
@@ -492,25 +503,33 @@ def _check_swiglu_stage(i: int, stage: StageSpec) -> None:
         raise SpecError(f"{base}.epilogue", "swiglu applies silu itself and takes no epilogue", "remove epilogue")
     if stage.b_layout is not BLayout.ROW:
         raise SpecError(f"{base}.b_layout", "swiglu has no B operand", "remove b_layout")
-    if stage.sync is Policy.TILE:
-        raise SpecError(
-            f"{base}.sync",
-            "a swiglu tile reads two producer column ranges (gate and up), which one tile semaphore cannot cover",
-            "use sync: strided (or row)",
-        )
 
 
-def _check_policy(spec: ChainSpec, i: int, stage: StageSpec, producer: int) -> None:
+def _check_policy(spec: ChainSpec, i: int, stage: StageSpec, producer: int, policy: Policy, key: str) -> None:
     """Each policy maps a consumer tile onto producer tiles; these are the shapes where it can."""
     prod = spec.stages[producer]
     ptb, ctb = prod.tile.threadblock, stage.tile.threadblock
-    policy = stage.sync or Policy.NONE
-    if policy is Policy.STRIDED and stage.op is not Op.SWIGLU:
+    if policy is Policy.STRIDED and (stage.op is not Op.SWIGLU or stage.b is not None):
         raise SpecError(
-            f"stages[{i}].sync",
-            "sync: strided is only for swiglu stages (gate and up halves of one producer)",
+            f"stages[{i}].{key}",
+            "sync: strided is only for swiglu stages reading the gate and up halves of one producer",
             "use sync: row or tile",
         )
+    if policy is Policy.TILE and stage.op is Op.SWIGLU:
+        if ptb[1] % ctb[1]:
+            raise SpecError(
+                f"stages[{i}].tile.threadblock",
+                f"sync: tile needs the swiglu tile cols ({ctb[1]}) to divide producer '{prod.name}' threadblock N "
+                f"({ptb[1]}), so each tile waits on one producer tile",
+                f"set threadblock: [{ctb[0]}, {ptb[1]}]",
+            )
+        if stage.b is None and stage.n % ptb[1]:
+            raise SpecError(
+                f"stages[{i}].n",
+                f"sync: tile needs n={stage.n} to be a multiple of producer '{prod.name}' threadblock N ({ptb[1]}), "
+                "so the up columns j + n line up with producer tiles",
+                "use sync: strided or row",
+            )
     if ptb[0] % ctb[0]:
         raise SpecError(
             f"stages[{i}].tile.threadblock",
@@ -518,7 +537,7 @@ def _check_policy(spec: ChainSpec, i: int, stage: StageSpec, producer: int) -> N
             f"({ptb[0]}), so each tile waits on one producer row of tiles",
             f"use a threadblock M that divides {ptb[0]} (e.g. {ptb[0]})",
         )
-    if policy is Policy.TILE and ptb[1] % ctb[2]:
+    if policy is Policy.TILE and stage.op is Op.GEMM and ptb[1] % ctb[2]:
         raise SpecError(
             f"stages[{i}].tile.threadblock",
             f"sync: tile needs the threadblock K ({ctb[2]}) to divide producer '{prod.name}' threadblock N ({ptb[1]})",
@@ -540,17 +559,49 @@ def _check_policy(spec: ChainSpec, i: int, stage: StageSpec, producer: int) -> N
             )
 
 
+def _check_second_producer(spec: ChainSpec, i: int, stage: StageSpec, seen: dict[str, int],
+                           producer: int | None) -> None:
+    """`b`: a swiglu whose gate and up come from two different producers (a consumer of several)."""
+    base = f"stages[{i}]"
+    if stage.b is None:
+        raise SpecError(f"{base}.sync_b", "sync_b is the policy of the edge from b, but there is no b", "remove sync_b")
+    if stage.op is not Op.SWIGLU:
+        raise SpecError(f"{base}.b", "only swiglu stages take a second producer", "remove b (B of a gemm is a weight)")
+    if producer is None:
+        raise SpecError(f"{base}.a", "a two-producer swiglu reads gate from a stage, not from 'input'",
+                        "set a to the stage that computes gate")
+    if stage.b not in seen or stage.b == stage.name:
+        names = ", ".join(s.name for s in spec.stages[:i])
+        raise SpecError(f"{base}.b", f"unknown or later stage '{stage.b}'", f"use one of: {names}")
+    if stage.b == stage.a:
+        raise SpecError(f"{base}.b", "b names the same stage as a", "remove b to read gate | up halves of one producer")
+    up = seen[stage.b]
+    for key, index in (("a", producer), ("b", up)):
+        width = producer_width(spec, index)
+        if width != stage.n:
+            raise SpecError(
+                f"{base}.n",
+                f"a two-producer swiglu with n={stage.n} needs [M, n] inputs, but {key}: '{spec.stages[index].name}' "
+                f"has n={width}",
+                f"set n: {width}, or the producer's n to {stage.n}",
+            )
+    policy = stage.sync_b or stage.sync or Policy.NONE
+    if policy is not Policy.NONE:
+        _check_policy(spec, i, stage, up, policy, "sync_b" if stage.sync_b is not None else "sync")
+
+
 def _check_output_policies(spec: ChainSpec) -> None:
     """A producer posts in one way only, so all its consumers must wait in that way."""
     for p in range(len(spec.stages)):
         users = consumers_of(spec, p)
         if len(users) < 2:
             continue
+        name = spec.stages[p].name
         first = spec.stages[users[0]]
         for u in users[1:]:
             stage = spec.stages[u]
-            if stage.sync != first.sync:
-                want = (first.sync or Policy.NONE).value
+            if edge_policy(stage, name) != edge_policy(first, name):
+                want = edge_policy(first, name).value
                 raise SpecError(
                     f"stages[{u}].sync",
                     f"'{spec.stages[p].name}' is already consumed with sync: {want} by '{first.name}'; "

@@ -13,18 +13,18 @@ fi
 export CUTLASS_DIR=${CUTLASS_DIR:-$PWD/third_party/cutlass}
 ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
-for e in two_gemm gpt3_mlp llama_mlp; do
+for e in two_gemm gpt3_mlp llama_mlp llama_mlp_split; do
   cmake -S generated/$e -B build/gpu/$e -G Ninja -DCUTLASS_DIR="$CUTLASS_DIR" -DCMAKE_CUDA_ARCHITECTURES=$ARCH >/dev/null
 done
-for e in two_gemm gpt3_mlp llama_mlp; do
+for e in two_gemm gpt3_mlp llama_mlp llama_mlp_split; do
   cmake --build build/gpu/$e -j "$(nproc)" 2>&1 | tail -2
 done
 if [ "${SKIP_PYTEST:-0}" != 1 ]; then
   CUSYNC_GPU_ARCH=$ARCH python3 -m pytest -q -m gpu -p no:cacheprovider 2>&1 | tee "$OUT/pytest-gpu.log" | tail -15
 fi
-for e in two_gemm gpt3_mlp llama_mlp; do
+for e in two_gemm gpt3_mlp llama_mlp llama_mlp_split; do
   ./build/gpu/$e/${e}_bench --m "$MS" --policies "${POLICIES:-spec,row,tile}" --orders "${ORDERS:-spec}" --repeats "$REPEATS" --warmup 10 ${BENCH_ARGS:-} > "$OUT/bench-$e.jsonl" 2> "$OUT/bench-$e.err"
-  echo "$e exit $?"; cat "$OUT/bench-$e.err"
+  echo "$e exit $?"; cat "$OUT/bench-$e.err"; [ -s "$OUT/bench-$e.err" ] || rm -f "$OUT/bench-$e.err"
 done
 python3 - "$OUT" <<'PY'
 import json, sys, pathlib

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-EXAMPLES = ("two_gemm", "gpt3_mlp", "llama_mlp")
+EXAMPLES = ("two_gemm", "gpt3_mlp", "llama_mlp", "llama_mlp_split")
 
 
 def gpu_present() -> bool:

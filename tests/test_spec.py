@@ -420,7 +420,6 @@ RULES_LLAMA = [
     (_tile(1, stages=3), "stages[1].tile.stages", ["remove stages"]),
     (_stage(1, epilogue="gelu"), "stages[1].epilogue", ["remove epilogue"]),
     (_stage(1, b_layout="col"), "stages[1].b_layout", ["remove b_layout"]),
-    (_stage(1, sync="tile"), "stages[1].sync", ["strided"]),
     (_tile(1, threadblock=[64, 64, 1]), "stages[1].tile.threadblock", ["strided", "cols (64)", "(128)"]),
     (_tile(1, threadblock=[256, 128, 1]), "stages[1].tile.threadblock", ["divide"]),
     (_stage(2, k=2048), "stages[2].k", ["set k: 2816"]),
@@ -433,6 +432,55 @@ RULES_LLAMA = [
 )
 def test_rules_llama(change: Callable[[dict[str, Any]], None], field: str, words: list[str]) -> None:
     expect_error(with_change(llama, change), field, *words)
+
+
+def test_swiglu_tile_policy_needs_cols_dividing_producer_tile_n() -> None:
+    def change(d: dict[str, Any]) -> None:
+        d["stages"][1]["sync"] = "tile"
+        d["stages"][1]["tile"] = {"threadblock": [128, 256]}
+
+    expect_error(with_change(llama, change), "stages[1].tile.threadblock", "divide", "(128)")
+
+
+def test_swiglu_tile_policy_accepted_when_tiles_line_up() -> None:
+    spec = parse_spec(with_change(llama, lambda d: d["stages"][1].update(sync="tile")))
+    assert spec.stages[1].sync is Policy.TILE
+
+
+def _split_llama() -> dict[str, Any]:
+    """Gate and up as two GEMMs reading the input, a two-producer swiglu, then the down GEMM."""
+    gemm_tile = {"threadblock": [128, 128, 32], "warp": [64, 64, 32], "stages": 4}
+    return {
+        "name": "split",
+        "stages": [
+            {"name": "gate", "op": "gemm", "a": "input", "n": 2816, "k": 8192, "tile": gemm_tile},
+            {"name": "up", "op": "gemm", "a": "input", "n": 2816, "k": 8192, "tile": gemm_tile},
+            {"name": "glu", "op": "swiglu", "a": "gate", "b": "up", "n": 2816, "sync": "tile",
+             "tile": {"threadblock": [128, 128]}},
+            {"name": "down", "op": "gemm", "a": "glu", "sync": "row", "n": 8192, "k": 2816, "tile": gemm_tile},
+        ],
+    }
+
+
+def test_two_producer_swiglu_parses() -> None:
+    spec = parse_spec(_split_llama())
+    assert spec.stages[2].b == "up"
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        (lambda d: d["stages"][2].update(b="gate"), "stages[2].b", ["same stage"]),
+        (lambda d: d["stages"][2].update(b="nope"), "stages[2].b", ["unknown"]),
+        (lambda d: d["stages"][2].update(b="down"), "stages[2].b", ["unknown or later"]),
+        (lambda d: d["stages"][3].update(b="up"), "stages[3].b", ["only swiglu"]),
+        (lambda d: d["stages"][2].update(sync_b="strided"), "stages[2].sync_b", ["strided is only"]),
+        (lambda d: d["stages"][1].update(n=5632), "stages[2].n", ["b: 'up'", "n=5632"]),
+        (lambda d: d["stages"][2].pop("b"), "stages[2].n", ["2*n"]),
+    ],
+)
+def test_two_producer_swiglu_rules(change: Callable[[dict[str, Any]], None], field: str, words: list[str]) -> None:
+    expect_error(with_change(_split_llama, change), field, *words)
 
 
 def test_strided_needs_n_multiple_of_producer_tile_n() -> None:

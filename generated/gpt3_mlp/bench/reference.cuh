@@ -45,15 +45,16 @@ __global__ void reference_gemm_kernel(T const* a, T const* b, bool b_col, float*
   if (row < m && col < n) c[int64_t(row) * n + col] = activate(act, acc);
 }
 
-// out[m, n] = silu(in[:, j]) * in[:, j + n] for in [m, 2n].
+// out[m, n] = silu(gate) * up, both [m, n] views with leading dimension ld (gate | up halves of one
+// [m, 2n] tensor: ld = 2n, up = gate + n; two tensors: ld = n).
 template <typename T>
-__global__ void reference_swiglu_kernel(T const* in, float* out, int m, int n) {
+__global__ void reference_swiglu_kernel(T const* gate, T const* up, int64_t ld, float* out, int m, int n) {
   int64_t const i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= int64_t(m) * n) return;
   int64_t const row = i / n, col = i % n;
-  float const gate = float(in[row * 2 * n + col]);
-  float const up = float(in[row * 2 * n + n + col]);
-  out[i] = gate / (1.0f + expf(-gate)) * up;
+  float const g = float(gate[row * ld + col]);
+  float const u = float(up[row * ld + col]);
+  out[i] = g / (1.0f + expf(-g)) * u;
 }
 
 // sums[0] += (out - ref)^2, sums[1] += ref^2, sums[2] += count of non-finite outputs.

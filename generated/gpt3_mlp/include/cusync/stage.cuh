@@ -49,6 +49,14 @@ struct InputWait {
                                  &state->error, site);
     return index;
   }
+
+  // Blocks until every producer tile holding rows [row_begin, row_end) of column `col` is posted,
+  // widened by the policy's halo (Conv2DTileSync: the R x S window of an implicit-GEMM convolution).
+  __device__ __forceinline__ void wait_for_rows(int32_t row_begin, int32_t row_end, int32_t col, int32_t producer_tiles_m,
+                                                uint32_t epoch, TileCoord self) const {
+    int32_t const last = policy.last_row_tile(row_end, producer_tiles_m);
+    for (int32_t pm = policy.first_row_tile(row_begin); pm <= last; ++pm) wait_for(pm * policy.tile_m, col, epoch, self);
+  }
 };
 
 struct StageSync {
@@ -60,7 +68,8 @@ struct StageSync {
   TileOrder order = TileOrder::kRowMajor;
   int32_t tiles_m = 0;
   int32_t tiles_n = 0;
-  InputWait input{};
+  InputWait input{};                   // the edge into operand A (GEMM) or `a` (elementwise)
+  InputWait input_b{};                 // a second producer's edge (elementwise stages with `b`), if any
   SyncPolicy output{};
   uint64_t* out_semaphores = nullptr;
   int32_t num_stages = 0;
@@ -130,5 +139,8 @@ __device__ __forceinline__ void end_tile(StageSync const& sync, TileCoord tile) 
     }
   }
 }
+
+// The paper's name for a stage's synchronization view.
+using CuStage = StageSync;
 
 }  // namespace cusync
