@@ -120,6 +120,11 @@ class ChainPlan:
     optimizations: Optimizations
     stages: tuple[StagePlan, ...]
 
+    @property
+    def has_unsynced_edge(self) -> bool:
+        """Some stage reads a producer with sync: none, so run() must order it after the whole producer."""
+        return any(e is not None and e.policy is Policy.NONE for s in self.stages for e in (s.input, s.input_b))
+
     def edges(self) -> list[tuple[StagePlan, StagePlan]]:
         """(producer, consumer) pairs, in consumer order."""
         return [(self.stages[s.input.producer], s) for s in self.stages if s.input is not None]

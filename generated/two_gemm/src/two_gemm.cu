@@ -43,6 +43,12 @@ cusync::SyncPolicy make_policy(cusync::PolicyKind kind, int p, int stride_tiles)
   }
 }
 
+// The policy of the edge producer -> consumer: the spec's, or the run-time override for edges into a GEMM.
+cusync::PolicyKind effective_policy(int consumer, int producer, cusync::PolicyKind override_policy) {
+  if (kStages[consumer].gemm_consumer && override_policy != cusync::PolicyKind::kNone) return override_policy;
+  return kStages[consumer].producer_b == producer ? kStages[consumer].policy_b : kStages[consumer].policy;
+}
+
 cusync::Status from_cuda(cudaError_t err) { return err == cudaSuccess ? cusync::Status::kSuccess : cusync::Status::kCudaError; }
 
 using LaunchFn = cusync::Status (*)(detail::StageLaunch const&, cudaStream_t);
@@ -174,18 +180,12 @@ cusync::Status TwoGemm::launch_stage(int s, bool synced, cudaStream_t stream) {
     if (!has_consumer(t)) sync.run_blocks += unsigned(tiles_m(t, args_.m) * tiles_n(t));
   }
   sync.counts_finish = !has_consumer(s);
-  // The policy of the edge producer -> consumer: the spec's, or the override for edges into a GEMM.
-  auto edge_policy = [&](int consumer, int producer) {
-    bool const overridable = kStages[consumer].gemm_consumer && policy_override_ != cusync::PolicyKind::kNone;
-    if (overridable) return policy_override_;
-    return kStages[consumer].producer_b == producer ? kStages[consumer].policy_b : kStages[consumer].policy;
-  };
   auto make_wait = [&](int producer) {
     cusync::InputWait wait;
     wait.state = sync.state;
     wait.stage = s;
     wait.producer = producer;
-    wait.policy = make_policy(edge_policy(s, producer), producer, kStages[s].stride_tiles);
+    wait.policy = make_policy(effective_policy(s, producer, policy_override_), producer, kStages[s].stride_tiles);
     wait.semaphores = semaphores_ + semaphore_offset_[producer];
     wait.timeout_ns = timeout_ns_;
     wait.enabled = wait.policy.enabled();
@@ -196,7 +196,7 @@ cusync::Status TwoGemm::launch_stage(int s, bool synced, cudaStream_t stream) {
   // The output policy is the policy of whichever stage consumes this one (one policy per producer).
   for (int c = s + 1; c < kNumStages && s != missing_posts_stage_; ++c) {
     if (kStages[c].producer == s || kStages[c].producer_b == s) {
-      sync.output = make_policy(edge_policy(c, s), s, kStages[c].stride_tiles);
+      sync.output = make_policy(effective_policy(c, s, policy_override_), s, kStages[c].stride_tiles);
       sync.out_semaphores = semaphores_ + semaphore_offset_[s];
       break;
     }
@@ -233,7 +233,8 @@ cusync::Status TwoGemm::run(cudaStream_t stream) {
   for (int s = 0; s < kNumStages; ++s) {
     cudaStream_t const on = streams[s % 2];
     for (int p : {kStages[s].producer, kStages[s].producer_b}) {
-      if (p < 0 || (kAvoidWaitKernel && coresident(s, p))) continue;
+      if (p < 0) continue;
+      if (kAvoidWaitKernel && coresident(s, p)) continue;
       unsigned const producer_blocks = unsigned(tiles_m(p, args_.m) * tiles_n(p));
       cusync::wait_started_kernel<<<1, 32, 0, on>>>(state, s, p, producer_blocks, timeout_ns_);
       if ((status = from_cuda(cudaGetLastError())) != cusync::Status::kSuccess) return status;
