@@ -285,6 +285,27 @@ def has_gpu() -> bool:
     return GPU_DEVICE_NODE.exists()
 
 
+def gpu_arch() -> str | None:
+    """The first GPU's architecture as a target name ("sm_90"), or None when nvidia-smi cannot say.
+
+    `run` builds for the GPU it runs on, so that an example generated for sm_80 runs native SASS on a
+    Hopper card instead of JIT-compiled PTX.
+    """
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    try:
+        proc = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    first = proc.stdout.split()[0] if proc.returncode == 0 and proc.stdout.split() else ""
+    major, _, minor = first.partition(".")
+    if not (major.isdigit() and minor.isdigit()):
+        return None
+    return f"sm_{major}{minor}"
+
+
 def _value(item: Any) -> str:
     """Enum members and plain strings alike: Policy.ROW -> "row"."""
     return str(getattr(item, "value", item))

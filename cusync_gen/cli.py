@@ -224,7 +224,10 @@ def run_cmd(
 
         project = output or Path("generated") / load_spec(spec_path).name
         render_generate(spec_path, project, arch, False)
-    builder.build(project, target=arch, jobs=jobs, cutlass_dir=cutlass_dir, progress=sys.stderr.isatty())
+    # Build for the GPU we are about to run on unless --arch says otherwise (the generated files keep
+    # the spec's target, so committed projects stay as generated).
+    builder.build(project, target=arch or builder.gpu_arch(), jobs=jobs, cutlass_dir=cutlass_dir,
+                  progress=sys.stderr.isatty())
     try:
         rows = builder.run(project, ms, policy_list, repeats=repeats, warmup=warmup)
     except CusyncError as err:

@@ -212,6 +212,7 @@ def no_build(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
 
     monkeypatch.setattr(build, "build", fake_build)
     monkeypatch.setattr(build, "has_gpu", lambda: True)
+    monkeypatch.setattr(build, "gpu_arch", lambda: "sm_90")
     return calls
 
 
@@ -289,7 +290,28 @@ def test_run_example_generates_builds_runs(tmp_path: Path, monkeypatch: pytest.M
     assert code == 0, err
     assert generated == [(paths.examples_dir() / "two_gemm.yaml", Path("generated/two_gemm"), None, False)]
     assert no_build[0]["project"] == Path("generated/two_gemm")
+    assert no_build[0]["target"] == "sm_90"  # built for the GPU it runs on; the files keep the spec's target
     assert "1.18x" in out
+
+
+def test_run_explicit_arch_wins_over_the_detected_gpu(tmp_path: Path, no_build: list[dict],
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    project = make_built_project(tmp_path / "p", json.dumps(ROW) + "\n")
+    code, _, err = cli_run(capsys, "run", str(project), "--m", "256", "--arch", "sm_80")
+    assert code == 0, err
+    assert no_build[0]["target"] == "sm_80"
+
+
+def test_gpu_arch_parses_nvidia_smi(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Done:
+        returncode = 0
+        stdout = "9.0\n9.0\n"
+
+    monkeypatch.setattr(build.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(build.subprocess, "run", lambda *a, **k: Done())
+    assert build.gpu_arch() == "sm_90"
+    Done.stdout = "garbage"
+    assert build.gpu_arch() is None
 
 
 def test_build_command_reports_tool_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
