@@ -94,6 +94,10 @@ class StagePlan:
     occupancy: int  # resident blocks per SM (threads, smem)
     input_b: EdgePlan | None = None  # a second producer (a swiglu with `b`): gate from input, up from input_b
 
+    def input_edges(self) -> tuple[EdgePlan, ...]:
+        """The edges this stage waits on: none, `input`, or `input` and `input_b`."""
+        return tuple(e for e in (self.input, self.input_b) if e is not None)
+
     def grid(self, m: int) -> tuple[int, int]:
         """(tiles_m, tiles_n) for a problem with m rows."""
         return (_ceil_div(m, self.tile.m), _ceil_div(self.n, self.tile.n))
@@ -123,11 +127,11 @@ class ChainPlan:
     @property
     def has_unsynced_edge(self) -> bool:
         """Some stage reads a producer with sync: none, so run() must order it after the whole producer."""
-        return any(e is not None and e.policy is Policy.NONE for s in self.stages for e in (s.input, s.input_b))
+        return any(e.policy is Policy.NONE for s in self.stages for e in s.input_edges())
 
     def edges(self) -> list[tuple[StagePlan, StagePlan]]:
-        """(producer, consumer) pairs, in consumer order."""
-        return [(self.stages[s.input.producer], s) for s in self.stages if s.input is not None]
+        """(producer, consumer) pairs, in consumer order; a two-producer stage appears twice."""
+        return [(self.stages[e.producer], s) for s in self.stages for e in s.input_edges()]
 
     def no_atomic_add_legal(self) -> tuple[bool, str]:
         """A release store is enough only where every semaphore receives exactly one post."""

@@ -385,3 +385,22 @@ def test_describe_custom_order_and_reorder_lines() -> None:
     assert "avoid_custom_order  on" in text and "reorder_tile_loads  on: legal: B of gemm2" in text
     single = make_plan(parse_spec(chain(gemm("g", "input", 64, 64)))).describe(64)
     assert "no effect" in single and "atomic tile counter" in single
+
+
+def test_two_producer_stage_lists_both_edges() -> None:
+    """A swiglu with `b` waits on two producers: both edges count for legality checks."""
+    from cusync_gen.spec import parse_spec
+
+    tile = {"threadblock": [128, 128, 32], "warp": [64, 64, 32], "stages": 3}
+    plan = make_plan(parse_spec({
+        "name": "split",
+        "stages": [
+            {"name": "gate", "op": "gemm", "a": "input", "n": 256, "k": 256, "tile": tile},
+            {"name": "up", "op": "gemm", "a": "input", "n": 256, "k": 256, "tile": tile},
+            {"name": "glu", "op": "swiglu", "a": "gate", "b": "up", "n": 256, "sync": "tile",
+             "tile": {"threadblock": [128, 128]}},
+        ],
+    }))
+    assert [(p.name, c.name) for p, c in plan.edges()] == [("gate", "glu"), ("up", "glu")]
+    assert [e.operand for e in plan.stages[2].input_edges()] == ["a", "b"]
+    assert not plan.has_unsynced_edge

@@ -1,9 +1,10 @@
 // cusync runtime: epoch-tagged semaphores and the bounded spin-wait.
 //
 // A semaphore is one 64-bit word: (epoch << 32) | posts. Each run of a chain has a new epoch (a device
-// counter that the last block of the previous run bumped, see close_run in stage.cuh), so semaphores are never reset between runs, a captured CUDA graph
-// replays correctly, and a semaphore that a smaller M did not touch in the last run is simply stale: the
-// first post of the new epoch replaces the old value instead of adding to it.
+// counter that the last block of the previous run bumped, see close_run in stage.cuh), so semaphores
+// are never reset between runs, a captured CUDA graph replays correctly, and a semaphore that a smaller
+// M did not touch in the last run is simply stale: the first post of the new epoch replaces the old
+// value instead of adding to it.
 #pragma once
 
 #include <cstdint>
