@@ -19,6 +19,12 @@ EPILOGUE: dict[Epilogue, tuple[str, str]] = {  # functor template, header under 
     Epilogue.GELU: ("cutlass::epilogue::thread::LinearCombinationGELU", "linear_combination_gelu.h"),
     Epilogue.SILU: ("cutlass::epilogue::thread::LinearCombinationSilu", "linear_combination_silu.h"),
 }
+ACTIVATION: dict[Epilogue, str] = {  # sm90: the activation of CUTLASS's LinCombEltAct fusion (EVT)
+    Epilogue.IDENTITY: "cutlass::epilogue::thread::Identity",
+    Epilogue.RELU: "cutlass::epilogue::thread::ReLu",
+    Epilogue.GELU: "cutlass::epilogue::thread::GELU",
+    Epilogue.SILU: "cutlass::epilogue::thread::SiLu",
+}
 BENCH_ACTIVATION: dict[Epilogue, str] = {
     Epilogue.IDENTITY: "bench::Activation::kIdentity",
     Epilogue.RELU: "bench::Activation::kRelu",
@@ -46,6 +52,7 @@ FILTERS: dict[str, Callable[..., str]] = {
     "cuda_header": CUDA_HEADER.__getitem__,
     "cpp_epilogue": lambda e: EPILOGUE[e][0],
     "cpp_epilogue_header": lambda e: EPILOGUE[e][1],
+    "cpp_activation": ACTIVATION.__getitem__,
     "bench_activation": BENCH_ACTIVATION.__getitem__,
     "cpp_layout_b": LAYOUT_B.__getitem__,
     "cpp_policy": POLICY.__getitem__,

@@ -29,6 +29,7 @@ from cusync_gen.spec import (
     resolve_defaults,
     spec_hash,
     stage_index,
+    with_tiles,
 )
 
 #: Usable shared memory per SM in bytes; also the opt-in per-block limit on these parts.
@@ -41,6 +42,7 @@ MAX_THREADS_PER_BLOCK = 1024
 WARP_SIZE = 32
 SWIGLU_THREADS = 128  # elementwise kernel: a fixed block size is enough to stream the tile
 ELEMENT_BYTES = 2  # fp16 and bf16
+SM90_THREADS = 384  # warp-specialized cooperative: a load warp group and two math warp groups
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -112,6 +114,15 @@ class StagePlan:
 
 
 @dataclass(frozen=True)
+class ConfigPlan:
+    """One tile configuration of the chain: the stages as planned for M up to m_max (None: any M)."""
+
+    index: int
+    m_max: int | None
+    stages: tuple[StagePlan, ...]
+
+
+@dataclass(frozen=True)
 class ChainPlan:
     name: str
     class_name: str
@@ -123,6 +134,12 @@ class ChainPlan:
     sms: int
     optimizations: Optimizations
     stages: tuple[StagePlan, ...]
+    # Run-time tile configurations by M (spec tile_configs), smallest m_max first; the last is `stages`.
+    configs: tuple[ConfigPlan, ...] = ()
+
+    def config_for(self, m: int) -> ConfigPlan:
+        """The configuration the library runs at this M."""
+        return next(c for c in self.configs if c.m_max is None or m <= c.m_max)
 
     @property
     def has_unsynced_edge(self) -> bool:
@@ -171,7 +188,15 @@ class ChainPlan:
             f"chain {self.name} (class {self.class_name}), spec hash {self.spec_hash}",
             f"target {self.target} (arch {self.arch.value}, {self.dtype.value}), {self.sms} SMs, M = {m}",
         ]
-        for s in self.stages:
+        config = self.config_for(m)
+        if len(self.configs) > 1:
+            lines.append("tile configurations (picked by M at run time):")
+            for c in self.configs:
+                when = f"M <= {c.m_max}" if c.m_max is not None else "otherwise"
+                tiles = ", ".join(f"{s.name} {s.tile.m}x{s.tile.n}" for s in c.stages)
+                mark = "  <- this M" if c is config else ""
+                lines.append(f"  {c.index}: {when}: {tiles}{mark}")
+        for s in config.stages:
             lines += _describe_stage(self, s, m)
         lines += _describe_optimizations(self, m)
         return "\n".join(lines) + "\n"
@@ -179,19 +204,37 @@ class ChainPlan:
 
 def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
     """Derive the plan; `target` (from --target) overrides spec.target. Raises SpecError on violations."""
-    if spec.arch is Arch.SM90:
-        raise SpecError(
-            "arch",
-            "the sm90 (Hopper) backend is not implemented yet",
-            "use arch: sm80 with target: sm_90 to run the Ampere-style kernels natively on Hopper",
-        )
     if target is not None:
         if target not in TARGETS:
             raise UsageError(f"unknown target '{target}'", f"use one of: {', '.join(TARGETS)}")
         spec = spec.model_copy(update={"target": target})
     spec = resolve_defaults(spec)
     check_rules(spec)
-    tiles = [_tile_plan(i, s, spec.target) for i, s in enumerate(spec.stages)]
+    stages = _stage_plans(spec)
+    configs = [
+        ConfigPlan(c, config.m_max, _stage_plans(with_tiles(spec, dict(config.tiles))))
+        for c, config in enumerate(spec.tile_configs)
+    ]
+    configs.append(ConfigPlan(len(configs), None, stages))
+    return ChainPlan(
+        name=spec.name,
+        class_name="".join(part[:1].upper() + part[1:] for part in spec.name.split("_") if part),
+        spec_hash=spec_hash(spec),
+        dtype=spec.dtype,
+        arch=spec.arch,
+        target=spec.target,
+        # wgmma and setmaxnreg exist only in the architecture-specific sm_90a target
+        cuda_arch=spec.target.removeprefix("sm_") + ("a" if spec.arch is Arch.SM90 else ""),
+        sms=spec.sms if spec.sms is not None else DEFAULT_SMS[spec.target],
+        optimizations=spec.optimizations,
+        stages=stages,
+        configs=tuple(configs),
+    )
+
+
+def _stage_plans(spec: ChainSpec) -> tuple[StagePlan, ...]:
+    """Every stage of one tile configuration of the spec."""
+    tiles = [_tile_plan(i, s, spec.target, spec.arch) for i, s in enumerate(spec.stages)]
     edges = [_edge_plan(spec, i, tiles) for i in range(len(spec.stages))]
     edges_b = [_edge_plan(spec, i, tiles, "b") for i in range(len(spec.stages))]
     stages = []
@@ -221,28 +264,21 @@ def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
                 occupancy=_occupancy(tiles[i], spec.target),
             )
         )
-    return ChainPlan(
-        name=spec.name,
-        class_name="".join(part[:1].upper() + part[1:] for part in spec.name.split("_") if part),
-        spec_hash=spec_hash(spec),
-        dtype=spec.dtype,
-        arch=spec.arch,
-        target=spec.target,
-        cuda_arch=spec.target.removeprefix("sm_"),
-        sms=spec.sms if spec.sms is not None else DEFAULT_SMS[spec.target],
-        optimizations=spec.optimizations,
-        stages=tuple(stages),
-    )
+    return tuple(stages)
 
 
 # ---------------------------------------------------------------------------------------------------
 # Derivations
 
 
-def _tile_plan(i: int, stage: StageSpec, target: str) -> TilePlan:
+def _tile_plan(i: int, stage: StageSpec, target: str, arch: Arch = Arch.SM80) -> TilePlan:
     tb = stage.tile.threadblock
     if stage.op is Op.SWIGLU:
         return TilePlan(tb[0], tb[1], 1, (0, 0, 0), (0, 0, 0), 0, SWIGLU_THREADS, 0)
+    if arch is Arch.SM90:
+        # One load warp group and two math warp groups; CUTLASS sizes the pipeline to fill shared memory
+        # (stages 0 = "auto"), so one CTA takes a whole SM.
+        return TilePlan(tb[0], tb[1], tb[2], (0, 0, 0), (0, 0, 0), 0, SM90_THREADS, SMEM_PER_SM[target])
     warp, inst, pipe = stage.tile.warp, stage.tile.instruction, stage.tile.stages
     if warp is None or inst is None or pipe is None:  # resolve_defaults ran; keeps the type checker honest
         raise SpecError(f"stages[{i}].tile", "tile defaults were not resolved", "report this as a cusync-gen bug")
@@ -324,7 +360,13 @@ def _describe_stage(plan: ChainPlan, s: StagePlan, m: int) -> list[str]:
     waves = total / slots
     last = total % slots
     fill = 100.0 * (last if last else slots) / slots
-    if s.op is Op.GEMM:
+    if s.op is Op.GEMM and plan.arch is Arch.SM90:
+        head = f"stage {s.index}: {s.name} (gemm, epilogue {s.epilogue.value}, B {s.b_layout.value})"
+        tile = (
+            f"threadblock {t.m}x{t.n}x{t.k}, cluster 1x1x1, warp-specialized cooperative (TMA + wgmma), "
+            "persistent, pipeline stages sized by CUTLASS to fill shared memory"
+        )
+    elif s.op is Op.GEMM:
         head = f"stage {s.index}: {s.name} (gemm, epilogue {s.epilogue.value}, B {s.b_layout.value})"
         tile = (
             f"threadblock {t.m}x{t.n}x{t.k}, warp {'x'.join(map(str, t.warp))}, "
@@ -396,6 +438,8 @@ def _describe_order(plan: ChainPlan, s: StagePlan) -> str:
         if plan.optimizations.avoid_custom_order
         else "handed out by an atomic tile counter"
     )
+    if plan.arch is Arch.SM90 and s.op is Op.GEMM:
+        how = "persistent CTAs take tiles from an atomic ticket queue in this order"
     if s.order is Order.ROW_MAJOR:
         return f"row_major: all N tiles of a tile row first, so producer rows complete early; {how}"
     return f"column_major: all M tiles of a tile column first; {how}"
@@ -408,6 +452,15 @@ def _describe_optimizations(plan: ChainPlan, m: int) -> list[str]:
         return "on" if on else "off"
 
     atomic_ok, atomic_why = plan.no_atomic_add_legal()
+    if plan.arch is Arch.SM90:
+        return [
+            "launch",
+            "  one stream; each consumer is a programmatic dependent launch of the stage before it, triggered when "
+            "every CTA of that stage has started, so consumer CTAs only take SMs that producer CTAs left",
+            "optimizations",
+            f"  no_atomic_add       {state(opt.no_atomic_add)}: {'legal' if atomic_ok else 'not legal'}: {atomic_why}",
+            "  avoid_wait_kernel, avoid_custom_order, reorder_tile_loads: do not apply to sm90",
+        ]
     resident_ok, resident_why = plan.coresident(m)
     gemm_consumers = [s.name for s in plan.stages if s.input is not None and s.op is Op.GEMM]
     reorder_why = (

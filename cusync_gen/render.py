@@ -22,15 +22,19 @@ from cusync_gen.cpp import FILTERS
 from cusync_gen.errors import CusyncError
 from cusync_gen.paths import default_cutlass_dir, templates_dir
 from cusync_gen.plan import ChainPlan, make_plan
-from cusync_gen.spec import Op, load_spec
+from cusync_gen.spec import Arch, Op, load_spec
 
-# The CuSync runtime every project gets (include/cusync/), and the sm80 backend (include/cusync/sm80/).
+# The CuSync runtime every project gets (include/cusync/).
 RUNTIME_HEADERS = (
     "status.h", "ptx.cuh", "sync_error.h", "semaphore.cuh", "policy.h", "tile_order.h", "stage.cuh",
-    "chain_kernels.cuh",
+    "chain_kernels.cuh", "swiglu.cuh",
 )
-SM80_HEADERS = ("waiting_iterator.cuh", "gemm.cuh", "swiglu.cuh")
-STAGE_TEMPLATES = {Op.GEMM: "sm80/stage_gemm.cu.j2", Op.SWIGLU: "sm80/stage_swiglu.cu.j2"}
+# The backend headers each project gets (include/cusync/<backend>/), by spec arch.
+BACKEND_HEADERS: dict[Arch, tuple[str, ...]] = {
+    Arch.SM80: ("waiting_iterator.cuh", "gemm.cuh"),
+    Arch.SM90: ("ticket_scheduler.cuh", "waiting_mainloop.cuh", "posting_epilogue.cuh", "gemm.cuh"),
+}
+SWIGLU_TEMPLATE = "project/src/stage_swiglu.cu.j2"
 
 
 @dataclass(frozen=True)
@@ -49,24 +53,43 @@ class GeneratedDiffers(CusyncError):
     exit_code = 1
 
 
+def _stage_files(plan: ChainPlan) -> list[OutputFile]:
+    """One translation unit per stage; on sm90 a GEMM also gets its stock CUTLASS twin (the baselines)."""
+    backend = plan.arch.value
+    files: list[OutputFile] = []
+    for stage in plan.stages:
+        if stage.op is Op.SWIGLU:
+            files.append(OutputFile(f"src/stage_{stage.name}.cu", SWIGLU_TEMPLATE, True, stage.index))
+            continue
+        files.append(OutputFile(f"src/stage_{stage.name}.cu", f"{backend}/stage_gemm.cu.j2", True, stage.index))
+        if plan.arch is Arch.SM90:
+            files.append(
+                OutputFile(f"src/stage_{stage.name}_stock.cu", "sm90/stage_gemm_stock.cu.j2", True, stage.index)
+            )
+    return files
+
+
 def project_files(plan: ChainPlan) -> list[OutputFile]:
     """Every file of the project, in a fixed order."""
     name = plan.name
+    backend = plan.arch.value
     files = [
         OutputFile("CMakeLists.txt", "project/CMakeLists.txt.j2", True),
         OutputFile("README.md", "project/README.md.j2", True),
         OutputFile(f"include/{name}.h", "project/include/chain.h.j2", True),
         *(OutputFile(f"include/cusync/{h}", f"runtime/include/cusync/{h}", False) for h in RUNTIME_HEADERS),
-        *(OutputFile(f"include/cusync/sm80/{h}", f"sm80/include/cusync/sm80/{h}", False) for h in SM80_HEADERS),
+        *(
+            OutputFile(f"include/cusync/{backend}/{h}", f"{backend}/include/cusync/{backend}/{h}", False)
+            for h in BACKEND_HEADERS[plan.arch]
+        ),
         OutputFile(f"src/{name}_stages.h", "project/src/stages.h.j2", True),
         OutputFile(f"src/{name}.cu", "project/src/chain.cu.j2", True),
-        *(
-            OutputFile(f"src/stage_{stage.name}.cu", STAGE_TEMPLATES[stage.op], True, stage.index)
-            for stage in plan.stages
-        ),
+        *_stage_files(plan),
         OutputFile(f"bench/{name}_bench.cu", "project/bench/bench.cu.j2", True),
         OutputFile("bench/reference.cuh", "project/bench/reference.cuh", False),
     ]
+    if plan.arch is Arch.SM90:
+        files.append(OutputFile("bench/baselines.cuh", "project/bench/baselines.cuh", False))
     return files
 
 

@@ -74,6 +74,14 @@ DEFAULT_PIPELINE_STAGES = 3
 MIN_PIPELINE_STAGES = 3  # cp.async multistage mainloops in CUTLASS 2.x need at least 3 on sm80
 ALIGNMENT = 8  # 8 x 16-bit elements = one 16-byte vector access
 
+#: sm90 (CUTLASS 3.x, warp-specialized cooperative): two math warp groups split BLK_M, so M is 128 or
+#: 256; wgmma N is a multiple of 8 up to 256 (these are the widths CUTLASS's builder tiles well); BLK_K
+#: of 64 fp16/bf16 elements is one 128-byte swizzle atom.
+SM90_TILE_M: tuple[int, ...] = (128, 256)
+SM90_TILE_N: tuple[int, ...] = (64, 128, 192, 256)
+SM90_TILE_K: tuple[int, ...] = (64,)
+SM90_SCHEDULES: tuple[str, ...] = ("cooperative",)
+
 #: "input" names the external A tensor, so no stage may be called that.
 RESERVED_NAMES = frozenset({"input"})
 #: C++ keywords a name would collide with in the generated code (the ones plausible as names).
@@ -106,6 +114,8 @@ class TileSpec(BaseModel):
     warp: Triple | None = None
     instruction: Triple | None = None
     stages: PosInt | None = None
+    cluster: Triple | None = None      # sm90 only: thread block cluster shape
+    schedule: str | None = None        # sm90 only: kernel schedule (cooperative)
 
 
 class Optimizations(BaseModel):
@@ -153,6 +163,15 @@ class StageSpec(BaseModel):
         return data
 
 
+class TileConfigSpec(BaseModel):
+    """Other tile shapes for M up to m_max: the library picks a configuration by M at run time."""
+
+    model_config = _FROZEN
+
+    m_max: PosInt
+    tiles: dict[str, Triple]  # stage name -> threadblock; stages not listed keep their own tile
+
+
 class ChainSpec(BaseModel):
     """A whole chain: the producers come first, every later stage reads `input` or an earlier stage."""
 
@@ -165,6 +184,7 @@ class ChainSpec(BaseModel):
     sms: PosInt | None = None
     optimizations: Optimizations = Optimizations()
     stages: list[StageSpec] = Field(min_length=1)
+    tile_configs: list[TileConfigSpec] = Field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -248,7 +268,17 @@ def resolve_defaults(spec: ChainSpec) -> ChainSpec:
     changed = False
     for stage in spec.stages:
         tile = stage.tile
-        if stage.op is Op.GEMM and (tile.warp is None or tile.instruction is None or tile.stages is None):
+        if stage.op is Op.GEMM and spec.arch is Arch.SM90:
+            if tile.cluster is None or tile.schedule is None:
+                tile = tile.model_copy(
+                    update={
+                        "cluster": tile.cluster if tile.cluster is not None else (1, 1, 1),
+                        "schedule": tile.schedule if tile.schedule is not None else SM90_SCHEDULES[0],
+                    }
+                )
+                stage = stage.model_copy(update={"tile": tile})
+                changed = True
+        elif stage.op is Op.GEMM and (tile.warp is None or tile.instruction is None or tile.stages is None):
             tile = tile.model_copy(
                 update={
                     "warp": tile.warp if tile.warp is not None else default_warp(tile.threadblock),
@@ -287,6 +317,7 @@ def edge_policy(stage: StageSpec, producer: str) -> Policy:
 def check_rules(spec: ChainSpec) -> None:
     """Apply the cross-field rules of docs/spec-format.md in spec order; raise the first violation."""
     _check_chain_name(spec.name)
+    _check_arch(spec)
     seen: dict[str, int] = {}
     for i, stage in enumerate(spec.stages):
         _check_stage_name(i, stage, seen)
@@ -294,7 +325,9 @@ def check_rules(spec: ChainSpec) -> None:
         producer = _check_source(spec, i, stage, seen)
         _check_sync_presence(i, stage, producer)
         _check_widths(spec, i, stage, producer)
-        if stage.op is Op.GEMM:
+        if stage.op is Op.GEMM and spec.arch is Arch.SM90:
+            _check_sm90_gemm_tile(i, stage)
+        elif stage.op is Op.GEMM:
             _check_gemm_tile(i, stage)
         else:
             _check_swiglu_stage(i, stage)
@@ -310,6 +343,45 @@ def check_rules(spec: ChainSpec) -> None:
             )
     _check_output_policies(spec)
     _check_no_atomic_add(spec)
+    _check_tile_configs(spec)
+
+
+def with_tiles(spec: ChainSpec, tiles: dict[str, tuple[int, int, int]]) -> ChainSpec:
+    """The spec with some stages' threadblocks replaced (a tile configuration), and no other configs."""
+    stages = [
+        s.model_copy(update={"tile": s.tile.model_copy(update={"threadblock": tuple(tiles[s.name])})})
+        if s.name in tiles
+        else s
+        for s in spec.stages
+    ]
+    return spec.model_copy(update={"stages": stages, "tile_configs": []})
+
+
+def _check_tile_configs(spec: ChainSpec) -> None:
+    """Each configuration must be a valid chain on its own; configurations are listed by growing m_max."""
+    if not spec.tile_configs:
+        return
+    if spec.arch is not Arch.SM90:
+        raise SpecError("tile_configs", "tile_configs (tiles picked by M at run time) are an sm90 feature",
+                        "remove tile_configs, or set arch: sm90")
+    names = [s.name for s in spec.stages]
+    previous = 0
+    for c, config in enumerate(spec.tile_configs):
+        field = f"tile_configs[{c}]"
+        if config.m_max <= previous:
+            raise SpecError(f"{field}.m_max", f"m_max={config.m_max} must be larger than the previous entry's ({previous})",
+                            "list tile_configs by growing m_max")
+        previous = config.m_max
+        for name, tb in config.tiles.items():
+            if name not in names:
+                raise SpecError(f"{field}.tiles.{name}", f"unknown stage '{name}'", f"use one of: {', '.join(names)}")
+            stage = next(s for s in spec.stages if s.name == name)
+            if stage.op is Op.SWIGLU and tb[2] != 1:
+                raise SpecError(f"{field}.tiles.{name}", "a swiglu tile is [rows, cols, 1]", f"write [{tb[0]}, {tb[1]}, 1]")
+        try:
+            check_rules(with_tiles(spec, dict(config.tiles)))
+        except SpecError as exc:
+            raise SpecError(f"{field}: {exc.field}", exc.message[len(exc.field) + 2 :], exc.hint) from None
 
 
 def output_policy(spec: ChainSpec, index: int) -> Policy | None:
@@ -333,6 +405,73 @@ def _check_chain_name(name: str) -> None:
         )
     if name in CPP_KEYWORDS:
         raise SpecError("name", f"'{name}' is a C++ keyword", "pick another name, e.g. my_" + name)
+
+
+def _check_arch(spec: ChainSpec) -> None:
+    """sm90 kernels use wgmma and TMA: Hopper only, and the sm80-only optimizations do not apply."""
+    if spec.arch is Arch.SM90:
+        if spec.target != "sm_90":
+            raise SpecError(
+                "target",
+                f"arch: sm90 builds Hopper kernels (TMA, wgmma), which need target sm_90, not {spec.target}",
+                "set target: sm_90, or use arch: sm80 for other GPUs",
+            )
+        opt = spec.optimizations
+        for key, why in (
+            ("avoid_wait_kernel", "sm90 launches each consumer with programmatic dependent launch, not a wait kernel"),
+            ("avoid_custom_order", "sm90 kernels are persistent and always take tiles from the ordered ticket queue"),
+            ("reorder_tile_loads", "the sm90 load warp already runs ahead of the math by the whole pipeline"),
+        ):
+            if getattr(opt, key):
+                raise SpecError(f"optimizations.{key}", f"{key} does not apply to arch: sm90: {why}", f"remove {key}")
+        return
+    for i, stage in enumerate(spec.stages):
+        for key in ("cluster", "schedule"):
+            if getattr(stage.tile, key) is not None:
+                raise SpecError(
+                    f"stages[{i}].tile.{key}",
+                    f"{key} is a Hopper kernel setting and does not apply to arch: {spec.arch.value}",
+                    f"remove {key}, or set arch: sm90",
+                )
+
+
+def _check_sm90_gemm_tile(i: int, stage: StageSpec) -> None:
+    tile = stage.tile
+    base = f"stages[{i}].tile"
+    for key, why in (
+        ("warp", "the math warp groups are laid out by CUTLASS's CollectiveBuilder"),
+        ("instruction", "wgmma shapes follow from the tile"),
+        ("stages", "the pipeline is sized by CUTLASS to fill shared memory"),
+    ):
+        if getattr(tile, key) is not None:
+            raise SpecError(f"{base}.{key}", f"{key} is an sm80 setting; on sm90 {why}", f"remove {key}")
+    m, n, k = tile.threadblock
+    for value, allowed, dim in ((m, SM90_TILE_M, "M"), (n, SM90_TILE_N, "N"), (k, SM90_TILE_K, "K")):
+        if value not in allowed:
+            raise SpecError(
+                f"{base}.threadblock",
+                f"threadblock {dim}={value} is not supported by the sm90 backend",
+                f"use {dim} in {{{', '.join(map(str, allowed))}}}, e.g. threadblock: [128, 256, 64]",
+            )
+    if tile.cluster is not None and tuple(tile.cluster) != (1, 1, 1):
+        raise SpecError(
+            f"{base}.cluster",
+            f"cluster {_fmt(tile.cluster)} is not supported: synced kernels take one tile per CTA from the ticket queue",
+            "set cluster: [1, 1, 1] (or omit it)",
+        )
+    if tile.schedule is not None and tile.schedule not in SM90_SCHEDULES:
+        raise SpecError(
+            f"{base}.schedule",
+            f"schedule '{tile.schedule}' is not supported: in a ping-pong kernel the two math warp groups work on "
+            "different tiles, which the ticket queue does not hand out",
+            "set schedule: cooperative (or omit it)",
+        )
+    if stage.k is not None and stage.k % k:
+        raise SpecError(
+            f"{base}.threadblock",
+            f"k={stage.k} is not a multiple of threadblock K={k}",
+            f"pad k to a multiple of {k}, e.g. {_round_up(stage.k, k)}",
+        )
 
 
 def _check_stage_name(i: int, stage: StageSpec, seen: dict[str, int]) -> None:
@@ -496,7 +635,7 @@ def _check_swiglu_stage(i: int, stage: StageSpec) -> None:
             f"a swiglu tile is [rows, cols]; the third value must be 1, got {tile.threadblock[2]}",
             f"write threadblock: [{tile.threadblock[0]}, {tile.threadblock[1]}] (or [..., ..., 1])",
         )
-    for key in ("warp", "instruction", "stages"):
+    for key in ("warp", "instruction", "stages", "cluster", "schedule"):
         if getattr(tile, key) is not None:
             raise SpecError(f"{base}.tile.{key}", f"swiglu is elementwise and does not use {key}", f"remove {key}")
     if stage.epilogue is not Epilogue.IDENTITY:
@@ -631,7 +770,7 @@ def _check_no_atomic_add(spec: ChainSpec) -> None:
 
 
 _NESTED: dict[type[BaseModel], dict[str, type[BaseModel]]] = {
-    ChainSpec: {"stages": StageSpec, "optimizations": Optimizations},
+    ChainSpec: {"stages": StageSpec, "optimizations": Optimizations, "tile_configs": TileConfigSpec},
     StageSpec: {"tile": TileSpec},
 }
 

@@ -38,5 +38,55 @@ def table(paths: list[Path]) -> str:
     return "\n".join(out)
 
 
+
+
+def sm90_table(paths: list[Path]) -> str:
+    """sm90 runs: the baselines and the best overlapped variant per (chain, M), speedups and the floor."""
+    import math
+
+    floor: float | None = None
+    best: dict[tuple[str, int], dict] = {}
+    for path in paths:
+        for line in path.read_text().splitlines():
+            if not line.startswith("{"):
+                continue
+            r = json.loads(line)
+            if "floor_tflops" in r:
+                floor = r["floor_tflops"]
+                continue
+            key = (r["chain"], r["m"])
+            prev = best.get(key)
+            if prev is None or (r["overlapped_us"] > 0 and r["overlapped_us"] < prev["overlapped_us"]):
+                best[key] = r
+    head = ("| chain | M | cuBLAS chain us | CUTLASS back-to-back us | CUTLASS + PDL us | ours sequential us | "
+            "best overlapped us (policy) | vs cuBLAS | vs back-to-back | chain / floor | checks |")
+    out = [head, "|" + "---|" * 11]
+    ratios = []
+    for (chain, m), r in sorted(best.items()):
+        ovl = r["overlapped_us"]
+        cub = r.get("cublas_us", -1.0)
+        vs_cublas = cub / ovl if cub > 0 and ovl > 0 else float("nan")
+        if not math.isnan(vs_cublas):
+            ratios.append(vs_cublas)
+        vs_stock = r["stock_us"] / ovl if ovl > 0 else float("nan")
+        over_floor = ovl / (r["gemm_flops"] / (floor * 1e12) * 1e6) if floor else float("nan")
+        ok = r["bitwise_equal"] and r["graph_ok"] and r["sync_error"] is None and r.get("stock_bitwise", True)
+        checks = f"{'ok' if ok else 'FAILED'}, ref err {r['ref_rel_err']:.1e}"
+        policy = r["policy"] + ("" if r.get("overlaps", True) else ", seq fallback")
+        out.append(f"| {chain} | {m} | {cub:.1f} | {r['stock_us']:.1f} | {r['stock_pdl_us']:.1f} | "
+                   f"{r['sequential_us']:.1f} | {ovl:.1f} ({policy}) | {vs_cublas:.3f} | {vs_stock:.3f} | "
+                   f"{over_floor:.2f} | {checks} |")
+    if floor:
+        out.append(f"\nfloor: cuBLAS 8192^3 at {floor:.1f} TFLOP/s, measured in the same run")
+    if ratios:
+        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        out.append(f"\ngeomean speedup over cuBLAS chain: {geo:.2f}x")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
-    print(table([Path(p) for p in sys.argv[1:]]))
+    args = sys.argv[1:]
+    if args and args[0] == "--sm90":
+        print(sm90_table([Path(p) for p in args[1:]]))
+    else:
+        print(table([Path(p) for p in args]))

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-EXAMPLES = ("two_gemm", "gpt3_mlp", "llama_mlp", "llama_mlp_split")
+EXAMPLES_SM80 = ("two_gemm", "gpt3_mlp", "llama_mlp", "llama_mlp_split")
+EXAMPLES_SM90 = ("two_gemm_sm90", "gpt3_mlp_sm90", "llama_mlp_sm90")
+EXAMPLES = EXAMPLES_SM80 + EXAMPLES_SM90
 
 
 def gpu_present() -> bool:

@@ -98,15 +98,6 @@ def test_unknown_target_override_is_a_usage_error() -> None:
     assert "sm_75" in info.value.message and "sm_90" in info.value.hint
 
 
-def test_arch_sm90_is_not_implemented() -> None:
-    spec = parse_spec(chain(gemm("g", "input", 64, 64), arch="sm90", target="sm_90"))
-    with pytest.raises(SpecError) as info:
-        make_plan(spec)
-    assert info.value.field == "arch"
-    assert "not implemented yet" in info.value.message
-    assert "arch: sm80 with target: sm_90" in info.value.hint
-
-
 def test_plan_is_frozen() -> None:
     plan = gpt3_plan()
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -167,10 +167,6 @@ def test_sync_none_is_allowed_on_input_and_on_edges() -> None:
     assert spec.stages[1].sync is Policy.NONE
 
 
-def test_arch_sm90_parses_but_is_rejected_by_the_plan() -> None:
-    assert parse_spec(with_change(two_gemm, lambda d: d.update(arch="sm90"))).arch is Arch.SM90
-
-
 def test_models_are_frozen() -> None:
     spec = parse_spec(two_gemm())
     with pytest.raises(ValidationError):

@@ -25,6 +25,8 @@ struct ChainState {
   uint32_t finished;                   // blocks of this run that have finished (back to 0 at run end)
   uint32_t started[kMaxStages];        // blocks of each stage that have entered, ever (monotonic)
   uint32_t started_base[kMaxStages];   // started[] at the beginning of this run
+  uint32_t queue_next[kMaxStages];     // sm90 persistent stages: tile tickets taken in this run
+  uint32_t queue_exited[kMaxStages];   // sm90 persistent stages: CTAs that found the queue empty
   SyncErrorInfo error;
 };
 
@@ -75,6 +77,25 @@ struct StageSync {
   int32_t num_stages = 0;
   bool counts_finish = false;          // a sink stage (nothing consumes it): its blocks count `finished`
   uint32_t run_blocks = 0;             // blocks of all sink stages of this run (the last one closes the epoch)
+  bool trigger_dependents = false;     // sm90: the next stage is a programmatic dependent launch of this one
+  bool wait_primary_at_exit = false;   // sm90: end only after the kernel this one was launched behind ended
+  uint64_t* trace = nullptr;           // sm90, optional: per tile {start ns, end ns, SM} (see TileTrace)
+};
+
+// The opt-in tile trace (set_trace): four words per tile of a stage, indexed m * tiles_n + n.
+struct TileTrace {
+  static constexpr int kWords = 4;  // %globaltimer when the tile was taken, when it was stored, SM id, m << 32 | n
+  __device__ static void record(uint64_t* trace, int32_t tile_m, int32_t tile_n, int32_t tiles_n, int word) {
+    if (trace == nullptr) return;
+    uint64_t* entry = trace + (int64_t(tile_m) * tiles_n + tile_n) * kWords;
+    entry[word] = ptx::globaltimer_ns();
+    if (word == 0) {
+      uint32_t sm;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+      entry[2] = sm;
+      entry[3] = (uint64_t(uint32_t(tile_m)) << 32) | uint32_t(tile_n);
+    }
+  }
 };
 
 // The tile this block computes; written by thread 0 in begin_tile, read by all threads (and by waiters
@@ -87,6 +108,10 @@ __device__ __forceinline__ uint32_t current_epoch(ChainState const* state) {
 
 // Every thread calls this first. Thread 0 takes the block's ticket; __syncthreads broadcasts the tile.
 __device__ __forceinline__ TileCoord begin_tile(StageSync const& sync) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The next stage may launch once every block of this one has started (and so holds its SM slot).
+  if (sync.trigger_dependents) asm volatile("griddepcontrol.launch_dependents;" : : : "memory");
+#endif
   if (threadIdx.x == 0) {
     int32_t linear = int32_t(blockIdx.x);
     if (sync.enabled && sync.dynamic_order) {
@@ -100,6 +125,7 @@ __device__ __forceinline__ TileCoord begin_tile(StageSync const& sync) {
       ptx::red_add_relaxed_gpu(&sync.state->started[sync.stage], 1u);
     }
     cusync_block_tile = tile_of(sync.order, linear, sync.tiles_m, sync.tiles_n);
+    TileTrace::record(sync.trace, cusync_block_tile.m, cusync_block_tile.n, sync.tiles_n, 0);
   }
   __syncthreads();
   return cusync_block_tile;
@@ -121,6 +147,10 @@ __device__ __noinline__ inline void close_run(StageSync const& sync) {
 // Every thread calls this after its last store of the tile. The barrier orders all threads' stores
 // before thread 0's fence + post (a release pattern that is cumulative over the block's stores).
 __device__ __forceinline__ void end_tile(StageSync const& sync, TileCoord tile) {
+  if (sync.trace != nullptr) {
+    __syncthreads();
+    if (threadIdx.x == 0) TileTrace::record(sync.trace, tile.m, tile.n, sync.tiles_n, 1);
+  }
   if (!sync.enabled) return;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -138,6 +168,11 @@ __device__ __forceinline__ void end_tile(StageSync const& sync, TileCoord tile) 
       if (atomicAdd(&sync.state->finished, 1u) == sync.run_blocks - 1u) close_run(sync);
     }
   }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // A programmatic dependent launch can end before the kernel it was launched behind; waiting here
+  // keeps "the last kernel of a run ended" meaning "the whole run ended" for stream order after it.
+  if (sync.wait_primary_at_exit) asm volatile("griddepcontrol.wait;" : : : "memory");
+#endif
 }
 
 // The paper's name for a stage's synchronization view.

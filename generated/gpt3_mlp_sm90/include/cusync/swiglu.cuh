@@ -1,4 +1,4 @@
-// cusync sm80 backend: the SwiGLU stage, out = silu(gate) * up, tile by tile.
+// cusync runtime: the SwiGLU stage, out = silu(gate) * up, tile by tile (plain CUDA, any backend).
 //
 // One producer: it writes gate | up as one [M, 2n] output, and a tile of this stage reads gate columns
 // [c0, c0 + BLK_N) and up columns [n + c0, n + c0 + BLK_N), i.e. two producer tiles `stride` tiles apart:
@@ -18,7 +18,7 @@
 #include "cusync/stage.cuh"
 #include "cusync/status.h"
 
-namespace cusync::sm80 {
+namespace cusync {
 
 template <typename Element, int kBlockM, int kBlockN>
 struct SwiGluStage {
@@ -85,7 +85,9 @@ struct SwiGluStage {
     end_tile(p.sync, tile);
   }
 
-  static Status launch(Params const& params, cudaStream_t stream);
+  // programmatic (sm90): launched as a programmatic dependent of the kernel before it on the stream,
+  // which may still be running; the waits above are what order this stage after its producer tiles.
+  static Status launch(Params const& params, bool programmatic, cudaStream_t stream);
 };
 
 template <typename Stage>
@@ -94,10 +96,18 @@ __global__ void __launch_bounds__(Stage::kThreads) swiglu_kernel(__grid_constant
 }
 
 template <typename Element, int kBlockM, int kBlockN>
-Status SwiGluStage<Element, kBlockM, kBlockN>::launch(Params const& params, cudaStream_t stream) {
-  dim3 const grid(unsigned(params.sync.tiles_m * params.sync.tiles_n));
-  swiglu_kernel<SwiGluStage><<<grid, kThreads, 0, stream>>>(params);
-  return cudaGetLastError() == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+Status SwiGluStage<Element, kBlockM, kBlockN>::launch(Params const& params, bool programmatic, cudaStream_t stream) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(params.sync.tiles_m * params.sync.tiles_n));
+  config.blockDim = dim3(kThreads);
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = programmatic ? 1 : 0;
+  cudaError_t const err = cudaLaunchKernelEx(&config, swiglu_kernel<SwiGluStage>, params);
+  return err == cudaSuccess ? Status::kSuccess : Status::kCudaError;
 }
 
-}  // namespace cusync::sm80
+}  // namespace cusync

@@ -1,0 +1,204 @@
+// cusync sm90 backend: CUTLASS 3.x GEMMs (TMA + wgmma, warp-specialized cooperative, persistent) with
+// tile-level synchronization, and the stock kernel of the same configuration for the baselines.
+//
+// Nothing of CUTLASS is copied. Both kernels are cutlass::gemm::kernel::GemmUniversal over the
+// collectives CUTLASS's CollectiveBuilder picks for the tile shape; the synced one substitutes
+//   WaitingMainloop  (ours, derived): the load warp waits for the producer tiles before loading A;
+//   PostingEpilogue  (ours, derived): warp 0 posts each tile after its TMA stores completed;
+//   TicketScheduler  (ours, derived): tiles come from a per-stage atomic counter in the stage's order.
+// The synced kernel is compiled without CUTLASS_ENABLE_GDC_FOR_SM90: CUTLASS's griddepcontrol.wait in
+// the load warps would hold every consumer tile until the whole producer kernel ended. Stock kernels
+// live in their own translation unit compiled with it (the PDL baseline).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/device_kernel.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/operations.hpp"
+#include "cutlass/epilogue/thread/activation.h"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/gemm/kernel/tile_scheduler.hpp"
+#include "cutlass/kernel_hardware_info.h"
+#include "cutlass/util/packed_stride.hpp"
+
+#include "cusync/stage.cuh"
+#include "cusync/status.h"
+#include "cusync/sm90/posting_epilogue.cuh"
+#include "cusync/sm90/ticket_scheduler.cuh"
+#include "cusync/sm90/waiting_mainloop.cuh"
+
+namespace cusync::sm90 {
+
+// Shared memory the ticket ring takes after the kernel's SharedStorage, kept out of the mainloop's
+// stage budget.
+constexpr int kRingBytes = int((sizeof(detail::TicketRing) + 127) / 128 * 128);
+constexpr int kSchedulerSmemCarveout = kRingBytes;
+
+// One GEMM configuration: D[M, N] = Act(A[M, K] x B), A and D row-major, fp32 accumulation.
+// LayoutB is CUTLASS's tag for B as a K x N matrix: RowMajor = [K, N] (N contiguous), ColumnMajor = [N, K].
+template <class Element, class LayoutB, class TileShape, template <class> class Activation>
+struct GemmConfig {
+  static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using Fusion = cutlass::epilogue::fusion::LinCombEltAct<Activation, Element, float, void, float>;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+      void, cutlass::layout::RowMajor, kAlignment,             // no C operand
+      Element, cutlass::layout::RowMajor, kAlignment,          // D
+      cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion>::CollectiveOp;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+      Element, cutlass::layout::RowMajor, kAlignment,          // A
+      Element, LayoutB, kAlignment,                            // B
+      float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage)) +
+                                                        kSchedulerSmemCarveout>,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+  using ProblemShape = cute::Shape<int, int, int, int>;
+
+  using SyncedKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, WaitingMainloop<Mainloop>,
+                                                            PostingEpilogue<Epilogue>, TicketScheduler>;
+  using StockKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue,
+                                                           cutlass::gemm::PersistentScheduler>;
+};
+
+struct GemmProblem {
+  int m, n, k;
+  void const* a;  // [m, k] row-major
+  void const* b;  // [k, n] row-major (LayoutB RowMajor) or [n, k] row-major (ColumnMajor)
+  void* d;        // [m, n] row-major
+};
+
+// Arguments common to both kernels; the synced kernel adds its waits, posts and tile queue.
+template <class Kernel>
+typename Kernel::Arguments make_arguments(GemmProblem const& p, int sm_count) {
+  using ElementA = typename Kernel::ElementA;
+  using ElementB = typename Kernel::ElementB;
+  using ElementD = typename Kernel::ElementD;
+  typename Kernel::Arguments args{};
+  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+  args.problem_shape = typename Kernel::ProblemShape{p.m, p.n, p.k, 1};
+  args.mainloop.ptr_A = static_cast<ElementA const*>(p.a);
+  args.mainloop.dA = cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, cute::make_shape(p.m, p.k, 1));
+  args.mainloop.ptr_B = static_cast<ElementB const*>(p.b);
+  args.mainloop.dB = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, cute::make_shape(p.n, p.k, 1));
+  args.epilogue.thread.alpha = 1.0f;
+  args.epilogue.thread.beta = 0.0f;
+  args.epilogue.ptr_C = nullptr;
+  args.epilogue.dC = cutlass::make_cute_packed_stride(typename Kernel::StrideC{}, cute::make_shape(p.m, p.n, 1));
+  args.epilogue.ptr_D = static_cast<ElementD*>(p.d);
+  args.epilogue.dD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, cute::make_shape(p.m, p.n, 1));
+  args.hw_info.sm_count = sm_count;
+  return args;
+}
+
+// Launches a CUTLASS 3.x kernel with its Params by value (__grid_constant__ in cutlass::device_kernel),
+// optionally as a programmatic dependent launch of the kernel before it on the stream.
+// extra_smem: bytes after the kernel's SharedStorage (the ticket ring of synced kernels).
+template <class Kernel, int kExtraSmem = 0>
+struct KernelLauncher {
+  static constexpr int kSmemBytes = int(Kernel::SharedStorageSize) + kExtraSmem;
+
+  static Status prepare() {
+    cudaError_t const err = cudaFuncSetAttribute(cutlass::device_kernel<Kernel>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    return err == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+  }
+
+  static Status launch(typename Kernel::Params const& params, dim3 grid, bool programmatic, cudaStream_t stream) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = dim3(Kernel::MaxThreadsPerBlock, 1, 1);
+    config.dynamicSmemBytes = size_t(kSmemBytes);
+    config.stream = stream;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = programmatic ? 1 : 0;
+    cudaError_t const err = cudaLaunchKernelEx(&config, cutlass::device_kernel<Kernel>, params);
+    return err == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+  }
+};
+
+// The synced GEMM of one stage. The TMA descriptors depend only on the problem, so the Params of the
+// last problem are kept and only the synchronization fields are rewritten per launch.
+template <class Config>
+struct SyncedGemm {
+  using Kernel = typename Config::SyncedKernel;
+  using Params = typename Kernel::Params;
+  static constexpr int kMathWarps = int(Kernel::NumMMAThreads) / 32;
+
+  struct Cache {
+    GemmProblem problem{};
+    int sm_count = 0;
+    Params params{};
+    bool valid = false;
+  };
+
+  using Launcher = KernelLauncher<Kernel, kRingBytes>;
+  static constexpr uint32_t kRingOffset = uint32_t(Kernel::SharedStorageSize + 15) / 16 * 16;
+  static_assert(kRingOffset + sizeof(detail::TicketRing) <= uint32_t(Launcher::kSmemBytes), "ticket ring outside the allocation");
+
+  static Status prepare() { return Launcher::prepare(); }
+
+  static Status launch(Cache& cache, GemmProblem const& p, StageSync const& sync, int sm_count, bool programmatic,
+                       cudaStream_t stream) {
+    bool const same = cache.valid && cache.sm_count == sm_count && cache.problem.m == p.m && cache.problem.n == p.n &&
+                      cache.problem.k == p.k && cache.problem.a == p.a && cache.problem.b == p.b &&
+                      cache.problem.d == p.d;
+    if (!same) {
+      typename Kernel::Arguments args = make_arguments<Kernel>(p, sm_count);
+      if (Kernel::can_implement(args) != true) return Status::kCutlassError;
+      cache.params = Kernel::to_underlying_arguments(args, nullptr);
+      cache.problem = p;
+      cache.sm_count = sm_count;
+      cache.valid = true;
+    }
+    Params params = cache.params;
+    params.mainloop.wait.input = sync.input;
+    params.mainloop.wait.producer_tiles_m =
+        sync.input.policy.tile_m > 0 ? (p.m + sync.input.policy.tile_m - 1) / sync.input.policy.tile_m : 0;
+    params.epilogue.sync = sync;
+    TileQueue& queue = params.scheduler.queue;
+    queue.next = &sync.state->queue_next[sync.stage];
+    queue.exited = &sync.state->queue_exited[sync.stage];
+    queue.tiles_m = sync.tiles_m;
+    queue.tiles_n = sync.tiles_n;
+    queue.order = sync.order;
+    queue.reader_warps = kMathWarps;
+    queue.trigger_dependents = sync.trigger_dependents;
+    queue.wait_primary_at_exit = sync.wait_primary_at_exit;
+    queue.ring_offset = kRingOffset;
+    queue.trace = sync.trace;
+    // One CTA per SM (the mainloop takes the shared memory): a persistent grid, never more than a wave.
+    int const tiles = sync.tiles_m * sync.tiles_n;
+    dim3 const grid(unsigned(tiles < sm_count ? tiles : sm_count), 1, 1);
+    return Launcher::launch(params, grid, programmatic, stream);
+  }
+};
+
+// CUTLASS's own kernel for the same configuration, for the back-to-back and PDL baselines.
+template <class Config>
+struct StockGemm {
+  using Kernel = typename Config::StockKernel;
+
+  static Status prepare() { return KernelLauncher<Kernel>::prepare(); }
+
+  static Status launch(GemmProblem const& p, int sm_count, bool programmatic, cudaStream_t stream) {
+    typename Kernel::Arguments args = make_arguments<Kernel>(p, sm_count);
+    if (Kernel::can_implement(args) != true) return Status::kCutlassError;
+    typename Kernel::Params const params = Kernel::to_underlying_arguments(args, nullptr);
+    return KernelLauncher<Kernel>::launch(params, Kernel::get_grid_shape(params), programmatic, stream);
+  }
+};
+
+}  // namespace cusync::sm90

@@ -1,0 +1,146 @@
+"""The Hopper backend's spec rules, plan numbers, run-time tile configurations and project layout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cusync_gen.errors import SpecError
+from cusync_gen.plan import make_plan
+from cusync_gen.render import project_files, render_project
+from cusync_gen.spec import Arch, load_spec, parse_spec
+
+from conftest import REPO
+
+
+def gemm(name: str, a: str, n: int, k: int, tb: list[int] | None = None, **extra: Any) -> dict[str, Any]:
+    stage: dict[str, Any] = {"name": name, "op": "gemm", "a": a, "n": n, "k": k}
+    stage["tile"] = {"threadblock": tb or [128, 256, 64]}
+    stage.update(extra)
+    return stage
+
+
+def sm90(*stages: dict[str, Any], **top: Any) -> dict[str, Any]:
+    return {"name": "h", "arch": "sm90", "target": "sm_90", "dtype": "fp16", **top, "stages": list(stages)}
+
+
+def two(**top: Any) -> dict[str, Any]:
+    return sm90(gemm("g1", "input", 1024, 1024), gemm("g2", "g1", 1024, 1024, sync="row"), **top)
+
+
+def error(data: dict[str, Any]) -> SpecError:
+    with pytest.raises(SpecError) as info:
+        make_plan(parse_spec(data))
+    return info.value
+
+
+def test_sm90_defaults_and_plan_numbers() -> None:
+    spec = parse_spec(two())
+    assert spec.arch is Arch.SM90
+    assert spec.stages[0].tile.cluster == (1, 1, 1) and spec.stages[0].tile.schedule == "cooperative"
+    plan = make_plan(spec)
+    assert plan.cuda_arch == "90a"  # wgmma needs the architecture-specific target
+    s = plan.stages[0]
+    assert (s.tile.m, s.tile.n, s.tile.k, s.tile.threads, s.occupancy) == (128, 256, 64, 384, 1)
+    assert s.grid(1000) == (8, 4)
+    assert len(plan.configs) == 1 and plan.config_for(1).stages == plan.stages
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "hint"),
+    [
+        (lambda d: d.update(target="sm_80"), "target", "target: sm_90"),
+        (lambda d: d["stages"][0]["tile"].update(warp=[64, 64, 64]), "stages[0].tile.warp", "remove warp"),
+        (lambda d: d["stages"][0]["tile"].update(stages=4), "stages[0].tile.stages", "remove stages"),
+        (lambda d: d["stages"][0]["tile"].update(threadblock=[128, 96, 64]), "stages[0].tile.threadblock", "N in"),
+        (lambda d: d["stages"][0]["tile"].update(threadblock=[64, 128, 64]), "stages[0].tile.threadblock", "M in"),
+        (lambda d: d["stages"][0]["tile"].update(threadblock=[128, 128, 32]), "stages[0].tile.threadblock", "K in"),
+        (lambda d: d["stages"][0]["tile"].update(cluster=[2, 1, 1]), "stages[0].tile.cluster", "[1, 1, 1]"),
+        (lambda d: d["stages"][0]["tile"].update(schedule="pingpong"), "stages[0].tile.schedule", "cooperative"),
+        (lambda d: d.update(optimizations={"avoid_wait_kernel": True}), "optimizations.avoid_wait_kernel", "remove"),
+        (lambda d: d.update(optimizations={"reorder_tile_loads": True}), "optimizations.reorder_tile_loads", "remove"),
+    ],
+)
+def test_sm90_rules_name_the_field(change: Any, field: str, hint: str) -> None:
+    data = two()
+    change(data)
+    err = error(data)
+    assert err.field == field
+    assert hint in err.hint
+
+
+def test_k_must_tile_on_sm90() -> None:
+    err = error(sm90(gemm("g1", "input", 1024, 1000)))
+    assert err.field == "stages[0].tile.threadblock" and "1024" in err.hint
+
+
+def test_cluster_and_schedule_are_hopper_only() -> None:
+    data = two(arch="sm80", target="sm_80")
+    for s in data["stages"]:
+        s["tile"] = {"threadblock": [128, 128, 32]}
+    data["stages"][1]["tile"]["cluster"] = [1, 1, 1]
+    err = error(data)
+    assert err.field == "stages[1].tile.cluster" and "arch: sm90" in err.hint
+
+
+def test_tile_configs_pick_by_m() -> None:
+    plan = make_plan(parse_spec(two(tile_configs=[{"m_max": 512, "tiles": {"g1": [128, 128, 64], "g2": [128, 128, 64]}}])))
+    assert [c.m_max for c in plan.configs] == [512, None]
+    assert plan.config_for(512).stages[0].tile.n == 128
+    assert plan.config_for(513).stages[0].tile.n == 256
+    assert "M <= 512" in plan.describe(100)
+
+
+@pytest.mark.parametrize(
+    ("configs", "field", "text"),
+    [
+        ([{"m_max": 512, "tiles": {"nope": [128, 128, 64]}}], "tile_configs[0].tiles.nope", "unknown stage"),
+        ([{"m_max": 512, "tiles": {}}, {"m_max": 256, "tiles": {}}], "tile_configs[1].m_max", "larger"),
+        ([{"m_max": 512, "tiles": {"g1": [128, 96, 64]}}], "tile_configs[0]: stages[0].tile.threadblock", "N=96"),
+    ],
+)
+def test_tile_config_errors(configs: list[dict[str, Any]], field: str, text: str) -> None:
+    err = error(two(tile_configs=configs))
+    assert err.field == field
+    assert text in err.message
+
+
+def test_tile_configs_are_sm90_only() -> None:
+    data = two(arch="sm80", target="sm_80", tile_configs=[{"m_max": 64, "tiles": {}}])
+    for s in data["stages"]:
+        s["tile"] = {"threadblock": [128, 128, 32]}
+    assert error(data).field == "tile_configs"
+
+
+def test_a_config_is_checked_as_a_whole_chain() -> None:
+    # glu's columns must equal gemm1's tile N for strided sync: a config changing only gemm1 breaks that
+    data = load_spec(REPO / "cusync_gen" / "examples" / "llama_mlp_sm90.yaml").model_dump(mode="json")
+    data["tile_configs"] = [{"m_max": 512, "tiles": {"gemm1": [128, 128, 64]}}]
+    err = error(data)
+    assert err.field.startswith("tile_configs[0]: stages[1]")
+
+
+def test_sm90_project_layout() -> None:
+    plan = make_plan(load_spec(REPO / "cusync_gen" / "examples" / "gpt3_mlp_sm90.yaml"))
+    paths = [f.path for f in project_files(plan)]
+    assert "include/cusync/sm90/ticket_scheduler.cuh" in paths and "bench/baselines.cuh" in paths
+    assert "src/stage_gemm1_stock.cu" in paths and "src/stage_gemm2_stock.cu" in paths
+    assert not any("/sm80/" in p for p in paths)
+    files = render_project(plan, "/cutlass")
+    cmake = files["CMakeLists.txt"]
+    assert "CUTLASS_ENABLE_GDC_FOR_SM90=1" in cmake and "set(CMAKE_CUDA_ARCHITECTURES 90a)" in cmake
+    assert "CUDA::cublas" in cmake
+    # both tile configurations are instantiated in every GEMM unit and dispatched on M
+    stage = files["src/stage_gemm1.cu"]
+    assert "Gemm0" in stage and "Gemm1" in stage and "case 1:" in stage
+    assert "kConfigMaxM[kNumConfigs] = { 768, 2147483647 }" in files["src/gpt3_mlp_sm90_stages.h"]
+    # the synced units must not enable CUTLASS's own grid dependency waits
+    assert "CUTLASS_ENABLE_GDC_FOR_SM90" not in stage.replace("Compiled without CUTLASS_ENABLE_GDC_FOR_SM90", "")
+
+
+def test_sm80_projects_do_not_get_sm90_files(tmp_path: Path) -> None:
+    plan = make_plan(load_spec(REPO / "cusync_gen" / "examples" / "gpt3_mlp.yaml"))
+    paths = [f.path for f in project_files(plan)]
+    assert not any("sm90" in p or "stock" in p or "baselines" in p for p in paths)
