@@ -39,7 +39,11 @@ POLICY: dict[Policy | None, str] = {
     Policy.ROW: "cusync::PolicyKind::kRow",
     Policy.STRIDED: "cusync::PolicyKind::kStrided",
 }
-ORDER: dict[Order, str] = {Order.ROW_MAJOR: "cusync::TileOrder::kRowMajor", Order.COLUMN_MAJOR: "cusync::TileOrder::kColumnMajor"}
+ORDER: dict[Order, str] = {
+    Order.ROW_MAJOR: "cusync::TileOrder::kRowMajor",
+    Order.COLUMN_MAJOR: "cusync::TileOrder::kColumnMajor",
+    Order.BANDED: "cusync::TileOrder::kBanded",
+}
 
 
 def cpp_bool(value: bool) -> str:

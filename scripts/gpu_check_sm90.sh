@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
-MS=${1:-1,128,256,1000,1024,2048,4096,8192}
+MS=${1:-256,512,1024,1536,2048,3072,4096,8192}
 REPEATS=${2:-50}
 EXAMPLES=${EXAMPLES:-two_gemm_sm90 gpt3_mlp_sm90 llama_mlp_sm90}
 export CUTLASS_DIR=${CUTLASS_DIR:-$PWD/third_party/cutlass}
@@ -24,7 +24,8 @@ done
 wait
 echo "build: $(( $(date +%s) - start )) s"; grep -h "FAILED\|error" "$OUT"/build-*.log | head -20
 policies_of() {  # every policy the example's GEMM edges allow
-  case $1 in llama_mlp_sm90) echo "${POLICIES_LLAMA:-spec,tile}" ;; *) echo "${POLICIES:-spec,row,tile}" ;; esac
+  case $1 in llama_mlp_sm90) echo "${POLICIES_LLAMA:-spec,tile}" ;; two_gemm_sm90) echo "${POLICIES_TWO:-spec,row}" ;;
+    *) echo "${POLICIES:-spec,tile}" ;; esac
 }
 if [ "${SKIP_CHECK:-0}" != 1 ]; then
   # Correctness at every M with overlap forced on (no single-wave fallback), every policy, few repeats.

@@ -44,7 +44,7 @@ int main() {
       check_policy("RowSync", cusync::RowSync(64, 128, tiles_n), tiles_m, tiles_n);
       check_policy("StridedSync", cusync::StridedSync(128, 64, half, 2), tiles_m, tiles_n);
       check_policy("Conv2DTileSync", cusync::Conv2DTileSync(128, 64, tiles_n, 3, 3, 56), tiles_m, tiles_n);
-      for (auto order : {cusync::TileOrder::kRowMajor, cusync::TileOrder::kColumnMajor}) {
+      for (auto order : {cusync::TileOrder::kRowMajor, cusync::TileOrder::kColumnMajor, cusync::TileOrder::kBanded}) {
         std::vector<int> seen(tiles_m * tiles_n, 0);
         for (int i = 0; i < tiles_m * tiles_n; ++i) {
           cusync::TileCoord t = cusync::tile_of(order, i, tiles_m, tiles_n);
@@ -59,6 +59,11 @@ int main() {
   // RowSync: tile order row-major completes row 0 first.
   cusync::TileCoord const t = cusync::tile_of(cusync::TileOrder::kRowMajor, 5, 4, 8);
   CHECK(t.m == 0 && t.n == 5, "row-major ticket 5 of a 4x8 grid is (%d,%d)", t.m, t.n);
+  // Banded: 8 tile rows column by column, then the last 2 rows of a 10x4 grid.
+  cusync::TileCoord const b0 = cusync::tile_of(cusync::TileOrder::kBanded, 8, 10, 4);
+  cusync::TileCoord const b1 = cusync::tile_of(cusync::TileOrder::kBanded, 33, 10, 4);
+  cusync::TileCoord const b2 = cusync::tile_of(cusync::TileOrder::kBanded, 34, 10, 4);
+  CHECK(b0.m == 0 && b0.n == 1 && b1.m == 9 && b1.n == 0 && b2.m == 8 && b2.n == 1, "banded order");
   // Conv2DTileSync halo: a 3x3 window on 56-wide images reaches 57 rows; a 128-row tile at rows
   // [128, 256) waits for producer row tiles 0..2 of 10, and the first tile for 0..1.
   cusync::SyncPolicy const conv = cusync::Conv2DTileSync(128, 64, 4, 3, 3, 56);

@@ -64,7 +64,7 @@ struct Options {
 
 [[noreturn]] void usage(char const* why) {
   std::fprintf(stderr,
-               "error: %s\nusage: gpt3_mlp_sm90_bench [--m 1,256,1024] [--policies spec,row,tile] [--orders spec,row_major,column_major]\n       [--repeats 50]\n"
+               "error: %s\nusage: gpt3_mlp_sm90_bench [--m 1,256,1024] [--policies spec,row,tile] [--orders spec,row_major,column_major,banded]\n       [--repeats 50]\n"
                "       [--warmup 10] [--seed 1] [--timeout-ms 2000] [--no-reference] [--no-fallback]\n       [--measure-hooks] [--inject-missing-posts STAGE]\n",
                why);
   std::exit(2);
@@ -111,7 +111,7 @@ Options parse(int argc, char** argv) {
     } else if (arg == "--orders") {
       o.orders = split(value());
       for (auto const& p : o.orders)
-        if (p != "spec" && p != "row_major" && p != "column_major") usage("--orders takes spec, row_major and column_major");
+        if (p != "spec" && p != "row_major" && p != "column_major" && p != "banded") usage("--orders takes spec, row_major, column_major and banded");
     } else if (arg == "--repeats") {
       o.repeats = parse_positive(value(), "--repeats takes a positive integer");
     } else if (arg == "--warmup") {
@@ -471,7 +471,10 @@ int main(int argc, char** argv) {
       r.policy = variant.substr(0, variant.find('/'));
       r.order = variant.substr(variant.find('/') + 1);
       BENCH_STATUS(chain.set_policy(policy_kind(r.policy)));
-      chain.set_tile_order(r.order == "spec" ? -1 : int(r.order == "row_major" ? cusync::TileOrder::kRowMajor : cusync::TileOrder::kColumnMajor));
+      chain.set_tile_order(r.order == "spec"        ? -1
+                           : r.order == "row_major" ? int(cusync::TileOrder::kRowMajor)
+                           : r.order == "banded"    ? int(cusync::TileOrder::kBanded)
+                                                    : int(cusync::TileOrder::kColumnMajor));
       BENCH_STATUS(chain.clear_sync_error());
       poison(b, m);
       BENCH_STATUS(chain.run(stream));
