@@ -443,7 +443,7 @@ def _describe_order(plan: ChainPlan, s: StagePlan) -> str:
     if s.order is Order.ROW_MAJOR:
         return f"row_major: all N tiles of a tile row first, so producer rows complete early; {how}"
     if s.order is Order.BANDED:
-        return f"banded: 8 tile rows at a time, column by column, so each weight tile is read once per band; {how}"
+        return f"banded: 4 tile rows at a time, column by column, so each weight tile is read once per band; {how}"
     return f"column_major: all M tiles of a tile column first; {how}"
 
 

@@ -57,7 +57,7 @@ class Policy(str, Enum):
 class Order(str, Enum):
     ROW_MAJOR = "row_major"
     COLUMN_MAJOR = "column_major"
-    BANDED = "banded"  # bands of 8 tile rows, column-major inside a band
+    BANDED = "banded"  # bands of 4 tile rows, column-major inside a band
 
 
 class BLayout(str, Enum):

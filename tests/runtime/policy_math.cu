@@ -59,8 +59,8 @@ int main() {
   // RowSync: tile order row-major completes row 0 first.
   cusync::TileCoord const t = cusync::tile_of(cusync::TileOrder::kRowMajor, 5, 4, 8);
   CHECK(t.m == 0 && t.n == 5, "row-major ticket 5 of a 4x8 grid is (%d,%d)", t.m, t.n);
-  // Banded: 8 tile rows column by column, then the last 2 rows of a 10x4 grid.
-  cusync::TileCoord const b0 = cusync::tile_of(cusync::TileOrder::kBanded, 8, 10, 4);
+  // Banded: kBandRows (4) tile rows column by column, then the last 2 rows of a 10x4 grid.
+  cusync::TileCoord const b0 = cusync::tile_of(cusync::TileOrder::kBanded, 4, 10, 4);
   cusync::TileCoord const b1 = cusync::tile_of(cusync::TileOrder::kBanded, 33, 10, 4);
   cusync::TileCoord const b2 = cusync::tile_of(cusync::TileOrder::kBanded, 34, 10, 4);
   CHECK(b0.m == 0 && b0.n == 1 && b1.m == 9 && b1.n == 0 && b2.m == 8 && b2.n == 1, "banded order");

@@ -194,8 +194,11 @@ two_gemm_sm90::Arguments arguments(Buffers const& b, int m) {
   return a;
 }
 
-void poison(Buffers const& b, int m) {
-  for (int s = 0; s < kNumStages; ++s) BENCH_CUDA(cudaMemset(b.out[s], 0xFF, out_bytes(s, m)));  // NaN
+// On the bench's stream: that stream does not synchronize with the legacy default stream, and a memset
+// there could run after (or, blocked by persistent CTAs that fill every SM, in the middle of) the run
+// it is meant to precede (seen on the H200 at M=8192 before this was fixed).
+void poison(Buffers const& b, int m, cudaStream_t stream) {
+  for (int s = 0; s < kNumStages; ++s) BENCH_CUDA(cudaMemsetAsync(b.out[s], 0xFF, out_bytes(s, m), stream));  // NaN
 }
 
 // Worst relative error over the stages; each stage's reference reads exactly the inputs the stage read.
@@ -290,7 +293,7 @@ void write_trace(two_gemm_sm90::TwoGemmSm90& chain, std::string const& path, int
   int64_t const words = chain.trace_words();
   uint64_t* trace = nullptr;
   BENCH_CUDA(cudaMalloc(&trace, size_t(words) * sizeof(uint64_t)));
-  BENCH_CUDA(cudaMemset(trace, 0, size_t(words) * sizeof(uint64_t)));
+  BENCH_CUDA(cudaMemsetAsync(trace, 0, size_t(words) * sizeof(uint64_t), stream));
   chain.set_trace(trace);
   BENCH_STATUS(std::string(mode) == "overlapped" ? chain.run(stream) : chain.run_sequential(stream));
   BENCH_CUDA(cudaStreamSynchronize(stream));
@@ -364,6 +367,7 @@ double floor_tflops(bench::Cublas& blas, cudaStream_t stream, Options const& o) 
   bench::fill_uniform_kernel<Element><<<1024, 256>>>(a, int64_t(n) * n, 7u, 1.0f);
   bench::fill_uniform_kernel<Element><<<1024, 256>>>(w, int64_t(n) * n, 8u, 0.02f);
   BENCH_CUDA(cudaGetLastError());
+  BENCH_CUDA(cudaDeviceSynchronize());  // filled on the default stream, timed on `stream`
   double const us = time_alone(stream, o, [&] {
     if (!blas.set_stream(stream)) return cusync::Status::kCudaError;
     return bench::gemm(blas.handle, a, w, false, d, n, n, n) == CUBLAS_STATUS_SUCCESS ? cusync::Status::kSuccess
@@ -428,7 +432,7 @@ int main(int argc, char** argv) {
 #endif
   for (int m : o.ms) {
     BENCH_STATUS(chain.update(arguments(b, m)));
-    poison(b, m);
+    poison(b, m, stream);
     BENCH_STATUS(chain.run_sequential(stream));
     BENCH_CUDA(cudaStreamSynchronize(stream));
     std::vector<std::vector<unsigned char>> expected;
@@ -448,7 +452,7 @@ int main(int argc, char** argv) {
     bool stock_bitwise = true;
     if (o.baselines) {
       for (bool const pdl : {false, true}) {
-        poison(b, m);
+        poison(b, m, stream);
         BENCH_STATUS(chain.run_stock(stream, pdl));
         BENCH_CUDA(cudaStreamSynchronize(stream));
         stock_bitwise = stock_bitwise && outputs_equal(b, expected);
@@ -476,7 +480,7 @@ int main(int argc, char** argv) {
                            : r.order == "banded"    ? int(cusync::TileOrder::kBanded)
                                                     : int(cusync::TileOrder::kColumnMajor));
       BENCH_STATUS(chain.clear_sync_error());
-      poison(b, m);
+      poison(b, m, stream);
       BENCH_STATUS(chain.run(stream));
       BENCH_CUDA(cudaStreamSynchronize(stream));
       cusync::SyncErrorInfo info{};
@@ -494,7 +498,7 @@ int main(int argc, char** argv) {
         break;
       }
       cudaGraphExec_t const overlapped = capture(stream, [&] { return chain.run(stream); });
-      poison(b, m);
+      poison(b, m, stream);
       BENCH_CUDA(cudaGraphLaunch(overlapped, stream));
       BENCH_CUDA(cudaGraphLaunch(overlapped, stream));  // a replay must start a fresh epoch
       BENCH_CUDA(cudaStreamSynchronize(stream));

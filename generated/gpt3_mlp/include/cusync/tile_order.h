@@ -12,7 +12,7 @@ enum class TileOrder : int32_t {
                      // together, and each B (weight) tile is read from memory once per band, not once per row
 };
 
-constexpr int32_t kBandRows = 8;
+constexpr int32_t kBandRows = 4;
 
 struct TileCoord {
   int32_t m;

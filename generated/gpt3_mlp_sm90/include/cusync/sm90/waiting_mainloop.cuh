@@ -75,16 +75,18 @@ struct WaitingMainloop : Base {
     int const piece = input.policy.kind == PolicyKind::kRow ? k_tile_count : input.policy.tile_n / kBlockK;
     int const pieces = (k_tile_count + piece - 1) / piece;
     int const k_begin = int(*k_tile_iter);
-    int ready = 0;  // pieces [0, ready) are known to be posted
-    for (int p = 0; p < pieces; ++p) {
-      if (p >= ready) ready = wait_pieces(input, range, k_begin * kBlockK, piece * kBlockK, p, pieces);
+    // Each poll finds the run of consecutive posted pieces from `p` on; CUTLASS then loads that whole run
+    // with one call, so a tile whose producer data is all there costs one poll, one fence and one load().
+    for (int p = 0; p < pieces;) {
+      int const ready = wait_pieces(input, range, k_begin * kBlockK, piece * kBlockK, p, pieces);
       // The acquire above was a generic-proxy read; the TMA loads that follow read through the async proxy.
       asm volatile("fence.proxy.async.global;" : : : "memory");
-      int const count = (p + 1) * piece <= k_tile_count ? piece : k_tile_count - p * piece;
+      int const count = (ready * piece < k_tile_count ? ready * piece : k_tile_count) - p * piece;
       Base::load(params, pipeline, smem_pipe_write, load_inputs, blk_coord, k_tile_iter, count, thread_idx,
                  block_rank_in_cluster, shared_tensors);
       smem_pipe_write.advance(count);
       for (int i = 0; i < count; ++i) ++k_tile_iter;  // CuTe's coordinate iterator only steps forward by one
+      p = ready;
     }
   }
 
@@ -115,6 +117,9 @@ struct WaitingMainloop : Base {
       }
     }
     uint32_t const posted = __ballot_sync(0xffffffffu, ready);
+    // __syncwarp orders every lane's acquire before the loads that the elected lane issues next (a vote
+    // alone is not a memory barrier).
+    __syncwarp();
     if (posted & 1u) {
       int const run = posted == 0xffffffffu ? 32 : __ffs(~posted) - 1;
       return first + run;
