@@ -121,6 +121,9 @@ def build_architectures(manifest: dict[str, Any], target: str | None) -> str | N
     arch = cuda_arch(target)
     if generated[:-1] == arch and generated[-1:].isalpha():
         return generated
+    if manifest.get("arch") == "sm90" and not arch.startswith("90"):
+        raise UsageError(f"--arch {target} cannot build this project: it uses Hopper kernels (arch: sm90, TMA and wgmma)",
+                         hint="build it with --arch sm_90 (H100/H200), or generate the spec with arch: sm80")
     return arch
 
 

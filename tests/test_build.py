@@ -160,6 +160,9 @@ def test_build_architectures() -> None:
     assert build.build_architectures({}, None) is None
     assert build.build_architectures({"cuda_arch": "80"}, "sm_90") == "90"
     assert build.build_architectures({"cuda_arch": "90a"}, "sm_90") == "90a"
+    with pytest.raises(UsageError) as info:  # Hopper kernels cannot be built for another GPU
+        build.build_architectures({"cuda_arch": "90a", "arch": "sm90"}, "sm_80")
+    assert "sm_90" in info.value.hint
     assert build.build_architectures({"cuda_arch": "90a"}, "sm_100") == "100"
 
 

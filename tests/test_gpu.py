@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, REPO
+from conftest import EXAMPLES, EXAMPLES_SM90, REPO
 from cusync_gen.plan import make_plan
 from cusync_gen.spec import Policy, load_spec
 
 pytestmark = pytest.mark.gpu
 
 MS = "1,256,1024,2048"
+MS_SM90 = "1,128,256,1000,1024,2048,4096,8192"  # the sizes issue 3 asks for, some not a multiple of the tile
 
 
 def _compute_capability() -> str:
@@ -39,10 +40,18 @@ def built(cutlass_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     arch = os.environ.get("CUSYNC_GPU_ARCH") or _compute_capability()
     root = tmp_path_factory.mktemp("gpu-build")
     benches: dict[str, Path] = {}
+    only = [n for n in os.environ.get("CUSYNC_GPU_EXAMPLES", "").split(",") if n]  # to save GPU time
     for name in EXAMPLES:
+        if only and name not in only:
+            continue
+        target = arch
+        if name in EXAMPLES_SM90:
+            if not arch.startswith("9"):
+                continue  # Hopper kernels: skipped on other GPUs (the test below skips them too)
+            target = "90a"
         build = root / name
         configure = ["cmake", "-S", str(REPO / "generated" / name), "-B", str(build), f"-DCUTLASS_DIR={cutlass_dir}",
-                     f"-DCMAKE_CUDA_ARCHITECTURES={arch}"] + (["-G", "Ninja"] if shutil.which("ninja") else [])
+                     f"-DCMAKE_CUDA_ARCHITECTURES={target}"] + (["-G", "Ninja"] if shutil.which("ninja") else [])
         subprocess.run(configure, check=True, capture_output=True)
         out = subprocess.run(["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)],
                              capture_output=True, text=True)
@@ -68,25 +77,34 @@ def _rows(stdout: str) -> list[dict]:
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_is_correct_on_gpu(name: str, built: dict[str, Path]) -> None:
+    if name not in built:
+        pytest.skip(f"{name} not built (needs a Hopper GPU, or not in CUSYNC_GPU_EXAMPLES)")
     policies = _policies(name)
-    out = subprocess.run([str(built[name]), "--m", MS, "--policies", ",".join(policies), "--repeats", "5",
-                          "--warmup", "2", "--no-fallback"], capture_output=True, text=True, timeout=600)
-    rows = _rows(out.stdout)
+    ms = MS_SM90 if name in EXAMPLES_SM90 else MS
+    # sm90: the stock CUTLASS baselines run too (and must be bitwise equal); cuBLAS is timed only.
+    out = subprocess.run([str(built[name]), "--m", ms, "--policies", ",".join(policies), "--repeats", "3",
+                          "--warmup", "1", "--no-fallback"], capture_output=True, text=True, timeout=900)
+    rows = [r for r in _rows(out.stdout) if "m" in r]
     assert out.returncode == 0, out.stdout + out.stderr
-    assert len(rows) == 4 * len(policies)
+    assert len(rows) == len(ms.split(",")) * len(policies)
     for row in rows:
         assert row["sync_error"] is None, row
         assert row["bitwise_equal"] and row["graph_ok"], row
+        assert row.get("stock_bitwise", True), row
         assert row["ref_rel_err"] < 1e-2, row
 
 
-def test_missing_posts_time_out_and_name_the_tile(built: dict[str, Path]) -> None:
+@pytest.mark.parametrize("name", ["two_gemm", "two_gemm_sm90"])
+def test_missing_posts_time_out_and_name_the_tile(name: str, built: dict[str, Path]) -> None:
+    if name not in built:
+        pytest.skip(f"{name} not built (needs a Hopper GPU, or not in CUSYNC_GPU_EXAMPLES)")
     start = time.monotonic()
-    out = subprocess.run([str(built["two_gemm"]), "--m", "256", "--inject-missing-posts", "0", "--timeout-ms", "200",
-                          "--repeats", "2", "--warmup", "1", "--no-fallback"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([str(built[name]), "--m", "256", "--inject-missing-posts", "0", "--timeout-ms", "200",
+                          "--repeats", "2", "--warmup", "1", "--no-fallback", "--no-baselines"],
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 4, out.stdout + out.stderr
     assert time.monotonic() - start < 60
-    (row,) = _rows(out.stdout)
+    (row,) = [r for r in _rows(out.stdout) if "m" in r]
     assert "stage gemm2 tile (" in row["sync_error"] and "waited for producer gemm1 tile (" in row["sync_error"]
 
 
