@@ -27,7 +27,7 @@ from cusync_gen.spec import Arch, Op, load_spec
 # The CuSync runtime every project gets (include/cusync/).
 RUNTIME_HEADERS = (
     "status.h", "ptx.cuh", "sync_error.h", "semaphore.cuh", "policy.h", "tile_order.h", "stage.cuh",
-    "chain_kernels.cuh", "swiglu.cuh", "launch.cuh",
+    "chain_kernels.cuh", "swiglu.cuh",
 )
 # The backend headers each project gets (include/cusync/<backend>/), by spec arch.
 BACKEND_HEADERS: dict[Arch, tuple[str, ...]] = {

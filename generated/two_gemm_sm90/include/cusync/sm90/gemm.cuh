@@ -28,7 +28,6 @@
 #include "cutlass/kernel_hardware_info.h"
 #include "cutlass/util/packed_stride.hpp"
 
-#include "cusync/launch.cuh"
 #include "cusync/stage.cuh"
 #include "cusync/status.h"
 #include "cusync/sm90/posting_epilogue.cuh"
@@ -115,8 +114,17 @@ struct KernelLauncher {
   }
 
   static Status launch(typename Kernel::Params const& params, dim3 grid, bool programmatic, cudaStream_t stream) {
-    cudaError_t const err = launch_kernel(cutlass::device_kernel<Kernel>, grid, dim3(Kernel::MaxThreadsPerBlock, 1, 1),
-                                          size_t(kSmemBytes), programmatic, stream, params);
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = dim3(Kernel::MaxThreadsPerBlock, 1, 1);
+    config.dynamicSmemBytes = size_t(kSmemBytes);
+    config.stream = stream;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = programmatic ? 1 : 0;
+    cudaError_t const err = cudaLaunchKernelEx(&config, cutlass::device_kernel<Kernel>, params);
     return err == cudaSuccess ? Status::kSuccess : Status::kCudaError;
   }
 };
