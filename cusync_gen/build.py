@@ -458,12 +458,20 @@ def _num(value: Any, fmt: str) -> str:
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> Table:
-    """The `cusync-gen run` table: one line per (M, policy)."""
+    """The `cusync-gen run` table: one line per (M, policy); sm90 benches add their baselines' columns.
+
+    Rows without an "m" are run-level records (the sm90 bench's `floor_tflops`): shown in the caption.
+    """
+    results = [row for row in rows if "m" in row]
+    baselines = any("stock_us" in row for row in results)
     table = Table(title="cuSync chain: sequential vs overlapped (median times)")
-    for name in ("M", "policy", "sequential us", "overlapped us", "speedup", "bitwise", "ref err"):
+    columns = ["M", "policy", "sequential us", "overlapped us", "speedup", "bitwise", "ref err"]
+    if baselines:
+        columns += ["CUTLASS us", "CUTLASS+PDL us", "cuBLAS us"]
+    for name in columns:
         table.add_column(name, justify="left" if name == "policy" else "right")
-    notes = []
-    for row in rows:
+    notes = [f"floor: cuBLAS 8192^3 at {row['floor_tflops']:.0f} TFLOP/s" for row in rows if "floor_tflops" in row]
+    for row in results:
         bitwise = row.get("bitwise_equal")
         bitwise_text = {True: "[green]yes[/]", False: "[bold red]NO[/]"}.get(bitwise, "-")
         speedup = row.get("speedup")
@@ -474,9 +482,12 @@ def format_table(rows: Sequence[dict[str, Any]]) -> Table:
             notes.append(f"m={row.get('m')} {row.get('policy')}: {row['sync_error']}")
         if row.get("graph_ok") is False:
             notes.append(f"m={row.get('m')} {row.get('policy')}: CUDA graph capture failed")
-        table.add_row(str(row.get("m", "-")), policy, _num(row.get("sequential_us"), ".1f"),
-                      _num(row.get("overlapped_us"), ".1f"), speedup_text, bitwise_text,
-                      _num(row.get("ref_rel_err"), ".1e"))
+        cells = [str(row.get("m", "-")), policy, _num(row.get("sequential_us"), ".1f"),
+                 _num(row.get("overlapped_us"), ".1f"), speedup_text, bitwise_text, _num(row.get("ref_rel_err"), ".1e")]
+        if baselines:  # a baseline the bench could not run (no cuBLAS) is reported as -1
+            cells += [_num(v, ".1f") if isinstance(v, (int, float)) and v >= 0 else "-"
+                      for v in (row.get("stock_us"), row.get("stock_pdl_us"), row.get("cublas_us"))]
+        table.add_row(*cells)
     if notes:
         table.caption = "\n".join(notes)
     return table

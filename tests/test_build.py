@@ -437,6 +437,20 @@ def test_format_table() -> None:
     assert "yes" in text and "NO" in text and "stuck" in text and "graph" in text
 
 
+def test_format_table_sm90_baselines_and_floor() -> None:
+    from rich.console import Console
+
+    rows = [{"chain": "c", "floor_tflops": 771.2},
+            dict(ROW, stock_us=140.5, stock_pdl_us=139.0, cublas_us=-1.0)]  # -1: no cuBLAS in that build
+    table = build.format_table(rows)
+    assert [c.header for c in table.columns][-3:] == ["CUTLASS us", "CUTLASS+PDL us", "cuBLAS us"]
+    assert table.row_count == 1  # the floor record is not a result row
+    console = Console(width=160, record=True)
+    console.print(table)
+    text = console.export_text()
+    assert "140.5" in text and "139.0" in text and "771 TFLOP/s" in text and "-1.0" not in text
+
+
 # --------------------------------------------------------------------------------------------------
 # cutlass_fetch
 
