@@ -149,15 +149,17 @@ def validate(
     m: Annotated[str, typer.Option("--m", help="Problem size(s) M to describe, comma-separated.")] = "1024",
     target: TargetOpt = None,
 ) -> None:
-    """Check a spec and print the plan: tiles, grids, semaphores, occupancy."""
+    """Check a spec, print the plan (tiles, grids, semaphores, occupancy) and prove its sync sound per M."""
     from cusync_gen.plan import make_plan
     from cusync_gen.spec import load_spec
+    from cusync_gen.verify import verify
 
     ms = parse_ms(m)
     plan = make_plan(load_spec(resolve_spec(spec)), target)
     out = _out()
     for value in ms:
         out.print(plan.describe(value), markup=False)
+        out.print(verify(plan, value).describe() + "\n", markup=False)  # raises on the first uncovered read
     out.print("[green]OK[/]")
 
 
