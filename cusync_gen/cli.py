@@ -238,6 +238,49 @@ def run_cmd(
     _report_rows(rows, out)
 
 
+@app.command("trace")
+def trace_cmd(
+    target: Annotated[str, typer.Argument(help="Generated sm90 project, spec file, example name, or a trace "
+                                          ".jsonl the bench wrote.", show_default=False)],
+    m: Annotated[int, typer.Option("--m", min=1, help="Problem size M to trace.")] = 1024,
+    png: Annotated[Path, typer.Option("-o", "--png", help="Gantt chart to write (the Chrome trace goes "
+                                      "beside it, .json).")] = Path("trace.png"),
+    arch: ArchOpt = None,
+    output: Annotated[Optional[Path], typer.Option(
+        "--project", help="Project folder for a spec or example [./generated/NAME].")] = None,
+    jobs: JobsOpt = None,
+    cutlass_dir: CutlassOpt = None,
+) -> None:
+    """Run one traced back-to-back and one overlapped run, then draw the tiles per SM (sm90 projects)."""
+    from cusync_gen import build as builder
+    from cusync_gen import trace
+
+    if target.endswith(".jsonl") and Path(target).is_file():  # render a trace recorded earlier
+        records = trace.load_trace(Path(target))
+    else:
+        if not builder.has_gpu():
+            raise NoGpuError("no CUDA device found", hint="trace a run on a machine with an NVIDIA Hopper GPU, "
+                             "or pass a .jsonl the bench wrote with --trace")
+        project = Path(target)
+        if not (project / "manifest.json").is_file():
+            spec_path = resolve_spec(target)
+            from cusync_gen.render import generate as render_generate
+            from cusync_gen.spec import load_spec
+
+            project = output or Path("generated") / load_spec(spec_path).name
+            render_generate(spec_path, project, arch, False)
+        if builder.read_manifest(project).get("arch") != "sm90":
+            raise UsageError("tile traces are recorded by the sm90 kernels only", "trace an arch: sm90 spec")
+        builder.build(project, target=arch or builder.gpu_arch(), jobs=jobs, cutlass_dir=cutlass_dir,
+                      progress=sys.stderr.isatty())
+        jsonl = Path(png).with_suffix(".jsonl").resolve()
+        jsonl.unlink(missing_ok=True)
+        builder.run(project, [m], None, repeats=1, warmup=1, extra_args=["--no-baselines", "--trace", str(jsonl)])
+        records = trace.load_trace(jsonl)
+    picture, chrome = trace.write_outputs(records, png, m)
+    _out().print(f"wrote {escape(str(picture))} and {escape(str(chrome))} (open it in chrome://tracing or Perfetto)")
+
+
 def _report_rows(rows: list[dict[str, Any]] | None, out: Path | None) -> None:
     if not rows:
         return
