@@ -26,6 +26,7 @@ from cusync_gen.spec import (
     consumers_of,
     edge_policy,
     output_policy,
+    policy_problem,
     resolve_defaults,
     spec_hash,
     stage_index,
@@ -136,6 +137,7 @@ class ChainPlan:
     stages: tuple[StagePlan, ...]
     # Run-time tile configurations by M (spec tile_configs), smallest m_max first; the last is `stages`.
     configs: tuple[ConfigPlan, ...] = ()
+    auto_policies: tuple[str, ...] = ()  # what `sync: auto` resolved to, one line per edge
 
     def config_for(self, m: int) -> ConfigPlan:
         """The configuration the library runs at this M."""
@@ -189,6 +191,8 @@ class ChainPlan:
             f"target {self.target} (arch {self.arch.value}, {self.dtype.value}), {self.sms} SMs, M = {m}",
         ]
         config = self.config_for(m)
+        if self.auto_policies:
+            lines.append("sync: auto resolved (first policy whose tiles line up): " + ", ".join(self.auto_policies))
         if len(self.configs) > 1:
             lines.append("tile configurations (picked by M at run time):")
             for c in self.configs:
@@ -210,6 +214,8 @@ def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
         spec = spec.model_copy(update={"target": target})
     spec = resolve_defaults(spec)
     check_rules(spec)
+    spec, auto = resolve_auto_policies(spec)
+    check_rules(spec)
     stages = _stage_plans(spec)
     configs = [
         ConfigPlan(c, config.m_max, _stage_plans(with_tiles(spec, dict(config.tiles))))
@@ -229,7 +235,65 @@ def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
         optimizations=spec.optimizations,
         stages=stages,
         configs=tuple(configs),
+        auto_policies=tuple(auto),
     )
+
+
+# Preference order of `sync: auto`, by consumer. RowSync first for GEMMs: one semaphore per producer row
+# and one wait per tile, the fewest hook costs, and it measured fastest on the sm80 path and within noise
+# of TileSync on sm90 (benchmarks/NOTES.md); TileSync where no_atomic_add asks for one post per semaphore.
+# A SwiGLU of one producer reads two tiles `n` columns apart: one strided semaphore covers both.
+_AUTO_GEMM = (Policy.ROW, Policy.TILE)
+_AUTO_GEMM_NO_ATOMIC = (Policy.TILE,)
+_AUTO_SWIGLU = (Policy.STRIDED, Policy.TILE, Policy.ROW)
+_AUTO_SWIGLU_TWO = (Policy.TILE, Policy.ROW)
+
+
+def resolve_auto_policies(spec: ChainSpec) -> tuple[ChainSpec, list[str]]:
+    """Replace every `sync: auto` (and `sync_b: auto`) by the first policy whose tiles line up with the
+    producer's in every tile configuration; a producer already consumed with some policy keeps it.
+    Returns the resolved spec and one line per choice for `validate`."""
+    stages = list(spec.stages)
+    chosen: dict[int, Policy] = {}  # producer -> its output policy, as fixed so far
+    notes: list[str] = []
+    index = stage_index(spec)
+    for i, stage in enumerate(stages):
+        for key in ("sync", "sync_b"):
+            source = stage.a if key == "sync" else stage.b
+            policy = getattr(stage, key)
+            if source is None or source == "input":
+                continue
+            p = index[source]
+            if policy is not Policy.AUTO:
+                if policy is not None:
+                    chosen.setdefault(p, policy)
+                continue
+            if stage.op is Op.GEMM:
+                candidates = _AUTO_GEMM_NO_ATOMIC if spec.optimizations.no_atomic_add else _AUTO_GEMM
+            else:
+                candidates = _AUTO_SWIGLU_TWO if stage.b is not None else _AUTO_SWIGLU
+            inherited = p in chosen
+            if inherited:
+                candidates = (chosen[p],)
+            problems = []
+            for candidate in candidates:
+                trial = spec.model_copy(update={"stages": [*stages[:i], stage.model_copy(update={key: candidate}),
+                                                           *stages[i + 1:]]})
+                configs = [trial] + [with_tiles(trial, dict(c.tiles)) for c in spec.tile_configs]
+                problem = next((e for t in configs if (e := policy_problem(t, i, p, candidate, key))), None)
+                if problem is None:
+                    stage = stage.model_copy(update={key: candidate})
+                    stages[i] = stage
+                    chosen[p] = candidate
+                    notes.append(f"{stage.name}.{key}: auto -> {candidate.value}"
+                                 + (f" (as {source}'s other consumers)" if inherited else ""))
+                    break
+                problems.append(f"{candidate.value}: {problem.message}")
+            else:
+                raise SpecError(f"stages[{i}].{key}", "sync: auto found no policy whose tiles line up with "
+                                f"'{source}': " + "; ".join(problems),
+                                "change the tiles (validate says what each policy needs) or set the policy by hand")
+    return spec.model_copy(update={"stages": stages}), notes
 
 
 def _stage_plans(spec: ChainSpec) -> tuple[StagePlan, ...]:

@@ -52,6 +52,7 @@ class Policy(str, Enum):
     ROW = "row"
     STRIDED = "strided"
     NONE = "none"
+    AUTO = "auto"  # the plan picks the policy from the tiles (plan.resolve_auto_policies)
 
 
 class Order(str, Enum):
@@ -332,7 +333,7 @@ def check_rules(spec: ChainSpec) -> None:
             _check_gemm_tile(i, stage)
         else:
             _check_swiglu_stage(i, stage)
-        if producer is not None and stage.sync not in (None, Policy.NONE):
+        if producer is not None and stage.sync not in (None, Policy.NONE, Policy.AUTO):
             _check_policy(spec, i, stage, producer, stage.sync, "sync")
         if stage.b is not None or stage.sync_b is not None:
             _check_second_producer(spec, i, stage, seen, producer)
@@ -645,6 +646,15 @@ def _check_swiglu_stage(i: int, stage: StageSpec) -> None:
         raise SpecError(f"{base}.b_layout", "swiglu has no B operand", "remove b_layout")
 
 
+def policy_problem(spec: ChainSpec, i: int, producer: int, policy: Policy, key: str = "sync") -> SpecError | None:
+    """Why `policy` cannot guard stage i's edge from `producer` (its tiles do not line up), or None."""
+    try:
+        _check_policy(spec, i, spec.stages[i], producer, policy, key)
+    except SpecError as err:
+        return err
+    return None
+
+
 def _check_policy(spec: ChainSpec, i: int, stage: StageSpec, producer: int, policy: Policy, key: str) -> None:
     """Each policy maps a consumer tile onto producer tiles; these are the shapes where it can."""
     prod = spec.stages[producer]
@@ -726,7 +736,7 @@ def _check_second_producer(spec: ChainSpec, i: int, stage: StageSpec, seen: dict
                 f"set n: {width}, or the producer's n to {stage.n}",
             )
     policy = stage.sync_b or stage.sync or Policy.NONE
-    if policy is not Policy.NONE:
+    if policy not in (Policy.NONE, Policy.AUTO):
         _check_policy(spec, i, stage, up, policy, "sync_b" if stage.sync_b is not None else "sync")
 
 
@@ -740,6 +750,8 @@ def _check_output_policies(spec: ChainSpec) -> None:
         first = spec.stages[users[0]]
         for u in users[1:]:
             stage = spec.stages[u]
+            if Policy.AUTO in (edge_policy(stage, name), edge_policy(first, name)):
+                continue  # decided by the plan, which picks one policy per producer
             if edge_policy(stage, name) != edge_policy(first, name):
                 want = edge_policy(first, name).value
                 raise SpecError(
@@ -756,7 +768,7 @@ def _check_no_atomic_add(spec: ChainSpec) -> None:
         return
     for p, prod in enumerate(spec.stages):
         policy = output_policy(spec, p)
-        if policy in (None, Policy.NONE, Policy.TILE):
+        if policy in (None, Policy.NONE, Policy.TILE, Policy.AUTO):
             continue
         raise SpecError(
             "optimizations.no_atomic_add",
