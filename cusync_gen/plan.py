@@ -546,7 +546,8 @@ def _describe_optimizations(plan: ChainPlan, m: int) -> list[str]:
     ]
     if opt.avoid_wait_kernel and not resident_ok:
         lines.append(
-            f"WARNING: avoid_wait_kernel is on but not legal at M={m}: consumer blocks can fill the GPU and "
-            "spin forever on producer tiles that never get an SM; turn it off or use a smaller M"
+            f"WARNING: avoid_wait_kernel is on but not legal at M={m}: without the wait kernel consumer blocks "
+            "could fill the GPU while producer blocks wait for an SM, so run() checks the same condition and "
+            "keeps the wait kernel at this M (the optimization buys nothing here)"
         )
     return lines

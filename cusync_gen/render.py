@@ -23,6 +23,7 @@ from cusync_gen.errors import CusyncError
 from cusync_gen.paths import default_cutlass_dir, templates_dir
 from cusync_gen.plan import ChainPlan, make_plan
 from cusync_gen.spec import Arch, Op, load_spec
+from cusync_gen.verify import representative_ms, verify
 
 # The CuSync runtime every project gets (include/cusync/).
 RUNTIME_HEADERS = (
@@ -208,6 +209,8 @@ def generate(spec_path: Path, out_dir: Path, target: str | None = None, check: b
     """Spec file -> project folder (or, with check, raise if the folder differs from what we emit)."""
     spec = load_spec(Path(spec_path))
     plan = make_plan(spec, target)
+    for m in representative_ms(plan):  # no code for a plan whose synchronization is not proved sound
+        verify(plan, m)
     out_dir = Path(out_dir)
     rendered = render_project(plan, cutlass_dir_expression(out_dir, cutlass_dir))
     if check:
