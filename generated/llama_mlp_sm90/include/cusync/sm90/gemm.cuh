@@ -45,6 +45,14 @@ constexpr int kSchedulerSmemCarveout = kRingBytes;
 // LayoutB is CUTLASS's tag for B as a K x N matrix: RowMajor = [K, N] (N contiguous), ColumnMajor = [N, K].
 template <class Element, class LayoutB, class TileShape, template <class> class Activation>
 struct GemmConfig {
+  // Preconditions (the spec checks them first; these keep hand-written instantiations honest).
+  static_assert(cute::size<0>(TileShape{}) == 128 || cute::size<0>(TileShape{}) == 256,
+                "tile.threadblock[0] of an sm90 GEMM must be 128 or 256: two math warp groups split BLK_M");
+  static_assert(cute::size<1>(TileShape{}) % 64 == 0 && cute::size<1>(TileShape{}) <= 256,
+                "tile.threadblock[1] of an sm90 GEMM must be 64, 128, 192 or 256");
+  static_assert(cute::size<2>(TileShape{}) == 64, "tile.threadblock[2] of an sm90 GEMM must be 64 (one 128-byte swizzle atom)");
+  static_assert(cute::sizeof_bits_v<Element> == 16, "dtype of an sm90 chain must be fp16 or bf16");
+
   static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
   using Fusion = cutlass::epilogue::fusion::LinCombEltAct<Activation, Element, float, void, float>;
