@@ -194,6 +194,21 @@ def build_cmd(
     _out().print(f"built {escape(str(build_dir))}")
 
 
+def _project_of(target: str, output: Path | None, arch: str | None) -> Path:
+    """A generated project folder as is; a spec file or example name is first generated into `output`
+    (default ./generated/<name>)."""
+    project = Path(target)
+    if (project / "manifest.json").is_file():
+        return project
+    spec_path = resolve_spec(target)
+    from cusync_gen.render import generate as render_generate
+    from cusync_gen.spec import load_spec
+
+    project = output or Path("generated") / load_spec(spec_path).name
+    render_generate(spec_path, project, arch, False)
+    return project
+
+
 @app.command("run")
 def run_cmd(
     target: Annotated[str, typer.Argument(help="Generated project folder, spec file, or shipped example name.",
@@ -218,14 +233,7 @@ def run_cmd(
     if not builder.has_gpu():  # fail before minutes of compiling
         raise NoGpuError("no CUDA device found",
                          hint="build works without a GPU; run on a machine with an NVIDIA GPU")
-    project = Path(target)
-    if not (project / "manifest.json").is_file():
-        spec_path = resolve_spec(target)
-        from cusync_gen.render import generate as render_generate
-        from cusync_gen.spec import load_spec
-
-        project = output or Path("generated") / load_spec(spec_path).name
-        render_generate(spec_path, project, arch, False)
+    project = _project_of(target, output, arch)
     # Build for the GPU we are about to run on unless --arch says otherwise (the generated files keep
     # the spec's target, so committed projects stay as generated).
     builder.build(project, target=arch or builder.gpu_arch(), jobs=jobs, cutlass_dir=cutlass_dir,
@@ -261,14 +269,7 @@ def trace_cmd(
         if not builder.has_gpu():
             raise NoGpuError("no CUDA device found", hint="trace a run on a machine with an NVIDIA Hopper GPU, "
                              "or pass a .jsonl the bench wrote with --trace")
-        project = Path(target)
-        if not (project / "manifest.json").is_file():
-            spec_path = resolve_spec(target)
-            from cusync_gen.render import generate as render_generate
-            from cusync_gen.spec import load_spec
-
-            project = output or Path("generated") / load_spec(spec_path).name
-            render_generate(spec_path, project, arch, False)
+        project = _project_of(target, output, arch)
         if builder.read_manifest(project).get("arch") != "sm90":
             raise UsageError("tile traces are recorded by the sm90 kernels only", "trace an arch: sm90 spec")
         builder.build(project, target=arch or builder.gpu_arch(), jobs=jobs, cutlass_dir=cutlass_dir,
