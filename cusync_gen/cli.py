@@ -31,6 +31,7 @@ app = typer.Typer(
 _state = {"verbose": False}
 
 DEFAULT_RUN_MS = "1,256,1024"
+DEFAULT_ATTENTION_MS = "512,1024,2048"  # prompt lengths (batch 1, no cache)
 
 
 def _out() -> Console:
@@ -45,14 +46,15 @@ def _err() -> Console:
 # Option parsing shared by commands
 # --------------------------------------------------------------------------------------------------
 
-def parse_ms(text: str) -> list[int]:
+def parse_ms(text: str, option: str = "--m", minimum: int = 1) -> list[int]:
     """`--m 1,256,1024` -> [1, 256, 1024]; anything else is a UsageError (exit 2)."""
     values: list[int] = []
     for item in text.split(","):
         item = item.strip()
-        if not item.isdigit() or int(item) <= 0:
-            raise UsageError(f"--m: {item!r} is not a positive integer",
-                             hint="pass a comma-separated list of positive integers, e.g. --m 256,1024")
+        if not item.isdigit() or int(item) < minimum:
+            kind = "a positive integer" if minimum > 0 else "a non-negative integer"
+            raise UsageError(f"{option}: {item!r} is not {kind}",
+                             hint=f"pass a comma-separated list of integers >= {minimum}, e.g. {option} 256,1024")
         values.append(int(item))
     return values
 
@@ -146,17 +148,33 @@ def init(
 @app.command()
 def validate(
     spec: SpecArg,
-    m: Annotated[str, typer.Option("--m", help="Problem size(s) M to describe, comma-separated.")] = "1024",
+    m: Annotated[str, typer.Option("--m", help="Problem size(s) M to describe, comma-separated (attention: new "
+                                   "tokens per sequence).")] = "1024",
+    batch: Annotated[int, typer.Option("--batch", min=1, help="Attention only: sequences.")] = 1,
+    cache: Annotated[int, typer.Option("--cache", min=0, help="Attention only: cached tokens per sequence.")] = 0,
     target: TargetOpt = None,
 ) -> None:
     """Check a spec, print the plan (tiles, grids, semaphores, occupancy) and prove its sync sound per M."""
-    from cusync_gen.plan import make_plan
-    from cusync_gen.spec import load_spec
-    from cusync_gen.verify import verify
+    from cusync_gen.spec import AttentionSpec, load_spec
 
     ms = parse_ms(m)
-    plan = make_plan(load_spec(resolve_spec(spec)), target)
+    loaded = load_spec(resolve_spec(spec))
     out = _out()
+    if isinstance(loaded, AttentionSpec):
+        from cusync_gen.attention_plan import AttentionShape, make_attention_plan
+        from cusync_gen.verify_attention import verify_attention
+
+        attention = make_attention_plan(loaded, target)
+        for value in ms:
+            shape = AttentionShape(batch, value, cache)
+            out.print(attention.describe(shape), markup=False)
+            out.print(verify_attention(attention, shape).describe() + "\n", markup=False)
+        out.print("[green]OK[/]")
+        return
+    from cusync_gen.plan import make_plan
+    from cusync_gen.verify import verify
+
+    plan = make_plan(loaded, target)
     for value in ms:
         out.print(plan.describe(value), markup=False)
         out.print(verify(plan, value).describe() + "\n", markup=False)  # raises on the first uncovered read
@@ -213,9 +231,15 @@ def _project_of(target: str, output: Path | None, arch: str | None) -> Path:
 def run_cmd(
     target: Annotated[str, typer.Argument(help="Generated project folder, spec file, or shipped example name.",
                                           show_default=False)],
-    m: Annotated[str, typer.Option("--m", help="Problem sizes M, comma-separated.")] = DEFAULT_RUN_MS,
+    m: Annotated[Optional[str], typer.Option(
+        "--m", help=f"Problem sizes M, comma-separated [{DEFAULT_RUN_MS}; attention: new tokens per sequence, "
+                    f"{DEFAULT_ATTENTION_MS}].", show_default=False)] = None,
     policies: Annotated[Optional[str], typer.Option(
         "--policies", help="What the overlapped run uses: spec (default), row, tile.")] = None,
+    batch: Annotated[Optional[str], typer.Option(
+        "--batch", help="Attention only: sequences, comma-separated (generation: with --m 1).")] = None,
+    cache: Annotated[Optional[str], typer.Option(
+        "--cache", help="Attention only: cached tokens per sequence, comma-separated.")] = None,
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed repetitions (median reported).")] = 50,
     warmup: Annotated[int, typer.Option("--warmup", min=1, help="Untimed warm-up repetitions.")] = 10,
     arch: ArchOpt = None,
@@ -228,18 +252,27 @@ def run_cmd(
     """Generate (if needed), build and run the bench; print sequential vs overlapped times."""
     from cusync_gen import build as builder
 
-    ms = parse_ms(m)
     policy_list = parse_policies(policies)
     if not builder.has_gpu():  # fail before minutes of compiling
         raise NoGpuError("no CUDA device found",
                          hint="build works without a GPU; run on a machine with an NVIDIA GPU")
     project = _project_of(target, output, arch)
+    attention = builder.read_manifest(project).get("kind") == "attention"
+    ms = parse_ms(m or (DEFAULT_ATTENTION_MS if attention else DEFAULT_RUN_MS))
+    extra: list[str] = []
+    for flag, value in (("--batch", batch), ("--cache", cache)):
+        if value is None:
+            continue
+        if not attention:
+            raise UsageError(f"{flag} applies to attention chains only", hint=f"remove {flag}")
+        parse_ms(value, flag, minimum=0 if flag == "--cache" else 1)
+        extra += [flag, value]
     # Build for the GPU we are about to run on unless --arch says otherwise (the generated files keep
     # the spec's target, so committed projects stay as generated).
     builder.build(project, target=arch or builder.gpu_arch(), jobs=jobs, cutlass_dir=cutlass_dir,
                   progress=sys.stderr.isatty())
     try:
-        rows = builder.run(project, ms, policy_list, repeats=repeats, warmup=warmup)
+        rows = builder.run(project, ms, policy_list, repeats=repeats, warmup=warmup, extra_args=extra)
     except CusyncError as err:
         _report_rows(getattr(err, "rows", None), out)  # a failed check still shows its table
         raise
@@ -248,7 +281,7 @@ def run_cmd(
 
 @app.command("trace")
 def trace_cmd(
-    target: Annotated[str, typer.Argument(help="Generated sm90 project, spec file, example name, or a trace "
+    target: Annotated[str, typer.Argument(help="Generated project, spec file, example name, or a trace "
                                           ".jsonl the bench wrote.", show_default=False)],
     m: Annotated[int, typer.Option("--m", min=1, help="Problem size M to trace.")] = 1024,
     png: Annotated[Path, typer.Option("-o", "--png", help="Gantt chart to write (the Chrome trace goes "
@@ -259,7 +292,7 @@ def trace_cmd(
     jobs: JobsOpt = None,
     cutlass_dir: CutlassOpt = None,
 ) -> None:
-    """Run one traced back-to-back and one overlapped run, then draw the tiles per SM (sm90 projects)."""
+    """Run one traced back-to-back and one overlapped run, then draw the tiles per SM."""
     from cusync_gen import build as builder
     from cusync_gen import trace
 
@@ -267,11 +300,12 @@ def trace_cmd(
         records = trace.load_trace(Path(target))
     else:
         if not builder.has_gpu():
-            raise NoGpuError("no CUDA device found", hint="trace a run on a machine with an NVIDIA Hopper GPU, "
+            raise NoGpuError("no CUDA device found", hint="trace a run on a machine with an NVIDIA GPU, "
                              "or pass a .jsonl the bench wrote with --trace")
         project = _project_of(target, output, arch)
-        if builder.read_manifest(project).get("arch") != "sm90":
-            raise UsageError("tile traces are recorded by the sm90 kernels only", "trace an arch: sm90 spec")
+        if builder.read_manifest(project).get("kind") == "attention":
+            raise UsageError("tile traces are recorded by GEMM chains (stages:), not yet by the attention chain",
+                             "trace a GEMM chain spec, e.g. gpt3_mlp or gpt3_mlp_sm90")
         builder.build(project, target=arch or builder.gpu_arch(), jobs=jobs, cutlass_dir=cutlass_dir,
                       progress=sys.stderr.isatty())
         jsonl = Path(png).with_suffix(".jsonl").resolve()

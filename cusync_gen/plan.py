@@ -298,7 +298,7 @@ def resolve_auto_policies(spec: ChainSpec) -> tuple[ChainSpec, list[str]]:
 
 def _stage_plans(spec: ChainSpec) -> tuple[StagePlan, ...]:
     """Every stage of one tile configuration of the spec."""
-    tiles = [_tile_plan(i, s, spec.target, spec.arch) for i, s in enumerate(spec.stages)]
+    tiles = [tile_plan(i, s, spec.target, spec.arch) for i, s in enumerate(spec.stages)]
     edges = [_edge_plan(spec, i, tiles) for i in range(len(spec.stages))]
     edges_b = [_edge_plan(spec, i, tiles, "b") for i in range(len(spec.stages))]
     stages = []
@@ -335,7 +335,9 @@ def _stage_plans(spec: ChainSpec) -> tuple[StagePlan, ...]:
 # Derivations
 
 
-def _tile_plan(i: int, stage: StageSpec, target: str, arch: Arch = Arch.SM80) -> TilePlan:
+def tile_plan(i: int, stage: StageSpec, target: str, arch: Arch = Arch.SM80, base: str | None = None) -> TilePlan:
+    """A stage's tile with its thread count and shared memory; errors name `base` (default stages[i].tile)."""
+    base = base or f"stages[{i}].tile"
     tb = stage.tile.threadblock
     if stage.op is Op.SWIGLU:
         return TilePlan(tb[0], tb[1], 1, (0, 0, 0), (0, 0, 0), 0, SWIGLU_THREADS, 0)
@@ -345,12 +347,12 @@ def _tile_plan(i: int, stage: StageSpec, target: str, arch: Arch = Arch.SM80) ->
         return TilePlan(tb[0], tb[1], tb[2], (0, 0, 0), (0, 0, 0), 0, SM90_THREADS, SMEM_PER_SM[target])
     warp, inst, pipe = stage.tile.warp, stage.tile.instruction, stage.tile.stages
     if warp is None or inst is None or pipe is None:  # resolve_defaults ran; keeps the type checker honest
-        raise SpecError(f"stages[{i}].tile", "tile defaults were not resolved", "report this as a cusync-gen bug")
+        raise SpecError(base, "tile defaults were not resolved", "report this as a cusync-gen bug")
     warps = (tb[0] // warp[0]) * (tb[1] // warp[1]) * (tb[2] // warp[2])
     threads = WARP_SIZE * warps
     if threads > MAX_THREADS_PER_BLOCK:
         raise SpecError(
-            f"stages[{i}].tile.warp",
+            f"{base}.warp",
             f"threadblock {list(tb)} / warp {list(warp)} gives {warps} warps = {threads} threads per block, "
             f"above the CUDA limit of {MAX_THREADS_PER_BLOCK}",
             "use larger warp tiles, e.g. half the threadblock in M and N",
@@ -362,7 +364,7 @@ def _tile_plan(i: int, stage: StageSpec, target: str, arch: Arch = Arch.SM80) ->
         fit = limit // per_stage
         hint = f"use stages: {fit} or fewer" if fit >= 3 else "use a smaller threadblock (3 stages of it do not fit)"
         raise SpecError(
-            f"stages[{i}].tile.stages",
+            f"{base}.stages",
             f"{pipe} stages of threadblock {list(tb)} need {smem} bytes of shared memory per block, "
             f"above the {limit}-byte limit of {target}",
             hint,

@@ -21,9 +21,11 @@ from cusync_gen import __version__
 from cusync_gen.cpp import FILTERS
 from cusync_gen.errors import CusyncError
 from cusync_gen.paths import default_cutlass_dir, templates_dir
+from cusync_gen.attention_plan import AttentionPlan, make_attention_plan
 from cusync_gen.plan import ChainPlan, make_plan
-from cusync_gen.spec import Arch, Op, load_spec
+from cusync_gen.spec import Arch, AttentionSpec, ChainSpec, Op, load_spec
 from cusync_gen.verify import representative_ms, verify
+from cusync_gen.verify_attention import verify_attention_plan
 
 # The CuSync runtime every project gets (include/cusync/).
 RUNTIME_HEADERS = (
@@ -36,6 +38,9 @@ BACKEND_HEADERS: dict[Arch, tuple[str, ...]] = {
     Arch.SM90: ("ticket_scheduler.cuh", "waiting_mainloop.cuh", "posting_epilogue.cuh", "gemm.cuh"),
 }
 SWIGLU_TEMPLATE = "project/src/stage_swiglu.cu.j2"
+# The attention chain (sm80 backend): the runtime above plus its tile mapping and softmax stage.
+ATTENTION_RUNTIME_HEADERS = (*RUNTIME_HEADERS, "attention.cuh", "softmax.cuh")
+ATTENTION_BACKEND_HEADERS = ("waiting_iterator.cuh", "gemm.cuh", "batched_gemm.cuh")
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,34 @@ def project_files(plan: ChainPlan) -> list[OutputFile]:
     return files
 
 
+def attention_files(plan: AttentionPlan) -> list[OutputFile]:
+    """Every file of an attention project, in a fixed order (stage = index into plan.gemms)."""
+    name = plan.name
+    return [
+        OutputFile("CMakeLists.txt", "attention/CMakeLists.txt.j2", True),
+        OutputFile("README.md", "attention/README.md.j2", True),
+        OutputFile(f"include/{name}.h", "attention/include/attention.h.j2", True),
+        *(OutputFile(f"include/cusync/{h}", f"runtime/include/cusync/{h}", False) for h in ATTENTION_RUNTIME_HEADERS),
+        *(OutputFile(f"include/cusync/sm80/{h}", f"sm80/include/cusync/sm80/{h}", False) for h in ATTENTION_BACKEND_HEADERS),
+        OutputFile(f"src/{name}_stages.h", "attention/src/stages.h.j2", True),
+        OutputFile(f"src/{name}.cu", "attention/src/attention.cu.j2", True),
+        *(OutputFile(f"src/stage_{g.name}.cu", "attention/src/stage_gemm.cu.j2", True, i) for i, g in enumerate(plan.gemms)),
+        OutputFile("src/stage_softmax.cu", "attention/src/stage_softmax.cu.j2", True),
+        OutputFile(f"bench/{name}_bench.cu", "attention/bench/bench.cu.j2", True),
+        OutputFile("bench/reference.cuh", "project/bench/reference.cuh", False),
+        OutputFile("bench/attention_reference.cuh", "attention/bench/attention_reference.cuh", False),
+    ]
+
+
+def output_files(plan: ChainPlan | AttentionPlan) -> list[OutputFile]:
+    return attention_files(plan) if isinstance(plan, AttentionPlan) else project_files(plan)
+
+
+def plan_of_spec(spec: ChainSpec | AttentionSpec, target: str | None = None) -> ChainPlan | AttentionPlan:
+    """The plan of either kind of spec (a GEMM chain's `stages:` or an `attention:` block)."""
+    return make_attention_plan(spec, target) if isinstance(spec, AttentionSpec) else make_plan(spec, target)
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
@@ -121,8 +154,22 @@ def cutlass_dir_expression(out_dir: Path, cutlass_dir: Path | None) -> str:
     return str(cutlass)
 
 
-def manifest(plan: ChainPlan, files: list[OutputFile]) -> str:
+def manifest(plan: ChainPlan | AttentionPlan, files: list[OutputFile]) -> str:
     """What `build` and `run` read: names, target, stages, and the generated files."""
+    if isinstance(plan, AttentionPlan):
+        stages = [{"name": row.name, "op": "softmax" if row.name == "softmax" else "gemm"} for row in plan.table]
+    else:
+        stages = [
+            {
+                "name": s.name,
+                "op": s.op.value,
+                "n": s.n,
+                "k": s.k,
+                "policy": s.input.policy.value if s.input else None,
+                "producer": plan.stages[s.input.producer].name if s.input else None,
+            }
+            for s in plan.stages
+        ]
     data = {
         "generator": f"cusync-gen {__version__}",
         "name": plan.name,
@@ -133,34 +180,27 @@ def manifest(plan: ChainPlan, files: list[OutputFile]) -> str:
         "cuda_arch": plan.cuda_arch,
         "library": plan.name,
         "bench": f"{plan.name}_bench",
-        "stages": [
-            {
-                "name": s.name,
-                "op": s.op.value,
-                "n": s.n,
-                "k": s.k,
-                "policy": s.input.policy.value if s.input else None,
-                "producer": plan.stages[s.input.producer].name if s.input else None,
-            }
-            for s in plan.stages
-        ],
+        **({"kind": "attention"} if isinstance(plan, AttentionPlan) else {}),
+        "stages": stages,
         "files": [f.path for f in files] + ["manifest.json"],
     }
     return json.dumps(data, indent=2) + "\n"
 
 
-def render_project(plan: ChainPlan, cutlass_dir_expr: str) -> dict[str, str]:
+def render_project(plan: ChainPlan | AttentionPlan, cutlass_dir_expr: str) -> dict[str, str]:
     """Relative path -> file text, for the whole project."""
     env = _environment()
-    files = project_files(plan)
+    files = output_files(plan)
     root = templates_dir()
     out: dict[str, str] = {}
     for f in files:
         if f.template:
-            stage = plan.stages[f.stage] if f.stage is not None else None
-            out[f.path] = env.get_template(f.source).render(
-                plan=plan, stage=stage, version=__version__, cutlass_dir=cutlass_dir_expr
-            )
+            context = {"plan": plan, "version": __version__, "cutlass_dir": cutlass_dir_expr}
+            if isinstance(plan, AttentionPlan):
+                context["gemm"] = plan.gemms[f.stage] if f.stage is not None else None
+            else:
+                context["stage"] = plan.stages[f.stage] if f.stage is not None else None
+            out[f.path] = env.get_template(f.source).render(**context)
         else:
             out[f.path] = (root / f.source).read_text()
     out["manifest.json"] = manifest(plan, files)
@@ -208,9 +248,13 @@ def generate(spec_path: Path, out_dir: Path, target: str | None = None, check: b
              cutlass_dir: Path | None = None) -> Path:
     """Spec file -> project folder (or, with check, raise if the folder differs from what we emit)."""
     spec = load_spec(Path(spec_path))
-    plan = make_plan(spec, target)
-    for m in representative_ms(plan):  # no code for a plan whose synchronization is not proved sound
-        verify(plan, m)
+    plan = plan_of_spec(spec, target)
+    # No code for a plan whose synchronization is not proved sound.
+    if isinstance(plan, AttentionPlan):
+        verify_attention_plan(plan)
+    else:
+        for m in representative_ms(plan):
+            verify(plan, m)
     out_dir = Path(out_dir)
     rendered = render_project(plan, cutlass_dir_expression(out_dir, cutlass_dir))
     if check:

@@ -174,8 +174,8 @@ class TileConfigSpec(BaseModel):
     tiles: dict[str, Triple]  # stage name -> threadblock; stages not listed keep their own tile
 
 
-class ChainSpec(BaseModel):
-    """A whole chain: the producers come first, every later stage reads `input` or an earlier stage."""
+class _SpecHead(BaseModel):
+    """The keys every spec starts with, GEMM chain or attention."""
 
     model_config = _FROZEN
 
@@ -183,10 +183,48 @@ class ChainSpec(BaseModel):
     arch: Arch = Arch.SM80
     target: Target = "sm_80"
     dtype: Dtype = Dtype.FP16
+
+
+class ChainSpec(_SpecHead):
+    """A whole chain: the producers come first, every later stage reads `input` or an earlier stage."""
+
     sms: PosInt | None = None
     optimizations: Optimizations = Optimizations()
     stages: list[StageSpec] = Field(min_length=1)
     tile_configs: list[TileConfigSpec] = Field(default_factory=list)
+
+
+class AttentionTiles(BaseModel):
+    """Tile shapes of the attention chain's four GEMMs (the softmax stage takes scores' tile rows)."""
+
+    model_config = _FROZEN
+
+    qkv: TileSpec
+    scores: TileSpec
+    pv: TileSpec
+    proj: TileSpec
+
+
+class AttentionBlock(BaseModel):
+    """One layer's attention on one GPU: X W_qkv -> Q K^T -> softmax -> P V -> O W_o."""
+
+    model_config = _FROZEN
+
+    hidden: PosInt            # model width: X and Y are [tokens, hidden]
+    heads: PosInt             # heads on this GPU
+    head_dim: PosInt
+    causal: bool = Field(default=True, strict=True)
+    tiles: AttentionTiles
+
+
+class AttentionSpec(_SpecHead):
+    """A spec with an `attention:` block instead of `stages:` (docs/spec-format.md, "Attention")."""
+
+    attention: AttentionBlock
+
+
+#: The attention chain's GEMMs in chain order, and what each computes (for messages and docs).
+ATTENTION_GEMMS: tuple[str, ...] = ("qkv", "scores", "pv", "proj")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -205,6 +243,8 @@ def parse_spec(data: Any, source: str = "<spec>") -> ChainSpec:
             ),
             source,
         )
+    if "attention" in data:
+        return _parse_attention(data, source)
     try:
         spec = ChainSpec.model_validate(data)
     except ValidationError as exc:
@@ -215,6 +255,86 @@ def parse_spec(data: Any, source: str = "<spec>") -> ChainSpec:
     except SpecError as exc:
         raise _with_source(exc, source) from None
     return spec
+
+
+def _parse_attention(data: dict[str, Any], source: str) -> AttentionSpec:
+    if "stages" in data:
+        raise _with_source(SpecError("attention", "a spec has either stages: (a GEMM chain) or attention:, not both",
+                                     "split it into two spec files"), source)
+    try:
+        spec = AttentionSpec.model_validate(data)
+    except ValidationError as exc:
+        raise _with_source(_from_validation_error(exc, AttentionSpec), source) from None
+    tiles = {name: _default_sm80_tile(getattr(spec.attention.tiles, name)) for name in ATTENTION_GEMMS}
+    spec = spec.model_copy(update={"attention": spec.attention.model_copy(
+        update={"tiles": AttentionTiles(**tiles)})})
+    try:
+        check_attention_rules(spec)
+    except SpecError as exc:
+        raise _with_source(exc, source) from None
+    return spec
+
+
+def _default_sm80_tile(tile: TileSpec) -> TileSpec:
+    if tile.warp is not None and tile.instruction is not None and tile.stages is not None:
+        return tile
+    return tile.model_copy(update={
+        "warp": tile.warp if tile.warp is not None else default_warp(tile.threadblock),
+        "instruction": tile.instruction if tile.instruction is not None else DEFAULT_INSTRUCTION,
+        "stages": tile.stages if tile.stages is not None else DEFAULT_PIPELINE_STAGES,
+    })
+
+
+def attention_gemm_shape(spec: AttentionSpec, name: str) -> tuple[str, str, str]:
+    """(M, N, K) of one attention GEMM, as text: s is new tokens, keys = cached + new, z = (sequence, head)."""
+    a = spec.attention
+    d = a.heads * a.head_dim
+    return {
+        "qkv": ("batch*s", str(3 * d), str(a.hidden)),
+        "scores": ("s", "keys", str(a.head_dim)),
+        "pv": ("s", str(a.head_dim), "keys"),
+        "proj": ("batch*s", str(a.hidden), str(d)),
+    }[name]
+
+
+def check_attention_rules(spec: AttentionSpec) -> None:
+    """The attention chain's cross-field rules, each naming the field to change."""
+    _check_chain_name(spec.name)
+    if spec.arch is not Arch.SM80:
+        raise SpecError("arch", "the attention chain is built on the sm80 backend (CUTLASS 2.x kernels, which run "
+                        "on Hopper too)", "set arch: sm80 (and target: sm_90 to build for H100/H200)")
+    a = spec.attention
+    d = a.heads * a.head_dim
+    for key, value in (("hidden", a.hidden), ("head_dim", a.head_dim)):
+        if value % ALIGNMENT:
+            raise SpecError(f"attention.{key}", f"{key}={value} is not a multiple of {ALIGNMENT} (16-byte vector accesses)",
+                            f"use a multiple of {ALIGNMENT}, e.g. {_round_up(value, ALIGNMENT)}")
+    for name in ATTENTION_GEMMS:
+        tile = getattr(a.tiles, name)
+        base = f"attention.tiles.{name}"
+        for key in ("cluster", "schedule"):
+            if getattr(tile, key) is not None:
+                raise SpecError(f"{base}.{key}", f"{key} is a Hopper kernel setting; the attention chain uses sm80 kernels",
+                                f"remove {key}")
+        k = {"qkv": a.hidden, "scores": a.head_dim, "pv": None, "proj": d}[name]
+        stage = StageSpec(name=name, op=Op.GEMM, a="input", n=8, k=k, tile=tile)
+        _check_gemm_tile(0, stage, base=base)
+    t = a.tiles
+    if (3 * d) % t.qkv.threadblock[1]:
+        raise SpecError("attention.tiles.qkv.threadblock",
+                        f"qkv's tile N ({t.qkv.threadblock[1]}) must divide 3 * heads * head_dim = {3 * d}",
+                        "use a tile N that divides it, e.g. 128")
+    if a.head_dim % t.pv.threadblock[1]:
+        raise SpecError("attention.tiles.pv.threadblock",
+                        f"pv's tile N ({t.pv.threadblock[1]}) must divide head_dim={a.head_dim}: a pv tile writes one head",
+                        f"use threadblock N = {a.head_dim} (or a divisor of it)")
+    rows = t.scores.threadblock[0]
+    for name in ("pv", "proj"):
+        if getattr(t, name).threadblock[0] != rows:
+            raise SpecError(f"attention.tiles.{name}.threadblock",
+                            f"{name}'s tile M ({getattr(t, name).threadblock[0]}) must equal scores' ({rows}): the softmax "
+                            "rows, the pv tiles and the O row semaphores that proj waits on are one grid of rows",
+                            f"set threadblock M = {rows}")
 
 
 def load_spec(path: Path) -> ChainSpec:
@@ -585,9 +705,9 @@ def _check_widths(spec: ChainSpec, i: int, stage: StageSpec, producer: int | Non
         )
 
 
-def _check_gemm_tile(i: int, stage: StageSpec) -> None:
+def _check_gemm_tile(i: int, stage: StageSpec, base: str | None = None) -> None:
     tile = stage.tile
-    base = f"stages[{i}].tile"
+    base = base or f"stages[{i}].tile"
     tb = tile.threadblock
     warp = tile.warp if tile.warp is not None else default_warp(tb)
     inst = tile.instruction if tile.instruction is not None else DEFAULT_INSTRUCTION
@@ -785,6 +905,9 @@ def _check_no_atomic_add(spec: ChainSpec) -> None:
 _NESTED: dict[type[BaseModel], dict[str, type[BaseModel]]] = {
     ChainSpec: {"stages": StageSpec, "optimizations": Optimizations, "tile_configs": TileConfigSpec},
     StageSpec: {"tile": TileSpec},
+    AttentionSpec: {"attention": AttentionBlock},
+    AttentionBlock: {"tiles": AttentionTiles},
+    AttentionTiles: {name: TileSpec for name in ("qkv", "scores", "pv", "proj")},
 }
 
 _MISSING_HINTS = {
@@ -815,15 +938,15 @@ def _render_loc(loc: tuple[int | str, ...]) -> str:
     return out or "<root>"
 
 
-def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel]:
-    model: type[BaseModel] = ChainSpec
+def _model_at(loc: tuple[int | str, ...], root: type[BaseModel] = ChainSpec) -> type[BaseModel]:
+    model: type[BaseModel] = root
     for part in loc:
         if isinstance(part, str) and part in _NESTED.get(model, {}):
             model = _NESTED[model][part]
     return model
 
 
-def _from_validation_error(exc: ValidationError) -> SpecError:
+def _from_validation_error(exc: ValidationError, root: type[BaseModel] = ChainSpec) -> SpecError:
     err = exc.errors(include_url=False)[0]
     loc: tuple[int | str, ...] = tuple(err["loc"])
     field = _render_loc(loc)
@@ -832,7 +955,7 @@ def _from_validation_error(exc: ValidationError) -> SpecError:
     ctx = err.get("ctx") or {}
     key = next((p for p in reversed(loc) if isinstance(p, str) and p.isidentifier()), "")
     if kind == "extra_forbidden":
-        allowed = list(_model_at(loc[:-1]).model_fields)
+        allowed = list(_model_at(loc[:-1], root).model_fields)
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         guess = f" (did you mean '{close[0]}'?)" if close else ""
         return SpecError(field, f"unknown key '{loc[-1]}'", f"remove it{guess}; allowed keys are {', '.join(allowed)}")

@@ -1,6 +1,6 @@
 """Tile traces: what each SM ran and when, back to back against overlapped (issue 4, part 4).
 
-The sm90 bench's `--trace FILE` appends one JSON line per tile of one run of each mode, with the
+The bench's `--trace FILE` (sm80 and sm90 GEMM chains) appends one JSON line per tile of one run of each mode, with the
 %globaltimer time the tile was taken (ticket), the time its epilogue stored it and the SM that ran it.
 This module turns those lines into a Gantt chart (PNG, one panel per mode, one row per SM) and a
 Chrome/Perfetto trace (one process per mode, one thread per SM), which is how a user sees the producer's

@@ -2,6 +2,8 @@
 
 Usage: python3 scripts/results_table.py RUN_DIR/auto-*.jsonl
 Columns: M, sequential us (run_sequential), then per policy the time of run() and its speedup.
+       python3 scripts/results_table.py --sm90 bench-*.jsonl       (the sm90 results file's table)
+       python3 scripts/results_table.py --attention bench-*.jsonl  (ours and PyTorch's rows together)
 """
 
 from __future__ import annotations
@@ -85,9 +87,42 @@ def sm90_table(paths: list[Path]) -> str:
     return "\n".join(out)
 
 
+def attention_table(paths: list[Path]) -> str:
+    """One line per (chain, batch, new, cached): our back-to-back and overlapped times, PyTorch's, the
+    per-stage times (each stage alone), and the checks."""
+    ours: dict[tuple, dict] = {}
+    torch: dict[tuple, float] = {}
+    for path in paths:
+        for line in path.read_text().splitlines():
+            if not line.startswith("{"):
+                continue
+            r = json.loads(line)
+            key = (r["chain"], r["batch"], r["new_tokens"], r["cache_tokens"])
+            if "torch_us" in r:
+                torch[key] = r["torch_us"]
+            else:
+                ours[key] = r
+    out = ["| chain | phase | batch | new | cached | back-to-back us | overlapped us | speedup | PyTorch us | "
+           "vs PyTorch | qkv / scores / softmax / pv / proj us (alone) | checks |",
+           "|" + "---|" * 12]
+    for key in sorted(ours, key=lambda k: (k[0], k[2] == 1, k[1], k[3], k[2])):
+        r = ours[key]
+        phase = "generation" if r["new_tokens"] == 1 else "prompt"
+        t = torch.get(key)
+        vs = f"{t / r['overlapped_us']:.2f}x" if t else "-"
+        stages = " / ".join(f"{x:.0f}" for x in r.get("stage_us", []))
+        ok = r["bitwise_equal"] and r["graph_ok"] and "sync_error" not in r
+        checks = f"{'bitwise+graph ok' if ok else 'FAILED'}, ref err {r['ref_rel_err']:.1e}"
+        out.append(f"| {key[0]} | {phase} | {key[1]} | {key[2]} | {key[3]} | {r['sequential_us']:.1f} | "
+                   f"{r['overlapped_us']:.1f} | {r['speedup']:.3f} | {t if t else '-'} | {vs} | {stages} | {checks} |")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
     if args and args[0] == "--sm90":
         print(sm90_table([Path(p) for p in args[1:]]))
+    elif args and args[0] == "--attention":
+        print(attention_table([Path(p) for p in args[1:]]))
     else:
         print(table([Path(p) for p in args]))

@@ -12,7 +12,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES_SM80 = ("two_gemm", "gpt3_mlp", "llama_mlp", "llama_mlp_split")
 EXAMPLES_SM90 = ("two_gemm_sm90", "gpt3_mlp_sm90", "llama_mlp_sm90")
-EXAMPLES = EXAMPLES_SM80 + EXAMPLES_SM90
+EXAMPLES_GEMM = EXAMPLES_SM80 + EXAMPLES_SM90
+EXAMPLES_ATTENTION = ("gpt3_attention", "llama_attention")
+EXAMPLES = EXAMPLES_GEMM + EXAMPLES_ATTENTION
 
 
 def gpu_present() -> bool:

@@ -25,7 +25,8 @@ def _tool(name: str) -> str:
     return path
 
 
-CONFIGS = [(name, arch) for name in EXAMPLES_SM80 for arch in ("80", "90")] + [(name, "90a") for name in EXAMPLES_SM90]
+CONFIGS = ([(name, arch) for name in EXAMPLES_SM80 for arch in ("80", "90")] + [(name, "90a") for name in EXAMPLES_SM90]
+           + [("gpt3_attention", "90")])  # llama_attention is the same code with other constants
 
 
 @pytest.mark.parametrize(("name", "arch"), CONFIGS)

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import EXAMPLES, REPO
-from cusync_gen.render import GeneratedDiffers, generate, project_files
-from cusync_gen.plan import make_plan
+from cusync_gen.render import GeneratedDiffers, generate, output_files, plan_of_spec
 from cusync_gen.spec import load_spec
 
 
@@ -26,8 +25,8 @@ def test_generated_matches_generator(name: str) -> None:
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_no_stray_files_in_generated(name: str) -> None:
-    plan = make_plan(load_spec(REPO / "cusync_gen" / "examples" / f"{name}.yaml"))
-    expected = {f.path for f in project_files(plan)} | {"manifest.json"}
+    plan = plan_of_spec(load_spec(REPO / "cusync_gen" / "examples" / f"{name}.yaml"))
+    expected = {f.path for f in output_files(plan)} | {"manifest.json"}
     root = REPO / "generated" / name
     on_disk = {
         str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and "build" not in p.relative_to(root).parts

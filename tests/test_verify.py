@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import EXAMPLES, REPO
+from conftest import EXAMPLES_GEMM as EXAMPLES, REPO
 from cusync_gen.plan import ChainPlan, EdgePlan, make_plan
 from cusync_gen.spec import Policy, load_spec, parse_spec
 from cusync_gen.verify import VerificationError, verify

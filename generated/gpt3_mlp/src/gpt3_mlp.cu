@@ -200,6 +200,7 @@ cusync::Status Gpt3Mlp::launch_stage(int s, bool synced, cudaStream_t stream, de
   sync.enabled = synced;
   sync.dynamic_order = ticket_order_;
   sync.store_post = kNoAtomicAdd;
+  sync.trace = trace_ != nullptr ? trace_ + trace_offset(s) : nullptr;
   sync.order = st[s].order;
   sync.tiles_m = tiles_m(st, s, args_.m);
   sync.tiles_n = tiles_n(st, s);
@@ -230,6 +231,13 @@ cusync::Status Gpt3Mlp::launch_stage(int s, bool synced, cudaStream_t stream, de
     }
   }
   return kLaunch[s](launch, stream);
+}
+
+int64_t Gpt3Mlp::trace_offset(int stage) const {
+  int64_t words = 0;
+  Table const st = detail::kStages[config_];
+  for (int s = 0; s < stage && s < kNumStages; ++s) words += int64_t(tiles_m(st, s, args_.m)) * tiles_n(st, s) * cusync::TileTrace::kWords;
+  return words;
 }
 
 bool Gpt3Mlp::overlaps() const {

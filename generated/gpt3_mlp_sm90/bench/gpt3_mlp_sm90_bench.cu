@@ -19,8 +19,8 @@
 
 #include "gpt3_mlp_sm90.h"
 #include "reference.cuh"
-#include "baselines.cuh"
 #include "cusync/stage.cuh"  // cusync::TileTrace
+#include "baselines.cuh"
 
 namespace {
 
@@ -59,13 +59,13 @@ struct Options {
   bool measure_hooks = false;
   int inject_missing_posts = -1;
   bool baselines = true;  // sm90: stock CUTLASS, stock + PDL, cuBLAS
-  std::string trace;  // sm90: write a tile trace of run() and run_sequential() at each M to this file
+  std::string trace;  // write a tile trace of run() and run_sequential() at each M to this file
 };
 
 [[noreturn]] void usage(char const* why) {
   std::fprintf(stderr,
                "error: %s\nusage: gpt3_mlp_sm90_bench [--m 1,256,1024] [--policies spec,row,tile] [--orders spec,row_major,column_major,banded]\n       [--repeats 50]\n"
-               "       [--warmup 10] [--seed 1] [--timeout-ms 2000] [--no-reference] [--no-fallback]\n       [--measure-hooks] [--inject-missing-posts STAGE]\n",
+               "       [--warmup 10] [--seed 1] [--timeout-ms 2000] [--no-reference] [--no-fallback]\n       [--measure-hooks] [--inject-missing-posts STAGE] [--trace FILE.jsonl]\n",
                why);
   std::exit(2);
 }

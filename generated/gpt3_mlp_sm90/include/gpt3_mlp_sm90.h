@@ -72,17 +72,17 @@ class Gpt3MlpSm90 {
   // (programmatic = false) or chained with programmatic dependent launch (true).
   cusync::Status run_stock(cudaStream_t stream, bool programmatic);
 
-  // Overrides the policy of every edge that feeds a GEMM (kRow or kTile); kNone restores the spec's.
-  cusync::Status set_policy(cusync::PolicyKind policy);
-  // sm90 kernels are persistent and always take their tiles from the ticket queue; this has no effect.
-  // set_tile_order overrides the order of every stage's queue (-1: the spec's; else a cusync::TileOrder).
-  void set_tile_order(int order) { tile_order_override_ = order; }
   // Opt-in tile trace: later runs write, for every tile of every stage, when it was taken, when it was
   // stored (%globaltimer ns) and its SM (cusync::TileTrace), into `trace` (device memory of trace_words()
   // 64-bit words for the current M; stage s starts at trace_offset(s)). nullptr turns it off.
   void set_trace(uint64_t* trace) { trace_ = trace; }
   int64_t trace_offset(int stage) const;
   int64_t trace_words() const { return trace_offset(kNumStages); }
+  // Overrides the policy of every edge that feeds a GEMM (kRow or kTile); kNone restores the spec's.
+  cusync::Status set_policy(cusync::PolicyKind policy);
+  // sm90 kernels are persistent and always take their tiles from the ticket queue; this has no effect.
+  // set_tile_order overrides the order of every stage's queue (-1: the spec's; else a cusync::TileOrder).
+  void set_tile_order(int order) { tile_order_override_ = order; }
   void set_ticket_order(bool ticket_order) { ticket_order_ = ticket_order; }
   // Diagnostics: the synced kernels (tickets, waits, posts) all on one stream without PDL, so nothing overlaps;
   // its time minus run_sequential()'s is the cost of the hooks alone.
@@ -109,8 +109,8 @@ class Gpt3MlpSm90 {
   bool sequential_fallback_ = true;
   bool single_stream_ = false;
   cusync::PolicyKind policy_override_ = cusync::PolicyKind::kNone;
-  int tile_order_override_ = -1;
   uint64_t* trace_ = nullptr;
+  int tile_order_override_ = -1;
   int missing_posts_stage_ = -1;
   bool ticket_order_ = true;
   uint64_t timeout_ns_ = 2000000000ull;

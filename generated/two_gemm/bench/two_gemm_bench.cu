@@ -19,6 +19,7 @@
 
 #include "two_gemm.h"
 #include "reference.cuh"
+#include "cusync/stage.cuh"  // cusync::TileTrace
 
 namespace {
 
@@ -57,13 +58,13 @@ struct Options {
   bool measure_hooks = false;
   int inject_missing_posts = -1;
   bool baselines = false;  // sm90: stock CUTLASS, stock + PDL, cuBLAS
-  std::string trace;  // sm90: write a tile trace of run() and run_sequential() at each M to this file
+  std::string trace;  // write a tile trace of run() and run_sequential() at each M to this file
 };
 
 [[noreturn]] void usage(char const* why) {
   std::fprintf(stderr,
                "error: %s\nusage: two_gemm_bench [--m 1,256,1024] [--policies spec,row,tile] [--orders spec,ticket,hw]\n       [--repeats 50]\n"
-               "       [--warmup 10] [--seed 1] [--timeout-ms 2000] [--no-reference] [--no-fallback]\n       [--measure-hooks] [--inject-missing-posts STAGE]\n",
+               "       [--warmup 10] [--seed 1] [--timeout-ms 2000] [--no-reference] [--no-fallback]\n       [--measure-hooks] [--inject-missing-posts STAGE] [--trace FILE.jsonl]\n",
                why);
   std::exit(2);
 }
@@ -286,6 +287,37 @@ bool outputs_equal(Buffers const& b, std::vector<std::vector<unsigned char>> con
   return equal;
 }
 
+// Appends one JSON line per tile of one run of `mode` ("overlapped" or "sequential") to `path`.
+void write_trace(two_gemm::TwoGemm& chain, std::string const& path, int m, char const* mode,
+                 cudaStream_t stream) {
+  int64_t const words = chain.trace_words();
+  uint64_t* trace = nullptr;
+  BENCH_CUDA(cudaMalloc(&trace, size_t(words) * sizeof(uint64_t)));
+  BENCH_CUDA(cudaMemsetAsync(trace, 0, size_t(words) * sizeof(uint64_t), stream));
+  chain.set_trace(trace);
+  BENCH_STATUS(std::string(mode) == "overlapped" ? chain.run(stream) : chain.run_sequential(stream));
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  chain.set_trace(nullptr);
+  std::vector<uint64_t> host(static_cast<size_t>(words));
+  BENCH_CUDA(cudaMemcpy(host.data(), trace, size_t(words) * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+  BENCH_CUDA(cudaFree(trace));
+  uint64_t t0 = ~uint64_t(0);
+  for (size_t i = 0; i < host.size(); i += cusync::TileTrace::kWords) if (host[i] != 0) t0 = std::min(t0, host[i]);
+  FILE* f = std::fopen(path.c_str(), "a");
+  if (f == nullptr) usage(("cannot write " + path).c_str());
+  for (int s = 0; s < kNumStages; ++s) {
+    int64_t const begin = chain.trace_offset(s) / cusync::TileTrace::kWords;
+    int64_t const end = chain.trace_offset(s + 1) / cusync::TileTrace::kWords;
+    for (int64_t t = begin; t < end; ++t) {
+      uint64_t const* e = &host[size_t(t) * cusync::TileTrace::kWords];
+      std::fprintf(f, "{\"m\": %d, \"mode\": \"%s\", \"stage\": \"%s\", \"tile_m\": %d, \"tile_n\": %d, \"sm\": %llu, \"taken_us\": %.3f, \"stored_us\": %.3f}\n",
+                   m, mode, kStages[s].name, int(e[3] >> 32), int(e[3] & 0xffffffffu), (unsigned long long)e[2],
+                   e[0] ? (e[0] - t0) * 1e-3 : -1.0, e[1] ? (e[1] - t0) * 1e-3 : -1.0);
+    }
+  }
+  std::fclose(f);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -336,6 +368,10 @@ int main(int argc, char** argv) {
     std::vector<std::vector<unsigned char>> expected;
     for (int s = 0; s < kNumStages; ++s) expected.push_back(bench::to_host(b.out[s], out_bytes(s, m)));
     double const ref_err = o.reference ? reference_error(b, m) : 0.0;
+    if (!o.trace.empty()) {
+      write_trace(chain, o.trace, m, "sequential", stream);
+      write_trace(chain, o.trace, m, "overlapped", stream);
+    }
     // Every variant is checked first, then all are timed together, interleaved.
     Interleaved timer;
     int const sequential_id = timer.add(capture(stream, [&] { return chain.run_sequential(stream); }));

@@ -66,6 +66,12 @@ class TwoGemm {
   // Back to back, same kernels, synchronization off: the baseline, bitwise identical to run().
   cusync::Status run_sequential(cudaStream_t stream);
 
+  // Opt-in tile trace: later runs write, for every tile of every stage, when it was taken, when it was
+  // stored (%globaltimer ns) and its SM (cusync::TileTrace), into `trace` (device memory of trace_words()
+  // 64-bit words for the current M; stage s starts at trace_offset(s)). nullptr turns it off.
+  void set_trace(uint64_t* trace) { trace_ = trace; }
+  int64_t trace_offset(int stage) const;
+  int64_t trace_words() const { return trace_offset(kNumStages); }
   // Overrides the policy of every edge that feeds a GEMM (kRow or kTile); kNone restores the spec's.
   cusync::Status set_policy(cusync::PolicyKind policy);
   // true: blocks take their tile from an atomic ticket in the spec's tile order (the default);
@@ -96,6 +102,7 @@ class TwoGemm {
   bool sequential_fallback_ = true;
   bool single_stream_ = false;
   cusync::PolicyKind policy_override_ = cusync::PolicyKind::kNone;
+  uint64_t* trace_ = nullptr;
   int missing_posts_stage_ = -1;
   bool ticket_order_ = true;
   uint64_t timeout_ns_ = 2000000000ull;

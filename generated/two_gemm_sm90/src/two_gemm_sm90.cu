@@ -235,6 +235,13 @@ cusync::Status TwoGemmSm90::launch_stage(int s, bool synced, cudaStream_t stream
   return kLaunch[s](launch, stream);
 }
 
+int64_t TwoGemmSm90::trace_offset(int stage) const {
+  int64_t words = 0;
+  Table const st = detail::kStages[config_];
+  for (int s = 0; s < stage && s < kNumStages; ++s) words += int64_t(tiles_m(st, s, args_.m)) * tiles_n(st, s) * cusync::TileTrace::kWords;
+  return words;
+}
+
 bool TwoGemmSm90::overlaps() const {
   if (!sequential_fallback_) return true;
   Table const st = detail::kStages[config_];
@@ -281,13 +288,6 @@ cusync::Status TwoGemmSm90::run(cudaStream_t stream) {
     if (status != cusync::Status::kSuccess) return status;
   }
   return cusync::Status::kSuccess;
-}
-
-int64_t TwoGemmSm90::trace_offset(int stage) const {
-  int64_t words = 0;
-  Table const st = detail::kStages[config_];
-  for (int s = 0; s < stage && s < kNumStages; ++s) words += int64_t(tiles_m(st, s, args_.m)) * tiles_n(st, s) * cusync::TileTrace::kWords;
-  return words;
 }
 
 cusync::Status TwoGemmSm90::run_stock(cudaStream_t stream, bool programmatic) {

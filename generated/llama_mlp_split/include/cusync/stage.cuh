@@ -79,7 +79,7 @@ struct StageSync {
   uint32_t run_blocks = 0;             // blocks of all sink stages of this run (the last one closes the epoch)
   bool trigger_dependents = false;     // sm90: the next stage is a programmatic dependent launch of this one
   bool wait_primary_at_exit = false;   // sm90: end only after the kernel this one was launched behind ended
-  uint64_t* trace = nullptr;           // sm90, optional: per tile {start ns, end ns, SM} (see TileTrace)
+  uint64_t* trace = nullptr;           // optional: per tile {start ns, end ns, SM} (see TileTrace)
 };
 
 // The opt-in tile trace (set_trace): four words per tile of a stage, indexed m * tiles_n + n.

@@ -1,0 +1,190 @@
+"""The attention chain: spec rules, the plan's grids and split-K, the verifier (with planted bugs), and
+the CLI on attention specs. Its GPU checks are in test_gpu.py; its nvcc build in test_compile.py."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import EXAMPLES_ATTENTION, REPO
+from cusync_gen import verify_attention as va
+from cusync_gen.attention_plan import AttentionPlan, AttentionShape, make_attention_plan, split_k_for
+from cusync_gen.cli import main
+from cusync_gen.errors import SpecError, UsageError
+from cusync_gen.spec import AttentionSpec, load_spec, parse_spec
+
+EXAMPLE_DIR = REPO / "cusync_gen" / "examples"
+
+
+def example_data(name: str = "gpt3_attention") -> dict[str, Any]:
+    return yaml.safe_load((EXAMPLE_DIR / f"{name}.yaml").read_text())
+
+
+def plan_of(name: str = "gpt3_attention") -> AttentionPlan:
+    spec = load_spec(EXAMPLE_DIR / f"{name}.yaml")
+    assert isinstance(spec, AttentionSpec)
+    return make_attention_plan(spec)
+
+
+def cli(args: list[str]) -> int:
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    return int(info.value.code or 0)
+
+
+def rejected(data: dict[str, Any]) -> SpecError:
+    with pytest.raises(SpecError) as info:
+        parse_spec(data)
+    return info.value
+
+
+# --- spec -----------------------------------------------------------------------------------------
+
+def test_examples_parse_and_fill_tile_defaults() -> None:
+    data = example_data()
+    del data["attention"]["tiles"]["scores"]["warp"]
+    del data["attention"]["tiles"]["scores"]["stages"]
+    spec = parse_spec(data)
+    assert isinstance(spec, AttentionSpec)
+    assert spec.attention.tiles.scores.warp == (64, 64, 32) and spec.attention.tiles.scores.stages == 3
+
+
+@pytest.mark.parametrize(("edit", "field", "words"), [
+    (lambda d: d.update(arch="sm90"), "arch", "sm80 backend"),
+    (lambda d: d["attention"].update(head_dim=100), "attention.head_dim", "multiple of 8"),
+    (lambda d: d["attention"]["tiles"]["pv"].update(threadblock=[128, 256, 32]), "attention.tiles.pv.threadblock",
+     "one head"),
+    (lambda d: d["attention"]["tiles"]["proj"].update(threadblock=[64, 128, 32], warp=[32, 64, 32]),
+     "attention.tiles.proj.threadblock", "must equal scores'"),
+    (lambda d: d["attention"]["tiles"]["qkv"].update(threadblock=[128, 640, 32], warp=[64, 64, 32]),
+     "attention.tiles.qkv.threadblock", "must divide 3 * heads * head_dim"),
+    (lambda d: d["attention"]["tiles"]["qkv"].update(warp=[48, 64, 64]), "attention.tiles.qkv.warp", "multiple"),
+    (lambda d: d["attention"].update(heeds=3), "attention.heeds", "did you mean 'heads'"),
+    (lambda d: d["attention"]["tiles"].pop("pv"), "attention.tiles.pv", "missing"),
+    (lambda d: d.update(stages=[]), "attention", "not both"),
+])
+def test_bad_attention_specs_name_the_field(edit: Any, field: str, words: str) -> None:
+    data = example_data()
+    edit(data)
+    err = rejected(data)
+    assert err.field == field, err
+    assert words in f"{err} {err.hint}", (err, err.hint)
+
+
+# --- plan -----------------------------------------------------------------------------------------
+
+def test_a_tile_that_does_not_fit_in_shared_memory_names_the_field() -> None:
+    data = example_data()
+    data["attention"]["tiles"]["qkv"].update(threadblock=[128, 256, 64], stages=8)
+    spec = parse_spec(data)
+    assert isinstance(spec, AttentionSpec)
+    with pytest.raises(SpecError) as info:
+        make_attention_plan(spec)
+    assert info.value.field == "attention.tiles.qkv.stages" and "shared memory" in str(info.value)
+
+
+def test_split_k_fills_the_gpu_only_when_the_grid_is_small() -> None:
+    assert split_k_for(36, 12288, 132) == 6       # generation: 36 qkv tiles -> 216 blocks
+    assert split_k_for(288, 12288, 132) == 1      # a 1024-token prompt already fills the GPU
+    assert split_k_for(36, 12288 + 32, 132) == 1  # K not a whole number of 64-element blocks
+
+
+def test_grids_and_wait_values() -> None:
+    plan = plan_of()
+    shape = AttentionShape(1, 1024, 0)
+    grid = plan.grids(shape)
+    assert grid["scores"] == (12 * 8, 8) and grid["softmax"] == (96, 1) and grid["pv"] == (96, 1)
+    waits = plan.wait_values(shape)
+    assert waits["softmax"] == 8 and waits["pv"] == 1 and waits["proj"] == 12
+    gen = AttentionShape(4, 1, 1023)
+    assert plan.wait_values(gen)["proj"] == 4 * 12  # every sequence's heads write the one O tile row
+    assert plan.wait_values(gen)["scores"] == grid["qkv"][1] * plan.splits(gen)["qkv"]
+
+
+@pytest.mark.parametrize(("shape", "words"), [
+    (AttentionShape(2, 3, 5), r"prompt \(batch 1\)"),
+    (AttentionShape(200, 1, 7), "does not fit one O tile row"),
+    (AttentionShape(1, 5, 0), "multiple of 8"),
+])
+def test_unsupported_shapes_are_usage_errors(shape: AttentionShape, words: str) -> None:
+    with pytest.raises(UsageError, match=words):
+        plan_of().grids(shape)
+
+
+# --- verifier -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", EXAMPLES_ATTENTION)
+@pytest.mark.parametrize("shape", [AttentionShape(1, 8, 0), AttentionShape(1, 300, 4), AttentionShape(1, 1024, 0),
+                                   AttentionShape(4, 1, 2047), AttentionShape(1, 1, 7)])
+def test_examples_are_proved_sound(name: str, shape: AttentionShape) -> None:
+    proof = va.verify_attention(plan_of(name), shape)
+    assert proof.reads > proof.tiles > 0
+    assert "proved" in proof.describe()
+
+
+def test_a_wait_value_one_short_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = plan_of()
+    real = AttentionPlan.wait_values
+
+    def short(self: AttentionPlan, shape: AttentionShape) -> dict[str, int]:
+        values = real(self, shape)
+        return {**values, "proj": values["proj"] - 1}
+
+    monkeypatch.setattr(AttentionPlan, "wait_values", short)
+    with pytest.raises(SpecError, match="proj tile .* waits for 11 posts on pv semaphore 0, which receives 12"):
+        va.verify_attention(plan, AttentionShape(1, 256, 0))
+
+
+def test_pv_without_its_v_edge_is_rejected() -> None:
+    """The bug this verifier found: with causal scores tiles skipped, pv's reads of V beyond its rows'
+    visible keys are covered by no wait unless pv waits for qkv itself."""
+    with pytest.raises(SpecError, match="pv tile .* reads qkv tile .* without a wait that covers its post"):
+        va.verify_attention(plan_of(), AttentionShape(1, 384, 0), pv_waits_for_v=False)
+    va.verify_attention(plan_of(), AttentionShape(1, 384, 0))  # with the edge: proved
+
+
+def test_representative_shapes_cover_both_phases() -> None:
+    phases = {(s.batch > 1 or s.new_tokens == 1) for s in va.REPRESENTATIVE_SHAPES}
+    assert phases == {True, False}
+    assert [p.shape for p in va.verify_attention_plan(plan_of("llama_attention"))] == list(va.REPRESENTATIVE_SHAPES)
+
+
+# --- CLI ------------------------------------------------------------------------------------------
+
+def test_validate_prints_grids_and_the_proof(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(["validate", "gpt3_attention", "--m", "1", "--batch", "4", "--cache", "1023"]) == 0
+    out = capsys.readouterr().out
+    assert "qkv      X W_qkv" in out and "K slices" in out and "proved (batch 4, 1 new + 1023 cached" in out
+
+
+def test_validate_rejects_an_unsupported_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(["validate", "gpt3_attention", "--m", "3", "--batch", "2"]) == 2
+    assert "new tokens 1 for generation" in capsys.readouterr().err
+
+
+def test_generate_writes_the_attention_project(tmp_path: Path) -> None:
+    assert cli(["generate", "llama_attention", "-o", str(tmp_path / "p")]) == 0
+    files = {p.relative_to(tmp_path / "p").as_posix() for p in (tmp_path / "p").rglob("*") if p.is_file()}
+    assert {"include/llama_attention.h", "include/cusync/attention.cuh", "include/cusync/softmax.cuh",
+            "include/cusync/sm80/batched_gemm.cuh", "src/stage_scores.cu", "src/stage_softmax.cu",
+            "bench/llama_attention_bench.cu", "manifest.json"} <= files
+    header = (tmp_path / "p" / "include" / "llama_attention.h").read_text()
+    assert "constexpr int kHeads = 8;" in header and "constexpr int kHidden = 8192;" in header
+
+
+def test_run_rejects_batch_for_a_gemm_chain(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from cusync_gen import build
+
+    monkeypatch.setattr(build, "has_gpu", lambda: True)
+    assert cli(["run", "two_gemm", "-o", str(tmp_path / "p"), "--batch", "2"]) == 2
+    assert "--batch applies to attention chains only" in capsys.readouterr().err
+
+
+def test_plan_is_a_pure_function_of_the_spec() -> None:
+    a, b = plan_of(), plan_of()
+    assert a == b and dataclasses.replace(a, heads=1) != a
