@@ -225,11 +225,14 @@ def _short(what: str, width: int = 50) -> str:
 
 
 def build(project: Path, target: str | None = None, jobs: int | None = None, build_type: str = "Release",
-          cutlass_dir: Path | None = None, progress: bool = True) -> Path:
+          cutlass_dir: Path | None = None, progress: bool = True, bar: Progress | None = None,
+          label: str = "") -> Path:
     """Configure and build a generated project in `<project>/build`; returns the build folder.
 
     `target` ("sm_90") overrides the architecture the project was generated for. With `progress`, a
     rich progress bar follows ninja; without it, cmake's output is echoed line by line (for CI logs).
+    `bar`: draw into this progress display instead (`tune` builds several projects side by side, each
+    a pair of tasks named after `label`).
     """
     project = Path(project).resolve()
     manifest = read_manifest(project)
@@ -258,6 +261,11 @@ def build(project: Path, target: str | None = None, jobs: int | None = None, bui
                       f"({cutlass}); the lines above are the end of its output")
     build_hint = ("the compiler failed; the lines above are the end of its output "
                   "(rebuild with `--jobs 1` to see one error at a time)")
+    if bar is not None:
+        prefix = f"{label}: " if label else ""
+        _run_step(f"{prefix}configure", configure, configure_hint, bar, env)
+        _run_step(f"{prefix}build", compile_cmd, build_hint, bar, env)
+        return build_dir
     if not progress:
         _run_step("configure", configure, configure_hint, None, env)
         _run_step("build", compile_cmd, build_hint, None, env)

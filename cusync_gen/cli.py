@@ -279,6 +279,98 @@ def run_cmd(
     _report_rows(rows, out)
 
 
+@app.command("tune")
+def tune_cmd(
+    spec: SpecArg,
+    m: Annotated[str, typer.Option("--m", help="Problem sizes M to tune for, comma-separated.")] = "256,1024,4096",
+    tiles: Annotated[Optional[list[str]], typer.Option(
+        "--tiles", help="Candidate threadblocks of one GEMM stage, STAGE=MxNxK[,MxNxK...]; repeat per stage "
+                        "(the variants are their product). Default: a few common tiles, the same for every GEMM.")] = None,
+    orders: Annotated[Optional[str], typer.Option(
+        "--orders", help="Tile orders to time too (sm80: spec,ticket,hw; sm90: spec,row_major,column_major,banded).")] = None,
+    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed repetitions (median).")] = 20,
+    warmup: Annotated[int, typer.Option("--warmup", min=1, help="Untimed warm-up repetitions.")] = 5,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Times every variant runs, round robin "
+                                        "(the median counts: GPU clocks drift between binaries).")] = 3,
+    out_dir: Annotated[Path, typer.Option("-o", "--out-dir", help="Variant projects and results (kept: "
+                                          "unchanged variants are not rebuilt).")] = Path("build/tune"),
+    write: Annotated[Optional[Path], typer.Option(
+        "--write", help="Where to write the tuned spec [SPEC.tuned.yaml next to a spec file, ./NAME.tuned.yaml "
+                        "for an example].", show_default=False)] = None,
+    arch: ArchOpt = None,
+    jobs: JobsOpt = None,
+    cutlass_dir: CutlassOpt = None,
+) -> None:
+    """Build tile variants of a GEMM-chain spec, time them with every policy on the GPU, keep the fastest per M."""
+    import datetime
+
+    import yaml
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from cusync_gen import build as builder
+    from cusync_gen import tune
+    from cusync_gen.spec import AttentionSpec, load_spec
+
+    ms = parse_ms(m)
+    spec_path = resolve_spec(spec)
+    loaded = load_spec(spec_path)
+    if isinstance(loaded, AttentionSpec):
+        raise UsageError("tune works on GEMM chains (stages:) for now", "for attention, compare tiles by hand "
+                         "(benchmarks/NOTES.md a3 shows how)")
+    order_list = [o.strip() for o in orders.split(",")] if orders else None
+    for o in order_list or []:
+        if o not in tune.ORDERS[loaded.arch]:
+            raise UsageError(f"--orders: {o!r} is not an order of arch {loaded.arch.value}",
+                             f"use some of: {','.join(tune.ORDERS[loaded.arch])}")
+    data = yaml.safe_load(spec_path.read_text())
+    variants, skipped = tune.make_variants(data, loaded, tune.parse_tiles(tiles or []))
+    console = _err()
+    for line in skipped:
+        console.print(f"skipped {escape(line)}", style="dim")
+    if not builder.has_gpu():
+        raise NoGpuError("no CUDA device found", hint="tune builds and times variants on an NVIDIA GPU")
+    target = arch or builder.gpu_arch()
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as bar:
+        projects = tune.generate_and_build(variants, out_dir, jobs, cutlass_dir, target, bar)
+        task = bar.add_task("running variants", total=len(variants) * rounds)
+        failures: list[str] = []
+
+        def done(v: tune.Variant, failure: str | None) -> None:
+            bar.advance(task)
+            if failure:
+                failures.append(f"{v.label}: {failure}")
+
+        raw = tune.run_variants(variants, projects, ms, repeats, warmup, order_list, rounds, done)
+    for line in failures:
+        console.print(f"[yellow]variant failed[/] {escape(line)}")
+    tune.save_rows(raw, out_dir / f"tune-{loaded.name}.jsonl")
+    rows = tune.medians(raw)
+    winners = tune.choose(rows)
+    table = Table(title=f"tune {loaded.name}: fastest per M (ties within {tune.TIE:.0%} go to the simpler)")
+    for name in ("M", "tiles", "policy", "order", "us", "spec as written us", "gain"):
+        table.add_column(name, justify="left" if name in ("tiles", "policy", "order") else "right")
+    for value, w in winners.items():
+        base = tune.baseline(rows, value)
+        base_us = base["overlapped_us"] if base else float("nan")
+        table.add_row(str(value), w["variant"], str(w.get("policy")), str(w.get("order", "spec")),
+                      f"{w['overlapped_us']:.1f}", f"{base_us:.1f}", f"{base_us / w['overlapped_us']:.2f}x")
+    _out().print(table)
+    gpu = rows[0].get("gpu", "GPU") if rows else "GPU"
+    png = tune.write_plot(rows, out_dir / f"tune-{loaded.name}.png", f"{loaded.name} on {gpu}")
+    tuned, notes = tune.tuned_spec(variants, rows, winners)
+    dest = write or (spec_path.with_name(spec_path.stem + ".tuned.yaml") if Path(spec).exists()
+                     else Path(f"{loaded.name}.tuned.yaml"))
+    header = [f"tuned by cusync-gen tune on {gpu}, {datetime.date.today().isoformat()}, M = {m}",
+              "fastest per M: " + "; ".join(f"{k}: {w['variant']} {w.get('policy')}/{w.get('order', 'spec')} "
+                                            f"{w['overlapped_us']:.1f} us" for k, w in winners.items())] + notes
+    tune.write_spec(dest, tuned, header)
+    for note in notes:
+        console.print(f"note: {escape(note)}", style="dim")
+    _out().print(f"wrote {escape(str(dest))}, {escape(str(png))} and {escape(str(out_dir / f'tune-{loaded.name}.jsonl'))}")
+
+
 @app.command("trace")
 def trace_cmd(
     target: Annotated[str, typer.Argument(help="Generated project, spec file, example name, or a trace "

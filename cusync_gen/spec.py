@@ -378,10 +378,16 @@ def spec_hash(spec: ChainSpec) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:12]
 
 
+#: Largest sm80 warp tile in M and N. Measured on the H200 (`cusync-gen tune`, benchmarks/NOTES.md t2):
+#: a 64x128 warp tile (the old default for a 128x256 threadblock) computed wrong results and a 128x64
+#: one ran 40x slower (register spills); 64x64 is CUTLASS's own choice for its large sm80 tiles.
+MAX_WARP_MN = 64
+
+
 def default_warp(threadblock: tuple[int, int, int]) -> tuple[int, int, int]:
-    """Half the threadblock in M and N gives 4 warps, CUTLASS's usual sm80 choice."""
+    """Half the threadblock in M and N, at most 64 (4 warps up to 128x128, 8 for 128x256)."""
     m, n, k = threadblock
-    return (max(m // 2, 1), max(n // 2, 1), k)
+    return (max(min(m // 2, MAX_WARP_MN), 1), max(min(n // 2, MAX_WARP_MN), 1), k)
 
 
 def resolve_defaults(spec: ChainSpec) -> ChainSpec:
@@ -726,6 +732,14 @@ def _check_gemm_tile(i: int, stage: StageSpec, base: str | None = None) -> None:
                 f"{base}.warp",
                 f"threadblock {_fmt(tb)} is not a multiple of warp {_fmt(warp)} in {dim}",
                 f"use a warp {dim} that divides {tb[d]} (e.g. {example})",
+            )
+    for d, dim in enumerate("MN"):
+        if warp[d] > MAX_WARP_MN:
+            raise SpecError(
+                f"{base}.warp",
+                f"warp {_fmt(warp)} is larger than {MAX_WARP_MN} in {dim}: on the H200 a 64x128 warp tile computed "
+                "wrong results and a 128x64 one spilled registers (40x slower)",
+                f"use a warp of at most {MAX_WARP_MN} in M and N, e.g. warp: [64, 64, {warp[2]}]",
             )
     for d, dim in enumerate("MNK"):
         if warp[d] % inst[d]:

@@ -53,7 +53,7 @@ def test_no_atomic_add_makes_auto_pick_tile() -> None:
 def test_auto_names_the_field_when_nothing_lines_up() -> None:
     data = auto("gpt3_mlp")
     data["stages"][1]["tile"]["threadblock"] = [256, 128, 32]  # wider than gemm1's 128-row tiles
-    data["stages"][1]["tile"]["warp"] = [128, 64, 32]
+    data["stages"][1]["tile"]["warp"] = [64, 64, 32]
     with pytest.raises(SpecError) as info:
         make_plan(parse_spec(data))
     assert info.value.field == "stages[1].sync"

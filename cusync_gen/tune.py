@@ -1,0 +1,348 @@
+"""`cusync-gen tune`: measure tile-shape variants of a GEMM-chain spec on the GPU, keep the fastest
+tiles, policy and tile order per M, and write them back as a spec (issue 4, part 3).
+
+Tile shapes are compile-time: one project per variant, generated under `<out>/<name>-<spec hash>`, so an
+unchanged variant is neither regenerated nor rebuilt, and several build side by side. Policies and tile
+orders are run-time switches of one bench binary, so each variant's binary times all of them
+interleaved. Variants are separate binaries, and on the H200 one configuration measured 2.6% and 8%
+apart in two binaries run a minute apart (GPU clocks drift as it heats): so the variants run round robin
+for several rounds (`rounds`) and each time is the median over the rounds, times within TIE of the best
+count as a tie, and a tie goes to the simpler candidate (the spec's own tiles, then the variants in the
+order listed; policy spec, row, tile; the spec's tile order first).
+
+sm90 specs get per-M tiles back as `tile_configs` (the library picks them by M at run time); sm80
+specs have one tile configuration, so they get the variant that is best over all M (geometric mean).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from cusync_gen.errors import CusyncError, SpecError, UsageError
+from cusync_gen.plan import ChainPlan, make_plan
+from cusync_gen.spec import Arch, ChainSpec, Op, parse_spec, spec_hash
+
+#: Relative time difference within which two candidates tie (run-to-run drift between binaries).
+TIE = 0.02
+Triple = tuple[int, int, int]
+#: Default candidates: every GEMM stage gets the same tile (a Cartesian product over stages grows fast).
+DEFAULT_TILES: dict[Arch, tuple[Triple, ...]] = {
+    Arch.SM80: ((128, 128, 32), (128, 256, 32), (256, 128, 32), (128, 128, 64)),
+    Arch.SM90: ((128, 128, 64), (128, 256, 64), (256, 128, 64)),
+}
+POLICY_RANK = {"spec": 0, "row": 1, "tile": 2}
+ORDERS: dict[Arch, tuple[str, ...]] = {
+    Arch.SM80: ("spec", "ticket", "hw"),
+    Arch.SM90: ("spec", "row_major", "column_major", "banded"),
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One tile choice: `tiles` maps GEMM stages to threadblocks (empty: the spec as written)."""
+
+    index: int
+    label: str
+    tiles: dict[str, Triple]
+    data: dict[str, Any] = field(repr=False)
+    spec: ChainSpec = field(repr=False)
+
+
+def parse_tiles(values: list[str]) -> dict[str, list[Triple]]:
+    """`--tiles gemm1=128x128x32,128x256x32` (repeatable) -> {"gemm1": [(128, 128, 32), (128, 256, 32)]}."""
+    out: dict[str, list[Triple]] = {}
+    for value in values:
+        name, sep, shapes = value.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--tiles {value!r}: expected STAGE=MxNxK[,MxNxK...]", "e.g. --tiles gemm1=128x128x32,128x256x32")
+        for shape in shapes.split(","):
+            parts = shape.strip().lower().split("x")
+            if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+                raise UsageError(f"--tiles {value!r}: {shape!r} is not MxNxK", "e.g. --tiles gemm1=128x256x32")
+            out.setdefault(name.strip(), []).append((int(parts[0]), int(parts[1]), int(parts[2])))
+    return out
+
+
+def make_variants(data: dict[str, Any], spec: ChainSpec, choices: dict[str, list[Triple]] | None = None,
+                  ) -> tuple[list[Variant], list[str]]:
+    """The spec itself, then one variant per tile combination; combinations the spec rules reject are
+    returned as "label: reason" lines instead (e.g. a TileSync edge whose K no longer divides)."""
+    gemms = [s.name for s in spec.stages if s.op is Op.GEMM]
+    for name in choices or {}:
+        if name not in gemms:
+            raise UsageError(f"--tiles: '{name}' is not a GEMM stage of {spec.name}", f"GEMM stages: {', '.join(gemms)}")
+    if choices:
+        names = list(choices)
+        combos = [dict(zip(names, shapes)) for shapes in itertools.product(*(choices[n] for n in names))]
+    else:
+        combos = [{name: tile for name in gemms} for tile in DEFAULT_TILES[spec.arch]]
+    variants = [Variant(0, "spec", {}, data, spec)]
+    seen = {spec_hash(spec)}
+    skipped: list[str] = []
+    for combo in combos:
+        label = ",".join(f"{name}={'x'.join(map(str, tb))}" for name, tb in combo.items())
+        candidate = _with_tiles(data, spec, combo)
+        try:
+            parsed = parse_spec(candidate, source=label)
+            make_plan(parsed)  # thread and shared-memory limits
+        except SpecError as err:
+            skipped.append(f"{label}: {err.message} ({err.field})")
+            continue
+        if spec_hash(parsed) in seen:
+            continue
+        seen.add(spec_hash(parsed))
+        variants.append(Variant(len(variants), label, combo, candidate, parsed))
+    return variants, skipped
+
+
+def _with_tiles(data: dict[str, Any], spec: ChainSpec, combo: dict[str, Triple]) -> dict[str, Any]:
+    """The raw spec with the given GEMM threadblocks (warp and pipeline back to their defaults), no
+    tile_configs, and each swiglu tile following its neighbours (cols = producer's N, rows = consumer's M)."""
+    new = copy.deepcopy(data)
+    new.pop("tile_configs", None)
+    tb = {s.name: tuple(combo.get(s.name, s.tile.threadblock)) for s in spec.stages}
+    for stage in new["stages"]:
+        name = stage["name"]
+        if name in combo:
+            stage["tile"] = {"threadblock": list(combo[name])}
+            if spec.arch is Arch.SM80:
+                stage["tile"]["stages"] = 4 if combo[name][2] == 32 and max(combo[name][:2]) == 128 else 3
+    for stage in new["stages"]:
+        if stage.get("op") != Op.SWIGLU.value:
+            continue
+        consumer = next((s for s in new["stages"] if s.get("a") == stage["name"] and s.get("op") == Op.GEMM.value), None)
+        rows = tb[consumer["name"]][0] if consumer is not None else stage["tile"]["threadblock"][0]
+        stage["tile"] = {"threadblock": [rows, tb[stage["a"]][1]]}
+    return new
+
+
+def policies_for(plan: ChainPlan) -> list[str]:
+    """The policies every GEMM edge of this plan allows (`spec` is always one)."""
+    edges = [s.input for s in plan.stages if s.input is not None and s.op is Op.GEMM]
+    policies = ["spec"]
+    if edges and all(e.row_ok for e in edges) and not plan.optimizations.no_atomic_add:
+        policies.append("row")
+    if edges and all(e.tile_ok for e in edges):
+        policies.append("tile")
+    return policies
+
+
+def generate_and_build(variants: list[Variant], out_dir: Path, jobs: int | None, cutlass_dir: Path | None,
+                       target: str | None, bar: Any = None) -> list[Path]:
+    """One project per variant (kept when its spec hash matches), built side by side."""
+    from cusync_gen import build as builder
+    from cusync_gen.render import generate
+
+    projects: list[Path] = []
+    for v in variants:
+        project = out_dir / f"{v.spec.name}-{spec_hash(v.spec)}"
+        if not (project / "manifest.json").is_file():
+            spec_file = out_dir / f"{v.spec.name}-{spec_hash(v.spec)}.yaml"
+            spec_file.parent.mkdir(parents=True, exist_ok=True)
+            spec_file.write_text(yaml.safe_dump(v.data, sort_keys=False))
+            generate(spec_file, project, cutlass_dir=cutlass_dir)
+        projects.append(project)
+    workers = max(1, min(len(projects), 4))
+    per_build = max(1, (jobs or os.cpu_count() or 2) // workers)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(builder.build, p, target, per_build, "Release", cutlass_dir, False, bar, v.label)
+                   for p, v in zip(projects, variants)]
+        for f in futures:
+            f.result()
+    return projects
+
+
+def run_variants(variants: list[Variant], projects: list[Path], ms: list[int], repeats: int, warmup: int,
+                 orders: list[str] | None, rounds: int = 3,
+                 on_done: Callable[[Variant, str | None], None] | None = None) -> list[dict[str, Any]]:
+    """Every variant's bench over every M, all its policies and the asked orders, `rounds` times round
+    robin; rows get `variant` and `round`. A variant whose bench fails (a check, a timeout) keeps the
+    rows it printed, which then do not count (`_usable`), and `on_done` hears why."""
+    from cusync_gen import build as builder
+
+    rows: list[dict[str, Any]] = []
+    for round_ in range(rounds):
+        for v, project in zip(variants, projects):
+            extra = ["--orders", ",".join(orders)] if orders else []
+            if v.spec.arch is Arch.SM90:
+                extra.append("--no-baselines")
+            failure: str | None = None
+            try:
+                printed = builder.run(project, ms, policies_for(make_plan(v.spec)), repeats, warmup, extra)
+            except CusyncError as err:
+                printed = [dict(r, bitwise_equal=False) for r in getattr(err, "rows", None) or []]
+                failure = str(getattr(err, "message", err))
+            rows += [{**r, "variant": v.label, "variant_index": v.index, "round": round_} for r in printed if "m" in r]
+            if on_done is not None:
+                on_done(v, failure)
+    return rows
+
+
+def medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (variant, M, policy, order): median times over the rounds; correct only if every
+    round was."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["variant_index"], r["m"], r.get("policy"), r.get("order", "spec")), []).append(r)
+    out = []
+    for group in groups.values():
+        merged = dict(group[0])
+        for key in ("overlapped_us", "sequential_us"):
+            values = sorted(float(r.get(key, 0.0)) for r in group)
+            merged[key] = values[len(values) // 2] if len(values) % 2 else 0.5 * (values[len(values) // 2 - 1]
+                                                                                 + values[len(values) // 2])
+        merged["bitwise_equal"] = all(r.get("bitwise_equal") for r in group)
+        merged["sync_error"] = next((r["sync_error"] for r in group if r.get("sync_error")), None)
+        merged["rounds"] = len(group)
+        merged.pop("round", None)
+        out.append(merged)
+    return out
+
+
+def _usable(row: dict[str, Any]) -> bool:
+    return bool(row.get("bitwise_equal")) and row.get("sync_error") is None and row.get("overlapped_us", 0) > 0
+
+
+def _rank(row: dict[str, Any]) -> tuple[int, int, int]:
+    order = str(row.get("order", "spec"))
+    return (int(row["variant_index"]), POLICY_RANK.get(str(row.get("policy")), 9), 0 if order == "spec" else 1)
+
+
+def choose(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Per M, the fastest correct row; rows within TIE of it tie, and the simplest of those wins."""
+    best: dict[int, dict[str, Any]] = {}
+    for m in sorted({int(r["m"]) for r in rows}):
+        candidates = [r for r in rows if r["m"] == m and _usable(r)]
+        if not candidates:
+            raise CusyncError(f"no variant ran correctly at M = {m}", hint="see the rows above; run `cusync-gen run` on the spec")
+        fastest = min(r["overlapped_us"] for r in candidates)
+        tied = [r for r in candidates if r["overlapped_us"] <= fastest * (1 + TIE)]
+        best[m] = min(tied, key=_rank)
+    return best
+
+
+def baseline(rows: list[dict[str, Any]], m: int) -> dict[str, Any] | None:
+    """The spec as written at M: its own tiles, policy and order."""
+    return next((r for r in rows if r["m"] == m and r["variant_index"] == 0 and r.get("policy") == "spec"
+                 and r.get("order", "spec") == "spec"), None)
+
+
+def tuned_spec(variants: list[Variant], rows: list[dict[str, Any]], winners: dict[int, dict[str, Any]],
+               ) -> tuple[dict[str, Any], list[str]]:
+    """The spec to write back, and notes on what could not be expressed in it."""
+    spec = variants[0].spec
+    notes: list[str] = []
+    if spec.arch is Arch.SM90:
+        data = _per_m_tiles(variants, winners)
+        chosen = list(winners.values())
+    else:
+        # One tile configuration: the variant whose best time per M has the best geometric mean.
+        def score(v: Variant) -> float:
+            times = [min((r["overlapped_us"] for r in rows if r["variant"] == v.label and r["m"] == m and _usable(r)),
+                         default=math.inf) for m in winners]
+            return math.exp(sum(math.log(t) for t in times) / len(times)) if all(math.isfinite(t) for t in times) else math.inf
+        best = min(variants, key=lambda v: (score(v), v.index))
+        if len({w["variant"] for w in winners.values()}) > 1:
+            notes.append("sm80 specs have one tile configuration: the per-M winners differ, so the variant with the "
+                         f"best geometric mean over all M was kept ({best.label})")
+        data = copy.deepcopy(best.data)
+        chosen = list(choose([r for r in rows if r["variant"] == best.label]).values())
+    # Policy and order: the ones that win at the most M (ties: the simpler); the spec has one of each.
+    policy = min({str(w.get("policy", "spec")) for w in chosen},
+                 key=lambda p: (-sum(w.get("policy") == p for w in chosen), POLICY_RANK.get(p, 9)))
+    order = min({str(w.get("order", "spec")) for w in chosen},
+                key=lambda o: (-sum(str(w.get("order", "spec")) == o for w in chosen), o != "spec"))
+    candidate = copy.deepcopy(data)
+    for stage in candidate["stages"]:
+        if policy != "spec" and stage.get("op") == Op.GEMM.value and stage.get("sync") not in (None, "none"):
+            stage["sync"] = policy
+        if order not in ("spec", "ticket", "hw"):
+            stage["order"] = order
+    if order == "hw":
+        candidate.setdefault("optimizations", {})["avoid_custom_order"] = True
+    try:
+        parse_spec(candidate, source="tuned spec")
+        data = candidate
+    except SpecError as err:
+        notes.append(f"kept the spec's policy and order: policy {policy} / order {order} do not fit ({err.message})")
+    return data, notes
+
+
+def _per_m_tiles(variants: list[Variant], winners: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """sm90: the winner's tiles at each tuned M, cut into tile_configs at the largest M of each run of
+    equal tiles; the largest M's tiles become the stages' own."""
+    by_label = {v.label: v for v in variants}
+
+    def tiles_at(m: int) -> dict[str, Triple]:
+        v = by_label[winners[m]["variant"]]
+        config = make_plan(v.spec).config_for(m)
+        return {s.name: (s.tile.m, s.tile.n, s.tile.k) for s in config.stages}
+
+    ms = sorted(winners)
+    runs: list[tuple[int, dict[str, Triple]]] = []
+    for m in ms:
+        tiles = tiles_at(m)
+        if runs and runs[-1][1] == tiles:
+            runs[-1] = (m, tiles)
+        else:
+            runs.append((m, tiles))
+    base = variants[0]
+    data = _with_tiles(base.data, base.spec, runs[-1][1])
+    if len(runs) > 1:
+        data["tile_configs"] = [{"m_max": m, "tiles": {name: list(tb) for name, tb in tiles.items()}}
+                                for m, tiles in runs[:-1]]
+    return data
+
+
+def write_spec(path: Path, data: dict[str, Any], header: list[str]) -> None:
+    text = "".join(f"# {line}\n" for line in header) + yaml.safe_dump(data, sort_keys=False)
+    parse_spec(yaml.safe_load(text), source=str(path))  # never write a spec we would reject
+    path.write_text(text)
+
+
+def write_plot(rows: list[dict[str, Any]], png: Path, title: str) -> Path:
+    """Time of each variant's best policy/order vs M, and its speedup over the spec as written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ms = sorted({int(r["m"]) for r in rows})
+    labels = list(dict.fromkeys(r["variant"] for r in rows))
+    fig, (ax_t, ax_s) = plt.subplots(1, 2, figsize=(13, 4.8))
+    for label in labels:
+        times = [min((r["overlapped_us"] for r in rows if r["variant"] == label and r["m"] == m and _usable(r)),
+                     default=math.nan) for m in ms]
+        base = [(baseline(rows, m) or {}).get("overlapped_us", math.nan) for m in ms]
+        ax_t.plot(ms, times, marker="o", label=label)
+        ax_s.plot(ms, [b / t if t and not math.isnan(t) else math.nan for b, t in zip(base, times)], marker="o",
+                  label=label)
+    for ax in (ax_t, ax_s):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("M")
+        ax.grid(True, alpha=0.3)
+    ax_t.set_ylabel("overlapped time, us (best policy and order)")
+    ax_s.set_ylabel("speedup over the spec as written")
+    ax_s.axhline(1.0, color="gray", lw=0.8)
+    ax_s.legend(fontsize=7, loc="best")
+    fig.suptitle(title)
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return png
+
+
+def save_rows(rows: list[dict[str, Any]], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
