@@ -302,11 +302,8 @@ def tune_cmd(
     cutlass_dir: CutlassOpt = None,
 ) -> None:
     """Build tile variants of a GEMM-chain spec, time them with every policy on the GPU, keep the fastest per M."""
-    import datetime
-
     import yaml
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-    from rich.table import Table
 
     from cusync_gen import build as builder
     from cusync_gen import tune
@@ -348,23 +345,13 @@ def tune_cmd(
     tune.save_rows(raw, out_dir / f"tune-{loaded.name}.jsonl")
     rows = tune.medians(raw)
     winners = tune.choose(rows)
-    table = Table(title=f"tune {loaded.name}: fastest per M (ties within {tune.TIE:.0%} go to the simpler)")
-    for name in ("M", "tiles", "policy", "order", "us", "spec as written us", "gain"):
-        table.add_column(name, justify="left" if name in ("tiles", "policy", "order") else "right")
-    for value, w in winners.items():
-        base = tune.baseline(rows, value)
-        base_us = base["overlapped_us"] if base else float("nan")
-        table.add_row(str(value), w["variant"], str(w.get("policy")), str(w.get("order", "spec")),
-                      f"{w['overlapped_us']:.1f}", f"{base_us:.1f}", f"{base_us / w['overlapped_us']:.2f}x")
-    _out().print(table)
+    _out().print(tune.winners_table(loaded.name, rows, winners))
     gpu = rows[0].get("gpu", "GPU") if rows else "GPU"
     png = tune.write_plot(rows, out_dir / f"tune-{loaded.name}.png", f"{loaded.name} on {gpu}")
     tuned, notes = tune.tuned_spec(variants, rows, winners)
     dest = write or (spec_path.with_name(spec_path.stem + ".tuned.yaml") if Path(spec).exists()
                      else Path(f"{loaded.name}.tuned.yaml"))
-    header = [f"tuned by cusync-gen tune on {gpu}, {datetime.date.today().isoformat()}, M = {m}",
-              "fastest per M: " + "; ".join(f"{k}: {w['variant']} {w.get('policy')}/{w.get('order', 'spec')} "
-                                            f"{w['overlapped_us']:.1f} us" for k, w in winners.items())] + notes
+    header = tune.header_lines(gpu, m, winners) + notes
     tune.write_spec(dest, tuned, header)
     for note in notes:
         console.print(f"note: {escape(note)}", style="dim")

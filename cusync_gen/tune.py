@@ -115,7 +115,7 @@ def _with_tiles(data: dict[str, Any], spec: ChainSpec, combo: dict[str, Triple])
         name = stage["name"]
         if name in combo:
             stage["tile"] = {"threadblock": list(combo[name])}
-            if spec.arch is Arch.SM80:
+            if spec.arch is Arch.SM80:  # 4 stages for 128x128x32 (the examples' choice); 3 fit larger tiles
                 stage["tile"]["stages"] = 4 if combo[name][2] == 32 and max(combo[name][:2]) == 128 else 3
     for stage in new["stages"]:
         if stage.get("op") != Op.SWIGLU.value:
@@ -302,6 +302,30 @@ def _per_m_tiles(variants: list[Variant], winners: dict[int, dict[str, Any]]) ->
         data["tile_configs"] = [{"m_max": m, "tiles": {name: list(tb) for name, tb in tiles.items()}}
                                 for m, tiles in runs[:-1]]
     return data
+
+
+def winners_table(name: str, rows: list[dict[str, Any]], winners: dict[int, dict[str, Any]]) -> Any:
+    """The table `tune` prints: per M the winner against the spec as written."""
+    from rich.table import Table
+
+    table = Table(title=f"tune {name}: fastest per M (ties within {TIE:.0%} go to the simpler)")
+    for column in ("M", "tiles", "policy", "order", "us", "spec as written us", "gain"):
+        table.add_column(column, justify="left" if column in ("tiles", "policy", "order") else "right")
+    for m, w in winners.items():
+        base = baseline(rows, m)
+        base_us = base["overlapped_us"] if base else math.nan
+        table.add_row(str(m), w["variant"], str(w.get("policy")), str(w.get("order", "spec")),
+                      f"{w['overlapped_us']:.1f}", f"{base_us:.1f}", f"{base_us / w['overlapped_us']:.2f}x")
+    return table
+
+
+def header_lines(gpu: str, ms: str, winners: dict[int, dict[str, Any]]) -> list[str]:
+    """The comment block of a tuned spec: where and when it was measured, and the winner per M."""
+    import datetime
+
+    return [f"tuned by cusync-gen tune on {gpu}, {datetime.date.today().isoformat()}, M = {ms}",
+            "fastest per M: " + "; ".join(f"{m}: {w['variant']} {w.get('policy')}/{w.get('order', 'spec')} "
+                                          f"{w['overlapped_us']:.1f} us" for m, w in winners.items())]
 
 
 def write_spec(path: Path, data: dict[str, Any], header: list[str]) -> None:
