@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cusync_gen import dependency  # noqa: I001 - imports spec, as this module does
 from cusync_gen.errors import SpecError, UsageError
 from cusync_gen.spec import (
     TARGETS,
@@ -138,6 +139,7 @@ class ChainPlan:
     # Run-time tile configurations by M (spec tile_configs), smallest m_max first; the last is `stages`.
     configs: tuple[ConfigPlan, ...] = ()
     auto_policies: tuple[str, ...] = ()  # what `sync: auto` resolved to, one line per edge
+    dependencies: tuple[str, ...] = ()   # what each consumer tile reads of its producer, one line per edge
 
     def config_for(self, m: int) -> ConfigPlan:
         """The configuration the library runs at this M."""
@@ -191,6 +193,9 @@ class ChainPlan:
             f"target {self.target} (arch {self.arch.value}, {self.dtype.value}), {self.sms} SMs, M = {m}",
         ]
         config = self.config_for(m)
+        if self.dependencies:
+            lines.append("tile dependencies (BM, BN, BK: the consumer's tile):")
+            lines += list(self.dependencies)
         if self.auto_policies:
             lines.append("sync: auto resolved (first policy whose tiles line up): " + ", ".join(self.auto_policies))
         if len(self.configs) > 1:
@@ -214,6 +219,7 @@ def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
         spec = spec.model_copy(update={"target": target})
     spec = resolve_defaults(spec)
     check_rules(spec)
+    edges = dependency.describe_edges(spec)  # also checks declared dependencies against the ops
     spec, auto = resolve_auto_policies(spec)
     check_rules(spec)
     stages = _stage_plans(spec)
@@ -236,22 +242,14 @@ def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
         stages=stages,
         configs=tuple(configs),
         auto_policies=tuple(auto),
+        dependencies=tuple(edges),
     )
 
 
-# Preference order of `sync: auto`, by consumer. RowSync first for GEMMs: one semaphore per producer row
-# and one wait per tile, the fewest hook costs, and it measured fastest on the sm80 path and within noise
-# of TileSync on sm90 (benchmarks/NOTES.md); TileSync where no_atomic_add asks for one post per semaphore.
-# A SwiGLU of one producer reads two tiles `n` columns apart: one strided semaphore covers both.
-_AUTO_GEMM = (Policy.ROW, Policy.TILE)
-_AUTO_GEMM_NO_ATOMIC = (Policy.TILE,)
-_AUTO_SWIGLU = (Policy.STRIDED, Policy.TILE, Policy.ROW)
-_AUTO_SWIGLU_TWO = (Policy.TILE, Policy.ROW)
-
-
 def resolve_auto_policies(spec: ChainSpec) -> tuple[ChainSpec, list[str]]:
-    """Replace every `sync: auto` (and `sync_b: auto`) by the first policy whose tiles line up with the
-    producer's in every tile configuration; a producer already consumed with some policy keeps it.
+    """Replace every `sync: auto` (and `sync_b: auto`) by the first of the policies that can guard the
+    edge's dependency (dependency.candidates) whose tiles line up with the producer's in every tile
+    configuration; a producer already consumed with some policy keeps it.
     Returns the resolved spec and one line per choice for `validate`."""
     stages = list(spec.stages)
     chosen: dict[int, Policy] = {}  # producer -> its output policy, as fixed so far
@@ -268,10 +266,7 @@ def resolve_auto_policies(spec: ChainSpec) -> tuple[ChainSpec, list[str]]:
                 if policy is not None:
                     chosen.setdefault(p, policy)
                 continue
-            if stage.op is Op.GEMM:
-                candidates = _AUTO_GEMM_NO_ATOMIC if spec.optimizations.no_atomic_add else _AUTO_GEMM
-            else:
-                candidates = _AUTO_SWIGLU_TWO if stage.b is not None else _AUTO_SWIGLU
+            candidates = dependency.candidates(dependency.dependency_of(spec, i), spec.optimizations.no_atomic_add)
             inherited = p in chosen
             if inherited:
                 candidates = (chosen[p],)

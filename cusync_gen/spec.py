@@ -131,6 +131,25 @@ class Optimizations(BaseModel):
     reorder_tile_loads: bool = Field(default=False, strict=True)
 
 
+class StridedCols(BaseModel):
+    """`cols: {strided: S, count: C}`: a tile reads C column blocks S apart (gate | up halves: C = 2)."""
+
+    model_config = _FROZEN
+
+    strided: PosInt
+    count: PosInt = 2
+
+
+class ReadsSpec(BaseModel):
+    """What each tile of a stage reads of its producer (cusync_gen/dependency.py). Optional: the plan
+    derives it from the op, and checks a declared one against it."""
+
+    model_config = _FROZEN
+
+    cols: Literal["k_range", "same"] | StridedCols
+    halo: int = Field(default=0, strict=True, ge=0)
+
+
 class StageSpec(BaseModel):
     """One GEMM or SwiGLU stage; `a` names where its input comes from, `sync` how it waits for it."""
 
@@ -149,6 +168,7 @@ class StageSpec(BaseModel):
     sync: Policy | None = None
     b: str | None = None          # swiglu only: a second producer holding `up` (then `a` holds `gate`)
     sync_b: Policy | None = None  # policy of the edge from `b` (default: the same as `sync`)
+    reads: ReadsSpec | None = None  # the tile dependency on the producer (default: derived from the op)
 
     @model_validator(mode="before")
     @classmethod
@@ -374,7 +394,11 @@ def load_spec(path: Path) -> ChainSpec:
 
 def spec_hash(spec: ChainSpec) -> str:
     """Short content hash: names generated output so regeneration is deterministic and traceable."""
-    canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True)
+    data = spec.model_dump(mode="json")
+    for stage in data.get("stages", []):  # an absent `reads` leaves the hash (and generated files) as before
+        if stage.get("reads") is None:
+            stage.pop("reads", None)
+    canonical = json.dumps(data, sort_keys=True)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:12]
 
 
@@ -918,7 +942,8 @@ def _check_no_atomic_add(spec: ChainSpec) -> None:
 
 _NESTED: dict[type[BaseModel], dict[str, type[BaseModel]]] = {
     ChainSpec: {"stages": StageSpec, "optimizations": Optimizations, "tile_configs": TileConfigSpec},
-    StageSpec: {"tile": TileSpec},
+    StageSpec: {"tile": TileSpec, "reads": ReadsSpec},
+    ReadsSpec: {"cols": StridedCols},
     AttentionSpec: {"attention": AttentionBlock},
     AttentionBlock: {"tiles": AttentionTiles},
     AttentionTiles: {name: TileSpec for name in ("qkv", "scores", "pv", "proj")},

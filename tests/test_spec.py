@@ -607,7 +607,10 @@ def test_spec_hash_is_stable_and_canonical() -> None:
     h = spec_hash(spec)
     assert len(h) == 12 and all(c in "0123456789abcdef" for c in h)
     assert h == spec_hash(parse_spec(gpt3()))
-    expected = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:12]
+    data = spec.model_dump(mode="json")
+    for stage in data["stages"]:  # an absent `reads` (added later) is left out, so older hashes stand
+        assert stage.pop("reads") is None
+    expected = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
     assert h == expected
 
 
