@@ -10,12 +10,14 @@ were skipped: pv reads V for every key, so it now waits for qkv's rows itself.) 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from dataclasses import dataclass
 
 from cusync_gen.attention_plan import AttentionPlan, AttentionShape
 from cusync_gen.errors import SpecError
+from cusync_gen.plan import DEFAULT_SMS
 
 Tile = tuple[str, int, int]  # (stage, row, column) in the stage's (virtual-row) grid
 
@@ -164,4 +166,8 @@ REPRESENTATIVE_SHAPES: tuple[AttentionShape, ...] = (
 
 
 def verify_attention_plan(plan: AttentionPlan) -> list[AttentionProof]:
-    return [verify_attention(plan, shape) for shape in REPRESENTATIVE_SHAPES]
+    """Every representative shape, with the split-K the library would pick on each SM count we know of:
+    the library counts the GPU's SMs at run time, so the target's count alone would prove one grid."""
+    counts = sorted({plan.sms, *DEFAULT_SMS.values()})
+    return [verify_attention(dataclasses.replace(plan, sms=sms), shape)
+            for shape in REPRESENTATIVE_SHAPES for sms in counts]

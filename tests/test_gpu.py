@@ -20,7 +20,7 @@ import pytest
 
 from conftest import EXAMPLES, EXAMPLES_ATTENTION, EXAMPLES_GEMM, EXAMPLES_SM90, REPO
 from cusync_gen.plan import make_plan
-from cusync_gen.spec import Policy, load_spec
+from cusync_gen.spec import load_spec
 
 pytestmark = pytest.mark.gpu
 
