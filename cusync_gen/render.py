@@ -167,6 +167,9 @@ def manifest(plan: ChainPlan | AttentionPlan, files: list[OutputFile]) -> str:
                 "k": s.k,
                 "policy": s.input.policy.value if s.input else None,
                 "producer": plan.stages[s.input.producer].name if s.input else None,
+                "producer_b": plan.stages[s.input_b.producer].name if s.input_b else None,
+                "epilogue": s.epilogue.value,
+                "b_layout": s.b_layout.value,
             }
             for s in plan.stages
         ]
@@ -178,6 +181,7 @@ def manifest(plan: ChainPlan | AttentionPlan, files: list[OutputFile]) -> str:
         "arch": plan.arch.value,
         "target": plan.target,
         "cuda_arch": plan.cuda_arch,
+        "dtype": plan.dtype.value,
         "library": plan.name,
         "bench": f"{plan.name}_bench",
         **({"kind": "attention"} if isinstance(plan, AttentionPlan) else {}),

@@ -44,3 +44,18 @@ def cutlass_dir() -> Path:
     if not (path / "include" / "cutlass" / "cutlass.h").is_file():
         pytest.skip("CUTLASS headers missing: run `cusync-gen fetch-cutlass`")
     return path
+
+
+def epoch_wrap_header(name: str, into: Path) -> Path:
+    """chain_under_test.h for tests/runtime/epoch_wrap.cu (a chain gemm1 -> gemm2): the chain's header,
+    namespace, class and widths. Returns the folder to put on the include path."""
+    from cusync_gen.plan import make_plan
+    from cusync_gen.spec import load_spec
+
+    plan = make_plan(load_spec(REPO / "cusync_gen" / "examples" / f"{name}.yaml"))
+    gemm1, gemm2 = plan.stages
+    into.mkdir(parents=True, exist_ok=True)
+    (into / "chain_under_test.h").write_text(
+        f'#include "{name}.h"\n#define CHAIN_NS {name}\n#define CHAIN_CLASS {plan.class_name}\n'
+        f"#define INPUT_WIDTH {gemm1.k}\n#define GEMM1_N {gemm1.n}\n#define GEMM2_N {gemm2.n}\n")
+    return into

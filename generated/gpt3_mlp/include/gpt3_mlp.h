@@ -91,6 +91,9 @@ class Gpt3Mlp {
   // For tests of the timeout path: `stage` stops posting, so its consumer's waits must time out and
   // report the tile instead of hanging. -1 turns it off.
   cusync::Status inject_missing_posts(int stage);
+  // For tests of the epoch wrap: the epoch the next synced run uses (runs count up from 0 after
+  // initialize(); the run of epoch 0xFFFFFFFF zeroes the semaphores and the next one is epoch 0 again).
+  cusync::Status set_epoch_for_testing(uint32_t epoch);
 
  private:
   cusync::Status launch_stage(int stage, bool synced, cudaStream_t stream, detail::LaunchOrder order = {});

@@ -22,6 +22,7 @@ struct StageLaunch {
   bool programmatic = false;  // sm90: a programmatic dependent launch of the previous kernel on the stream
   int sms = 0;                // multiprocessors of the device (sm90 persistent grids)
   int config = 0;             // the tile configuration (index into kStages)
+  void* workspace = nullptr;  // sm90 stream-K kernels: this stage's workspace
 };
 
 struct StageInfo {

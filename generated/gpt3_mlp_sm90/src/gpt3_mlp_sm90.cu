@@ -17,6 +17,8 @@ namespace {
 
 using detail::kNumConfigs;
 using detail::kNumStages;
+static_assert(kNumStages <= cusync::kMaxStages,
+              "stages: a chain has at most cusync::kMaxStages stages (ChainState's per-stage counters)");
 // One configuration's stage table. The chain's topology and policies are the same in every
 // configuration (only tile shapes differ), so those are read from configuration 0.
 using Table = detail::StageInfo const*;
@@ -68,6 +70,13 @@ constexpr PrepareFn kPrepare[kNumStages] = { &detail::prepare_gemm1, &detail::pr
 // CUTLASS's own kernels (the baselines); null for stages that are not GEMMs.
 constexpr LaunchFn kLaunchStock[kNumStages] = { &detail::launch_gemm1_stock, &detail::launch_gemm2_stock };
 constexpr PrepareFn kPrepareStock[kNumStages] = { &detail::prepare_gemm1_stock, &detail::prepare_gemm2_stock };
+// CUTLASS's stream-K kernels (null for stages that are not GEMMs): workspace size, clear, launch.
+using WorkspaceFn = size_t (*)(int m, int sms, int config);
+constexpr WorkspaceFn kStreamKWorkspace[kNumStages] = { &detail::streamk_workspace_gemm1, &detail::streamk_workspace_gemm2 };
+constexpr LaunchFn kClearStreamK[kNumStages] = { &detail::clear_gemm1_streamk, &detail::clear_gemm2_streamk };
+constexpr LaunchFn kLaunchStreamK[kNumStages] = { &detail::launch_gemm1_streamk, &detail::launch_gemm2_streamk };
+// Stream-K workspaces start at multiples of this many bytes.
+constexpr int64_t kWorkspaceAlignment = 256;
 
 void const* input_of(Arguments const& a, int stage) {
   switch (stage) {
@@ -111,6 +120,7 @@ Gpt3MlpSm90::~Gpt3MlpSm90() {
   if (fork_ != nullptr) cudaEventDestroy(fork_);
   if (side_stream_ != nullptr) cudaStreamDestroy(side_stream_);
   if (semaphores_ != nullptr) cudaFree(semaphores_);
+  if (streamk_workspace_ != nullptr) cudaFree(streamk_workspace_);
   if (state_ != nullptr) cudaFree(state_);
 }
 
@@ -141,10 +151,9 @@ cusync::Status Gpt3MlpSm90::initialize(Arguments const& args, int max_m) {
   }
   config_ = config_for(args.m);
   if ((status = from_cuda(cudaMalloc(&state_, sizeof(cusync::ChainState)))) != cusync::Status::kSuccess) return status;
-  if ((status = from_cuda(cudaMemset(state_, 0, sizeof(cusync::ChainState)))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaMalloc(&semaphores_, sizeof(uint64_t) * std::max<int64_t>(total, 1)))) != cusync::Status::kSuccess) return status;
-  // Zeroed once, never again: epochs make every later run start from a clean slate.
-  if ((status = from_cuda(cudaMemset(semaphores_, 0, sizeof(uint64_t) * std::max<int64_t>(total, 1)))) != cusync::Status::kSuccess) return status;
+  // Zeroed here, and again only when the epoch wraps: epochs make every later run start from a clean slate.
+  if ((status = from_cuda(cusync::init_chain_state(static_cast<cusync::ChainState*>(state_), semaphores_, uint64_t(std::max<int64_t>(total, 1))))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming))) != cusync::Status::kSuccess) return status;
@@ -152,6 +161,20 @@ cusync::Status Gpt3MlpSm90::initialize(Arguments const& args, int max_m) {
     if ((status = kPrepare[s]()) != cusync::Status::kSuccess) return status;
     if (kPrepareStock[s] != nullptr && (status = kPrepareStock[s]()) != cusync::Status::kSuccess) return status;
   }
+  // Stream-K workspaces: a stage's size depends on M only through its tile rows, so the largest over
+  // every tile-row count up to max_m (in every configuration) covers every later M.
+  int64_t streamk_bytes = 0;
+  for (int s = 0; s < kNumStages; ++s) {
+    streamk_offset_[s] = streamk_bytes;
+    if (kStreamKWorkspace[s] == nullptr) continue;
+    int64_t most = 0;
+    for (int c = 0; c < kNumConfigs; ++c) {
+      int const tile_m = detail::kStages[c][s].tile_m;
+      for (int rows = 1; rows <= ceil_div(max_m_, tile_m); ++rows) most = std::max<int64_t>(most, int64_t(kStreamKWorkspace[s](rows * tile_m, sms_, c)));
+    }
+    streamk_bytes += (most + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+  }
+  if ((status = from_cuda(cudaMalloc(&streamk_workspace_, size_t(std::max<int64_t>(streamk_bytes, 1))))) != cusync::Status::kSuccess) return status;
   return from_cuda(cudaDeviceSynchronize());
 }
 
@@ -185,6 +208,11 @@ cusync::Status Gpt3MlpSm90::inject_missing_posts(int stage) {
   if (stage < -1 || stage >= kNumStages) return cusync::Status::kInvalidArgument;
   missing_posts_stage_ = stage;
   return cusync::Status::kSuccess;
+}
+
+cusync::Status Gpt3MlpSm90::set_epoch_for_testing(uint32_t epoch) {
+  if (state_ == nullptr) return cusync::Status::kNotInitialized;
+  return from_cuda(cusync::set_chain_epoch(static_cast<cusync::ChainState*>(state_), epoch));
 }
 
 cusync::Status Gpt3MlpSm90::launch_stage(int s, bool synced, cudaStream_t stream, detail::LaunchOrder order) {
@@ -290,22 +318,42 @@ cusync::Status Gpt3MlpSm90::run(cudaStream_t stream) {
   return cusync::Status::kSuccess;
 }
 
-cusync::Status Gpt3MlpSm90::run_stock(cudaStream_t stream, bool programmatic) {
+detail::StageLaunch Gpt3MlpSm90::unsynced_launch(int s, bool programmatic) const {
+  detail::StageLaunch launch{args_.m, input_of(args_, s), operand_b_of(args_, s), output_of(args_, s), {}};
+  launch.programmatic = programmatic;
+  launch.sms = sms_;
+  launch.config = config_;
+  launch.workspace = static_cast<char*>(streamk_workspace_) + streamk_offset_[s];
+  return launch;
+}
+
+// CUTLASS's own kernels (stock, or stream-K) for the GEMMs, ours with synchronization off for the other
+// stages. Programmatic: each GEMM is a programmatic dependent launch of the kernel before it (CUTLASS
+// waits for that kernel to finish before its first load).
+cusync::Status Gpt3MlpSm90::run_cutlass(cudaStream_t stream, bool programmatic, bool streamk) {
   if (state_ == nullptr) return cusync::Status::kNotInitialized;
+  cusync::Status status = cusync::Status::kSuccess;
+  for (int s = 0; s < kNumStages && streamk; ++s) {  // first: a memset between two launches would break their chain
+    if (kClearStreamK[s] != nullptr && (status = kClearStreamK[s](unsynced_launch(s, false), stream)) != cusync::Status::kSuccess) return status;
+  }
   for (int s = 0; s < kNumStages; ++s) {
-    if (kLaunchStock[s] == nullptr) {  // not a GEMM: our kernel with synchronization off, a plain launch
-      cusync::Status const status = launch_stage(s, /*synced=*/false, stream);
-      if (status != cusync::Status::kSuccess) return status;
-      continue;
+    LaunchFn const launch = streamk ? kLaunchStreamK[s] : kLaunchStock[s];
+    if (launch == nullptr) {  // not a GEMM: our kernel with synchronization off, a plain launch
+      status = launch_stage(s, /*synced=*/false, stream);
+    } else {
+      status = launch(unsynced_launch(s, programmatic && s > 0), stream);
     }
-    detail::StageLaunch launch{args_.m, input_of(args_, s), operand_b_of(args_, s), output_of(args_, s), {}};
-    launch.programmatic = programmatic && s > 0;  // CUTLASS waits for the previous kernel before loading
-    launch.sms = sms_;
-    launch.config = config_;
-    cusync::Status const status = kLaunchStock[s](launch, stream);
     if (status != cusync::Status::kSuccess) return status;
   }
   return cusync::Status::kSuccess;
+}
+
+cusync::Status Gpt3MlpSm90::run_stock(cudaStream_t stream, bool programmatic) {
+  return run_cutlass(stream, programmatic, /*streamk=*/false);
+}
+
+cusync::Status Gpt3MlpSm90::run_streamk(cudaStream_t stream) {
+  return run_cutlass(stream, /*programmatic=*/true, /*streamk=*/true);
 }
 
 cusync::Status Gpt3MlpSm90::run_sequential(cudaStream_t stream) {

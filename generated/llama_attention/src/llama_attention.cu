@@ -162,10 +162,9 @@ cusync::Status LlamaAttention::initialize(Arguments const& args, int max_rows, i
   }
   int64_t const workspace = int64_t(kHeads) * max_rows_ * max_keys_;  // S and P: rows * heads * keys
   if ((status = from_cuda(cudaMalloc(&state_, sizeof(cusync::ChainState)))) != cusync::Status::kSuccess) return status;
-  if ((status = from_cuda(cudaMemset(state_, 0, sizeof(cusync::ChainState)))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaMalloc(&semaphores_, sizeof(uint64_t) * words))) != cusync::Status::kSuccess) return status;
-  // Zeroed once, never again: epochs make every later run start from a clean slate.
-  if ((status = from_cuda(cudaMemset(semaphores_, 0, sizeof(uint64_t) * words))) != cusync::Status::kSuccess) return status;
+  // Zeroed here, and again only when the epoch wraps: epochs make every later run start from a clean slate.
+  if ((status = from_cuda(cusync::init_chain_state(static_cast<cusync::ChainState*>(state_), semaphores_, uint64_t(words)))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaMalloc(&scores_, sizeof(Element) * workspace))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaMalloc(&probs_, sizeof(Element) * workspace))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaMalloc(&heads_out_, sizeof(Element) * int64_t(max_rows_) * kWidth))) != cusync::Status::kSuccess) return status;

@@ -18,6 +18,8 @@ namespace {
 
 using detail::kNumConfigs;
 using detail::kNumStages;
+static_assert(kNumStages <= cusync::kMaxStages,
+              "stages: a chain has at most cusync::kMaxStages stages (ChainState's per-stage counters)");
 // One configuration's stage table. The chain's topology and policies are the same in every
 // configuration (only tile shapes differ), so those are read from configuration 0.
 using Table = detail::StageInfo const*;
@@ -143,10 +145,9 @@ cusync::Status LlamaMlp::initialize(Arguments const& args, int max_m) {
   }
   config_ = config_for(args.m);
   if ((status = from_cuda(cudaMalloc(&state_, sizeof(cusync::ChainState)))) != cusync::Status::kSuccess) return status;
-  if ((status = from_cuda(cudaMemset(state_, 0, sizeof(cusync::ChainState)))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaMalloc(&semaphores_, sizeof(uint64_t) * std::max<int64_t>(total, 1)))) != cusync::Status::kSuccess) return status;
-  // Zeroed once, never again: epochs make every later run start from a clean slate.
-  if ((status = from_cuda(cudaMemset(semaphores_, 0, sizeof(uint64_t) * std::max<int64_t>(total, 1)))) != cusync::Status::kSuccess) return status;
+  // Zeroed here, and again only when the epoch wraps: epochs make every later run start from a clean slate.
+  if ((status = from_cuda(cusync::init_chain_state(static_cast<cusync::ChainState*>(state_), semaphores_, uint64_t(std::max<int64_t>(total, 1))))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming))) != cusync::Status::kSuccess) return status;
@@ -186,6 +187,11 @@ cusync::Status LlamaMlp::inject_missing_posts(int stage) {
   if (stage < -1 || stage >= kNumStages) return cusync::Status::kInvalidArgument;
   missing_posts_stage_ = stage;
   return cusync::Status::kSuccess;
+}
+
+cusync::Status LlamaMlp::set_epoch_for_testing(uint32_t epoch) {
+  if (state_ == nullptr) return cusync::Status::kNotInitialized;
+  return from_cuda(cusync::set_chain_epoch(static_cast<cusync::ChainState*>(state_), epoch));
 }
 
 cusync::Status LlamaMlp::launch_stage(int s, bool synced, cudaStream_t stream, detail::LaunchOrder order) {

@@ -36,6 +36,7 @@ struct Arguments {
 };
 
 namespace detail {
+struct StageLaunch;  // src/llama_mlp_sm90_stages.h
 // How a stage is launched relative to the kernel before it on the stream (sm90; all false on sm80).
 struct LaunchOrder {
   bool programmatic = false;          // programmatic dependent launch of the previous kernel
@@ -72,6 +73,10 @@ class LlamaMlpSm90 {
   // Baselines: CUTLASS's stock persistent kernels for the same tiles and epilogues, back to back
   // (programmatic = false) or chained with programmatic dependent launch (true).
   cusync::Status run_stock(cudaStream_t stream, bool programmatic);
+  // CUTLASS's stream-K kernels for the same tiles and epilogues, chained with programmatic dependent
+  // launch: the last wave's idle SMs take K-slices of tiles (a different accumulation order: close to
+  // run_sequential()'s results, not bitwise equal).
+  cusync::Status run_streamk(cudaStream_t stream);
 
   // Opt-in tile trace: later runs write, for every tile of every stage, when it was taken, when it was
   // stored (%globaltimer ns) and its SM (cusync::TileTrace), into `trace` (device memory of trace_words()
@@ -99,9 +104,14 @@ class LlamaMlpSm90 {
   // For tests of the timeout path: `stage` stops posting, so its consumer's waits must time out and
   // report the tile instead of hanging. -1 turns it off.
   cusync::Status inject_missing_posts(int stage);
+  // For tests of the epoch wrap: the epoch the next synced run uses (runs count up from 0 after
+  // initialize(); the run of epoch 0xFFFFFFFF zeroes the semaphores and the next one is epoch 0 again).
+  cusync::Status set_epoch_for_testing(uint32_t epoch);
 
  private:
   cusync::Status launch_stage(int stage, bool synced, cudaStream_t stream, detail::LaunchOrder order = {});
+  detail::StageLaunch unsynced_launch(int stage, bool programmatic) const;
+  cusync::Status run_cutlass(cudaStream_t stream, bool programmatic, bool streamk);
   bool coresident(int consumer, int producer) const;
 
   Arguments args_{};
@@ -119,6 +129,8 @@ class LlamaMlpSm90 {
   uint64_t* semaphores_ = nullptr;
   int config_ = 0;                             // the tile configuration for args_.m
   int64_t semaphore_offset_[kNumConfigs][kNumStages] = {};
+  void* streamk_workspace_ = nullptr;          // every GEMM stage's stream-K workspace
+  int64_t streamk_offset_[kNumStages] = {};
   cudaStream_t side_stream_ = nullptr;
   cudaEvent_t fork_ = nullptr;
   cudaEvent_t join_ = nullptr;

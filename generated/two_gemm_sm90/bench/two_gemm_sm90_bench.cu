@@ -281,10 +281,33 @@ cudaGraphExec_t capture(cudaStream_t stream, Launch&& launch) {
   return exec;
 }
 
+// JSON has no NaN or infinity: a NaN or huge error is written as 1e30 (a check that can only fail).
+double json_number(double x) { return std::isnan(x) ? 1e30 : std::min(x, 1e30); }
+
 bool outputs_equal(Buffers const& b, std::vector<std::vector<unsigned char>> const& expected) {
   bool equal = true;
   for (int s = 0; s < kNumStages; ++s) equal = equal && bench::bitwise_equal(b.out[s], expected[s]);
   return equal;
+}
+
+// Worst relative L2 difference over the stages between the outputs and `expected` (the sequential run's):
+// for kernels that sum in another order (stream-K), where bitwise equality cannot hold. NaN stays NaN.
+double outputs_difference(Buffers const& b, std::vector<std::vector<unsigned char>> const& expected) {
+  double worst = 0.0;
+  for (int s = 0; s < kNumStages; ++s) {
+    std::vector<unsigned char> const got = bench::to_host(b.out[s], expected[s].size());
+    Element const* x = reinterpret_cast<Element const*>(got.data());
+    Element const* y = reinterpret_cast<Element const*>(expected[s].data());
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < expected[s].size() / sizeof(Element); ++i) {
+      double const a = double(float(x[i])), e = double(float(y[i]));
+      diff += (a - e) * (a - e);
+      norm += e * e;
+    }
+    worst = std::max(worst, std::sqrt(diff / std::max(norm, 1e-30)));
+    if (std::isnan(diff)) return std::nan("");
+  }
+  return worst;
 }
 
 // Appends one JSON line per tile of one run of `mode` ("overlapped" or "sequential") to `path`.
@@ -448,8 +471,9 @@ int main(int argc, char** argv) {
     // Baselines on the same buffers: CUTLASS's stock kernels back to back and with PDL (the same tiles
     // and epilogues, so bitwise equal to ours), and cuBLAS (its own accumulation order: timed only).
     int stock_id[2] = {-1, -1};
-    int cublas_id = -1;
+    int cublas_id = -1, streamk_id = -1;
     bool stock_bitwise = true;
+    double streamk_diff = 0.0;
     if (o.baselines) {
       for (bool const pdl : {false, true}) {
         poison(b, m, stream);
@@ -458,6 +482,12 @@ int main(int argc, char** argv) {
         stock_bitwise = stock_bitwise && outputs_equal(b, expected);
         stock_id[pdl] = timer.add(capture(stream, [&] { return chain.run_stock(stream, pdl); }));
       }
+      // Stream-K sums K-slices in another order: compared with the sequential run by relative error.
+      poison(b, m, stream);
+      BENCH_STATUS(chain.run_streamk(stream));
+      BENCH_CUDA(cudaStreamSynchronize(stream));
+      streamk_diff = outputs_difference(b, expected);
+      streamk_id = timer.add(capture(stream, [&] { return chain.run_streamk(stream); }));
 #if defined(CUSYNC_BENCH_CUBLAS)
       if (blas.ok) cublas_id = timer.add(capture(stream, [&] { return cublas_chain(blas, b, m, stream); }));
 #endif
@@ -519,17 +549,17 @@ int main(int argc, char** argv) {
       if (timing_timeout && !r.timed_out) std::snprintf(r.sync_error, sizeof(r.sync_error), "\"timeout during timing\"");
       double const overlapped_us = r.overlapped_id >= 0 ? time_of(r.overlapped_id) : 0.0;
       double const hooks_serial_us = r.hooks_id >= 0 ? time_of(r.hooks_id) : 0.0;
-      bool const ok = !r.timed_out && r.bitwise && r.graph_ok && ref_err < kTolerance && stock_bitwise;
+      bool const ok = !r.timed_out && r.bitwise && r.graph_ok && ref_err < kTolerance && stock_bitwise && streamk_diff < kTolerance;
       if (r.timed_out || std::strcmp(r.sync_error, "null") != 0) exit_code = 4;
       else if (!ok && exit_code == 0) exit_code = 5;
       std::printf(
           "{\"chain\": \"two_gemm_sm90\", \"gpu\": \"%s\", \"m\": %d, \"policy\": \"%s\", \"order\": \"%s\", \"sequential_us\": %.2f, "
           "\"overlapped_us\": %.2f, \"speedup\": %.4f, \"overlaps\": %s, \"hooks_serial_us\": %.2f, \"bitwise_equal\": %s, \"graph_ok\": %s, "
-          "\"ref_rel_err\": %.3e, \"sync_error\": %s, \"repeats\": %d, \"stock_us\": %.2f, \"stock_pdl_us\": %.2f, \"stock_bitwise\": %s, \"cublas_us\": %.2f, \"gemm_flops\": %.0f}\n",
+          "\"ref_rel_err\": %.3e, \"sync_error\": %s, \"repeats\": %d, \"stock_us\": %.2f, \"stock_pdl_us\": %.2f, \"stock_bitwise\": %s, \"streamk_us\": %.2f, \"streamk_rel_diff\": %.3e, \"cublas_us\": %.2f, \"gemm_flops\": %.0f}\n",
           prop.name, m, r.policy.c_str(), r.order.c_str(), sequential_us, overlapped_us,
           overlapped_us > 0 ? sequential_us / overlapped_us : 0.0, chain.overlaps() ? "true" : "false", hooks_serial_us, r.bitwise ? "true" : "false",
-          r.graph_ok ? "true" : "false", std::min(ref_err, 1e30), r.sync_error, o.repeats, time_of(stock_id[0]), time_of(stock_id[1]),
-          stock_bitwise ? "true" : "false", time_of(cublas_id), gemm_flops(m));
+          r.graph_ok ? "true" : "false", json_number(ref_err), r.sync_error, o.repeats, time_of(stock_id[0]), time_of(stock_id[1]),
+          stock_bitwise ? "true" : "false", time_of(streamk_id), json_number(streamk_diff), time_of(cublas_id), gemm_flops(m));
       std::fflush(stdout);
     }
     if (exit_code == 4) break;

@@ -22,6 +22,7 @@ struct StageLaunch {
   bool programmatic = false;  // sm90: a programmatic dependent launch of the previous kernel on the stream
   int sms = 0;                // multiprocessors of the device (sm90 persistent grids)
   int config = 0;             // the tile configuration (index into kStages)
+  void* workspace = nullptr;  // sm90 stream-K kernels: this stage's workspace
 };
 
 struct StageInfo {
@@ -60,10 +61,18 @@ cusync::Status launch_gemm1(StageLaunch const& launch, cudaStream_t stream);
 // Baseline: CUTLASS's own kernel for this stage (src/stage_gemm1_stock.cu); launch.sync is ignored.
 cusync::Status prepare_gemm1_stock();
 cusync::Status launch_gemm1_stock(StageLaunch const& launch, cudaStream_t stream);
+// CUTLASS's stream-K kernel for this stage: workspace bytes at M rows, clearing it, launching it.
+size_t streamk_workspace_gemm1(int m, int sms, int config);
+cusync::Status clear_gemm1_streamk(StageLaunch const& launch, cudaStream_t stream);
+cusync::Status launch_gemm1_streamk(StageLaunch const& launch, cudaStream_t stream);
 cusync::Status prepare_gemm2();
 cusync::Status launch_gemm2(StageLaunch const& launch, cudaStream_t stream);
 // Baseline: CUTLASS's own kernel for this stage (src/stage_gemm2_stock.cu); launch.sync is ignored.
 cusync::Status prepare_gemm2_stock();
 cusync::Status launch_gemm2_stock(StageLaunch const& launch, cudaStream_t stream);
+// CUTLASS's stream-K kernel for this stage: workspace bytes at M rows, clearing it, launching it.
+size_t streamk_workspace_gemm2(int m, int sms, int config);
+cusync::Status clear_gemm2_streamk(StageLaunch const& launch, cudaStream_t stream);
+cusync::Status launch_gemm2_streamk(StageLaunch const& launch, cudaStream_t stream);
 
 }  // namespace two_gemm_sm90::detail

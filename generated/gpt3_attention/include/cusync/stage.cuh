@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include <cuda_runtime.h>
+
 #include "cusync/policy.h"
 #include "cusync/ptx.cuh"
 #include "cusync/semaphore.cuh"
@@ -27,8 +29,30 @@ struct ChainState {
   uint32_t started_base[kMaxStages];   // started[] at the beginning of this run
   uint32_t queue_next[kMaxStages];     // sm90 persistent stages: tile tickets taken in this run
   uint32_t queue_exited[kMaxStages];   // sm90 persistent stages: CTAs that found the queue empty
+  uint64_t* semaphores;                // the chain's whole semaphore pool (zeroed when the epoch wraps)
+  uint64_t semaphore_words;
   SyncErrorInfo error;
 };
+
+// The last epoch before the 32-bit counter wraps. A semaphore tagged with it compares >= every wait
+// value of the next 2^32 runs, so close_run zeroes the pool before it moves on to epoch 0 (see there).
+constexpr uint32_t kLastEpoch = 0xFFFFFFFFu;
+
+// Host side: a fresh state for a chain whose semaphores are the `words` words at `semaphores` (epoch 0,
+// counters and error record cleared, every semaphore zero). Call once, before the first run.
+inline cudaError_t init_chain_state(ChainState* state, uint64_t* semaphores, uint64_t words) {
+  ChainState fresh{};
+  fresh.semaphores = semaphores;
+  fresh.semaphore_words = words;
+  cudaError_t err = cudaMemcpy(state, &fresh, sizeof(ChainState), cudaMemcpyHostToDevice);
+  if (err == cudaSuccess && words > 0) err = cudaMemset(semaphores, 0, sizeof(uint64_t) * words);
+  return err;
+}
+
+// Host side, for tests of the wrap: the epoch the next run will use.
+inline cudaError_t set_chain_epoch(ChainState* state, uint32_t epoch) {
+  return cudaMemcpy(&state->epoch, &epoch, sizeof(epoch), cudaMemcpyHostToDevice);
+}
 
 // The input edge of a stage: which producer, which policy, where its semaphores are.
 struct InputWait {
@@ -135,13 +159,24 @@ __device__ __forceinline__ TileCoord begin_tile(StageSync const& sync) {
 // been waited for by then (each consumer grid reads all of its producer's tiles), so every block of the
 // run has counted its start and the started counters may be snapshot; the next run's kernels start after
 // this one's (stream order) and see the new epoch. No extra kernel is launched.
+//
+// The epoch is 32 bits and would wrap after 2^32 runs (about a day of 20 us runs). A semaphore posted in
+// epoch kLastEpoch would then satisfy every wait of the following runs at once: a silent race for the
+// rest of the process, and red.max could never lower it. So the run of epoch kLastEpoch zeroes the whole
+// pool and the next run starts at epoch 0, exactly as after initialize(). That is safe here: every post
+// of this run has been waited for (seen complete) by its consumers, so no post is still in flight, and
+// the next run starts only after this kernel ends. It costs one pass over the pool every 2^32 runs.
 __device__ __noinline__ inline void close_run(StageSync const& sync) {
   ChainState* state = sync.state;
   ptx::fence_acq_rel_gpu();  // acquire side of the finished counter: see every start the sinks saw
   state->finished = 0;
   for (int32_t s = 0; s < sync.num_stages; ++s) state->started_base[s] = ptx::ld_relaxed_gpu(&state->started[s]);
+  uint32_t const epoch = state->epoch;
+  if (epoch == kLastEpoch) {
+    for (uint64_t i = 0; i < state->semaphore_words; ++i) state->semaphores[i] = 0;
+  }
   __threadfence();
-  state->epoch += 1;
+  state->epoch = epoch == kLastEpoch ? 0u : epoch + 1u;
 }
 
 // Every thread calls this after its last store of the tile. The barrier orders all threads' stores

@@ -38,6 +38,7 @@ struct TileQueue {
   int32_t tiles_m = 0;
   int32_t tiles_n = 0;
   TileOrder order = TileOrder::kRowMajor;
+  bool dynamic = true;               // tickets; false: CTA b takes tiles b, b + grid, ... (no atomics, no ring)
   int32_t reader_warps = 0;          // warps other than the load warp that follow the ring (math warps)
   bool trigger_dependents = false;   // PDL: let the next kernel launch once every CTA has started
   bool wait_primary_at_exit = false; // finish only after the kernel this one was launched behind finished
@@ -130,6 +131,7 @@ class TicketTileScheduler : public cutlass::gemm::kernel::detail::PersistentTile
       // leave, so a spinning consumer can never starve a producer tile.
       asm volatile("griddepcontrol.launch_dependents;" : : : "memory");
     }
+    if (!queue_->dynamic) return;  // static assignment: every warp computes its tiles itself
     detail::TicketRing& ring = detail::ticket_ring(queue_->ring_offset);
     if (threadIdx.x == 0) {
       for (int i = 0; i < detail::kRingSlots; ++i) ring.reads[i] = 0;
@@ -142,6 +144,7 @@ class TicketTileScheduler : public cutlass::gemm::kernel::detail::PersistentTile
   template <class ClusterShape>
   CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
     sequence_ = 0;
+    if (!queue_->dynamic) return work_of(static_tile(0));
     return work_of(detail::ticket_ring(queue_->ring_offset).tile[0]);
   }
 
@@ -153,6 +156,20 @@ class TicketTileScheduler : public cutlass::gemm::kernel::detail::PersistentTile
   }
 
  private:
+  // Static assignment (a stage that waits for nothing, or a run with synchronization off): CTA b takes
+  // the tiles b, b + grid, b + 2 grid, ... of the stage's order, like CUTLASS's persistent scheduler,
+  // with no atomic and no ring handshake. Tickets only pay where CTAs start at different times and must
+  // take the tiles whose inputs are ready first: a consumer that waits on its producer.
+  CUTLASS_DEVICE int32_t static_tile(uint32_t seq) const {
+    int64_t const linear = int64_t(blockIdx.x) + int64_t(seq) * int64_t(gridDim.x);
+    if (linear >= int64_t(queue_->tiles_m) * queue_->tiles_n) return -1;
+    if (queue_->trace != nullptr && threadIdx.x == 0) {
+      TileCoord const t = tile_of(queue_->order, int32_t(linear), queue_->tiles_m, queue_->tiles_n);
+      TileTrace::record(queue_->trace, t.m, t.n, queue_->tiles_n, 0);
+    }
+    return int32_t(linear);
+  }
+
   // Thread 0 only. The load warp takes the next ticket when it has issued the current tile's last loads,
   // so the atomic's round trip hides behind the MMAs of the stages still in flight and the epilogue.
   // (Taking it a tile ahead would hide nothing more and would let a busy CTA hold a tile that an idle
@@ -188,8 +205,9 @@ class TicketTileScheduler : public cutlass::gemm::kernel::detail::PersistentTile
 
   // The load warp (warp 0) publishes sequence number `sequence_`; every other warp that asks reads it.
   CUTLASS_DEVICE WorkTileInfo next_work() {
-    detail::TicketRing& ring = detail::ticket_ring(queue_->ring_offset);
     uint32_t const seq = ++sequence_;
+    if (!queue_->dynamic) return work_of(static_tile(seq));
+    detail::TicketRing& ring = detail::ticket_ring(queue_->ring_offset);
     uint32_t const slot = seq % detail::kRingSlots;
     int32_t linear;
     bool const loader = cutlass::canonical_warp_idx_sync() == 0;

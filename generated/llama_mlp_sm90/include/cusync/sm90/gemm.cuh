@@ -24,6 +24,7 @@
 #include "cutlass/gemm/collective/collective_builder.hpp"
 #include "cutlass/gemm/dispatch_policy.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/gemm/kernel/sm90_tile_scheduler_stream_k.hpp"
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
 #include "cutlass/kernel_hardware_info.h"
 #include "cutlass/util/packed_stride.hpp"
@@ -33,6 +34,40 @@
 #include "cusync/sm90/posting_epilogue.cuh"
 #include "cusync/sm90/ticket_scheduler.cuh"
 #include "cusync/sm90/waiting_mainloop.cuh"
+
+namespace cusync::sm90 {
+
+// Selects StreamKTileScheduler below in cutlass::gemm::kernel::GemmUniversal (the tile scheduler tag).
+struct StreamKScheduler {};
+
+// CUTLASS 4.2's sm90 stream-K scheduler, unchanged but for is_last_tile(): the cooperative kernel calls
+// it only when built with CUTLASS_ENABLE_GDC_FOR_SM90 (to let the next kernel launch a little early),
+// and CUTLASS's own version does not compile there (a const member bound to a non-const reference).
+// Here it answers "not yet", so the next programmatic launch is released when this kernel ends: the
+// same results (CUTLASS documents the call as a hint that only moves timing), and griddepcontrol.wait
+// before the first load still orders this kernel after the one before it.
+template <class TileShape, class ClusterShape>
+class StreamKTileScheduler
+    : public cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamK<TileShape, ClusterShape> {
+  using Base = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamK<TileShape, ClusterShape>;
+
+ public:
+  using Base::Base;
+
+  CUTLASS_DEVICE bool is_last_tile(typename Base::WorkTileInfo, uint32_t = 1) const { return false; }
+};
+
+}  // namespace cusync::sm90
+
+namespace cutlass::gemm::kernel::detail {
+
+template <class ArchTag, class TileShape, class ClusterShape, uint32_t SchedulerPipelineStageCount>
+struct TileSchedulerSelector<cusync::sm90::StreamKScheduler, ArchTag, TileShape, ClusterShape,
+                             SchedulerPipelineStageCount> {
+  using Scheduler = cusync::sm90::StreamKTileScheduler<TileShape, ClusterShape>;
+};
+
+}  // namespace cutlass::gemm::kernel::detail
 
 namespace cusync::sm90 {
 
@@ -76,6 +111,10 @@ struct GemmConfig {
                                                             PostingEpilogue<Epilogue>, TicketScheduler>;
   using StockKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue,
                                                            cutlass::gemm::PersistentScheduler>;
+  // CUTLASS's stream-K scheduler over the same collectives: where the tiles leave the last wave partly
+  // idle, whole tiles and K-slices of tiles are spread over every SM (data-parallel, split-K or stream-K
+  // by CUTLASS's own heuristic). Its partial sums change the accumulation order: not bitwise equal.
+  using StreamKKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue, StreamKScheduler>;
 };
 
 struct GemmProblem {
@@ -182,6 +221,9 @@ struct SyncedGemm {
     queue.tiles_m = sync.tiles_m;
     queue.tiles_n = sync.tiles_n;
     queue.order = sync.order;
+    // Tickets where this stage waits on a producer (its CTAs start as the producer's leave and must take
+    // the tiles whose inputs are ready first); otherwise the static persistent assignment, as CUTLASS's.
+    queue.dynamic = sync.enabled && (sync.input.enabled || sync.input_b.enabled);
     queue.reader_warps = kMathWarps;
     queue.trigger_dependents = sync.trigger_dependents;
     queue.wait_primary_at_exit = sync.wait_primary_at_exit;
@@ -205,6 +247,34 @@ struct StockGemm {
     typename Kernel::Arguments args = make_arguments<Kernel>(p, sm_count);
     if (Kernel::can_implement(args) != true) return Status::kCutlassError;
     typename Kernel::Params const params = Kernel::to_underlying_arguments(args, nullptr);
+    return KernelLauncher<Kernel>::launch(params, Kernel::get_grid_shape(params), programmatic, stream);
+  }
+};
+
+// CUTLASS's stream-K kernel for the same configuration. It needs a workspace (partial sums and the
+// barriers that order their reduction) whose barrier part must be zero before each launch: clear() does
+// that on the stream with CUTLASS's own initialize_workspace (a memset, so a run clears every stream-K
+// stage first and then launches its kernels back to back, keeping their programmatic chain unbroken).
+template <class Config>
+struct StreamKGemm {
+  using Kernel = typename Config::StreamKKernel;
+
+  static Status prepare() { return KernelLauncher<Kernel>::prepare(); }
+
+  static size_t workspace_size(GemmProblem const& p, int sm_count) {
+    return Kernel::get_workspace_size(make_arguments<Kernel>(p, sm_count));
+  }
+
+  static Status clear(GemmProblem const& p, int sm_count, void* workspace, cudaStream_t stream) {
+    typename Kernel::Arguments const args = make_arguments<Kernel>(p, sm_count);
+    return Kernel::initialize_workspace(args, workspace, stream) == cutlass::Status::kSuccess ? Status::kSuccess
+                                                                                               : Status::kCutlassError;
+  }
+
+  static Status launch(GemmProblem const& p, int sm_count, void* workspace, bool programmatic, cudaStream_t stream) {
+    typename Kernel::Arguments args = make_arguments<Kernel>(p, sm_count);
+    if (Kernel::can_implement(args) != true) return Status::kCutlassError;
+    typename Kernel::Params const params = Kernel::to_underlying_arguments(args, workspace);
     return KernelLauncher<Kernel>::launch(params, Kernel::get_grid_shape(params), programmatic, stream);
   }
 };

@@ -1,0 +1,132 @@
+"""PyTorch peers of a generated GEMM chain, timed the way the bench times ours (issue 10, part 5).
+
+For each generated project (its manifest.json: stages, widths, dtype, epilogues), builds the same chain
+in PyTorch and times, per M:
+  - torch_eager:   matmuls (cuBLAS) and activation kernels, as a model would run it;
+  - torch_compile: torch.compile(mode="max-autotune-no-cudagraphs", dynamic=False) of the same function
+                   (Inductor autotunes each GEMM over Triton templates and cuBLAS and fuses the
+                   activations; "-no-cudagraphs" so that we capture the graph ourselves, like the rest).
+Each is captured in one CUDA graph and timed as the median of `--repeats` replays (CUDA events) after
+warm-up, with inputs drawn fresh (never zeros). Run on the GPU machine right after the bench, in the same
+call. One JSON line per (chain, M, variant) on stdout.
+
+    python3 scripts/torch_peers.py generated/gpt3_mlp_sm90 generated/llama_mlp_sm90 --m 256,1024 \\
+        [--compile 256,1024] [--repeats 30]
+
+`--compile` lists the M at which torch.compile is timed (autotuning takes tens of seconds per shape);
+default: every M. TORCHINDUCTOR_CACHE_DIR keeps Inductor's autotuning between calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+ACTIVATIONS = {
+    "identity": lambda x: x,
+    "relu": F.relu,
+    "gelu": F.gelu,  # erf GELU: CUTLASS's GELU epilogue is the erf form too
+    "silu": F.silu,
+}
+
+
+def chain_function(manifest: dict):
+    """The chain as one Python function of (x, weights...), in manifest order."""
+    stages = manifest["stages"]
+    index = {s["name"]: i for i, s in enumerate(stages)}
+
+    def run(x, *weights):
+        outs: list[torch.Tensor] = []
+        w = iter(weights)
+        for s in stages:
+            a = x if s["producer"] is None else outs[index[s["producer"]]]
+            if s["op"] == "gemm":
+                weight = next(w)
+                y = a @ (weight.t() if s["b_layout"] == "col" else weight)
+                outs.append(ACTIVATIONS[s["epilogue"]](y))
+            else:  # swiglu: gate | up halves of one producer, or gate and up from two producers
+                n = s["n"]
+                if s.get("producer_b"):
+                    gate, up = a, outs[index[s["producer_b"]]]
+                else:
+                    gate, up = a[:, :n], a[:, n:2 * n]
+                outs.append(F.silu(gate) * up)
+        return outs[-1]
+
+    return run
+
+
+def weights_of(manifest: dict, dtype: torch.dtype) -> list[torch.Tensor]:
+    out = []
+    for s in manifest["stages"]:
+        if s["op"] != "gemm":
+            continue
+        shape = (s["n"], s["k"]) if s["b_layout"] == "col" else (s["k"], s["n"])
+        out.append((torch.rand(shape, device="cuda", dtype=dtype) * 2 - 1) * (3.0 / s["k"]) ** 0.5)
+    return out
+
+
+def graph_median_us(fn, repeats: int, warmup: int = 5) -> float:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("projects", nargs="+", type=Path)
+    parser.add_argument("--m", default="256,512,1024,1536,2048,3072,4096,8192")
+    parser.add_argument("--compile", default=None, help="M values at which torch.compile is timed (default: all)")
+    parser.add_argument("--repeats", type=int, default=30)
+    args = parser.parse_args(argv)
+    ms = [int(m) for m in args.m.split(",")]
+    compile_ms = ms if args.compile is None else [int(m) for m in args.compile.split(",") if m]
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(1)
+    gpu = torch.cuda.get_device_name()
+    for project in args.projects:
+        manifest = json.loads((project / "manifest.json").read_text())
+        dtype = DTYPES[manifest["dtype"]]
+        fn = chain_function(manifest)
+        weights = weights_of(manifest, dtype)
+        compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
+        k0 = manifest["stages"][0]["k"]
+        for m in ms:
+            x = torch.rand(m, k0, device="cuda", dtype=dtype) * 2 - 1
+            row = {"chain": manifest["name"], "gpu": gpu, "m": m}
+            print(json.dumps({**row, "variant": "torch_eager", "us": round(graph_median_us(lambda: fn(x, *weights), args.repeats), 2)}),
+                  flush=True)
+            if m in compile_ms:
+                start = time.time()
+                reference = fn(x, *weights).float()
+                got = compiled(x, *weights).float()
+                err = float((got - reference).norm() / reference.norm())
+                seconds = time.time() - start
+                us = graph_median_us(lambda: compiled(x, *weights), args.repeats)
+                print(json.dumps({**row, "variant": "torch_compile", "us": round(us, 2), "rel_err_vs_eager": err,
+                                  "compile_s": round(seconds, 1)}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
