@@ -155,6 +155,7 @@ def validate(
     target: TargetOpt = None,
 ) -> None:
     """Check a spec, print the plan (tiles, grids, semaphores, occupancy) and prove its sync sound per M."""
+    from cusync_gen.render import output_files
     from cusync_gen.spec import AttentionSpec, load_spec
 
     ms = parse_ms(m)
@@ -165,6 +166,7 @@ def validate(
         from cusync_gen.verify_attention import verify_attention
 
         attention = make_attention_plan(loaded, target)
+        output_files(attention)  # raises when two generated files would share a path
         for value in ms:
             shape = AttentionShape(batch, value, cache)
             out.print(attention.describe(shape), markup=False)
@@ -175,6 +177,7 @@ def validate(
     from cusync_gen.verify import verify
 
     plan = make_plan(loaded, target)
+    output_files(plan)  # raises when two generated files would share a path
     for value in ms:
         out.print(plan.describe(value), markup=False)
         out.print(verify(plan, value).describe() + "\n", markup=False)  # raises on the first uncovered read
@@ -187,11 +190,14 @@ def generate(
     output: Annotated[Path, typer.Option("-o", "--output", help="Project folder to write.", show_default=False)],
     target: TargetOpt = None,
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if the folder is stale.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Also write into a non-empty folder that is not a "
+                                        "cusync-gen project (same-named files are replaced, others kept).")] = False,
 ) -> None:
-    """Generate a standalone CMake project from a spec."""
+    """Generate a standalone CMake project from a spec (into a new folder, or replacing our earlier one)."""
     from cusync_gen.render import generate as render_generate
 
-    project = render_generate(resolve_spec(spec), output, target, check)  # check: raises (exit 1) when stale
+    # check: raises (exit 1) when stale
+    project = render_generate(resolve_spec(spec), output, target, check, force=force)
     _out().print(f"{escape(str(output))} is up to date" if check else f"generated {escape(str(project))}")
 
 
@@ -411,7 +417,8 @@ def _report_rows(rows: list[dict[str, Any]] | None, out: Path | None) -> None:
 def fetch_cutlass_cmd(
     wheel: Annotated[Optional[Path], typer.Option("--wheel", help="Use this downloaded nvidia-cutlass wheel.")] = None,
     dest: Annotated[Optional[Path], typer.Option("--dest", help="Where to put it [third_party/cutlass].")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Fetch again even if present.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Fetch again even if present; replace a --dest folder "
+                                        "that fetch-cutlass did not fill (never a file).")] = False,
 ) -> None:
     """Fetch CUTLASS's headers from the pinned nvidia-cutlass wheel into third_party/cutlass."""
     from cusync_gen.cutlass_fetch import CUTLASS_PIN, fetch_cutlass, is_fetched

@@ -50,6 +50,19 @@ def cpp_bool(value: bool) -> str:
     return "true" if value else "false"
 
 
+def has_control_character(value: str) -> bool:
+    return any(ord(c) < 0x20 or ord(c) == 0x7F for c in value)
+
+
+def cmake_string(value: str) -> str:
+    """`value` as the inside of a quoted CMake argument ("..."): backslash, quote and `$` escaped, so it
+    reads back as exactly `value` and can neither end the string nor reference a variable. Control
+    characters (a newline) have no place in the paths and names this is for: ValueError."""
+    if has_control_character(value):
+        raise ValueError(f"control character in {value!r}: not written into CMakeLists.txt")
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+
+
 FILTERS: dict[str, Callable[..., str]] = {
     "cpp_element": CUTLASS_ELEMENT.__getitem__,
     "cuda_element": CUDA_ELEMENT.__getitem__,
@@ -62,4 +75,5 @@ FILTERS: dict[str, Callable[..., str]] = {
     "cpp_policy": POLICY.__getitem__,
     "cpp_order": ORDER.__getitem__,
     "cpp_bool": cpp_bool,
+    "cmake_string": cmake_string,
 }

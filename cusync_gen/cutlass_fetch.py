@@ -6,13 +6,17 @@ need two header trees from it:
     cutlass_library/source/include/**             -> <dest>/include/
     cutlass_library/source/tools/util/include/**  -> <dest>/tools/util/include/
 
-`<dest>` (default `<repo>/third_party/cutlass`, git-ignored) then works as `CUTLASS_DIR`. The tree is
-extracted into a sibling folder and moved into place at the end, so an interrupted fetch never leaves a
-half-written `<dest>`; `<dest>/VERSION` records the pin and makes a second fetch a no-op.
+`<dest>` (default `<repo>/third_party/cutlass`, git-ignored) then works as `CUTLASS_DIR`. The wheel must
+have the sha256 recorded here for the pin; the tree is extracted into a sibling folder and swapped in
+with renames under a lock (`fsio`), so an interrupted fetch never leaves a half-written `<dest>`.
+`<dest>/VERSION` records the pin and makes a second fetch a no-op; it is also how we know `<dest>` is
+ours: an existing `<dest>` without it is replaced only with `force`, and a file never.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -20,10 +24,15 @@ import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from cusync_gen.errors import ToolError
+from cusync_gen import fsio
+from cusync_gen.errors import ToolError, UsageError
 from cusync_gen.paths import default_cutlass_dir
 
 CUTLASS_PIN = "nvidia-cutlass==4.2.0.0"
+# sha256 of every file PyPI has for the pin: only nvidia_cutlass-4.2.0.0-py3-none-any.whl.
+WHEEL_SHA256 = frozenset({"f9599ada45c7bcb6bf53f7d3f0a7d154183e53451c01bfa59eecd37dd4a693f6"})
+_VERSION_PREFIX = "nvidia-cutlass=="
+FETCH_LOCK_WAIT_S = 120.0  # a second fetch waits this long for the first (which may be downloading)
 
 # (prefix inside the wheel, folder under <dest>)
 _TREES: tuple[tuple[str, str], ...] = (
@@ -46,6 +55,32 @@ def is_fetched(dest: Path) -> bool:
         and version.read_text().strip() == CUTLASS_PIN
         and (dest / "include" / "cutlass" / "cutlass.h").is_file()
     )
+
+
+def fetched_by_us(dest: Path) -> bool:
+    """`dest` is a tree fetch-cutlass wrote (any pin): its VERSION names an nvidia-cutlass release."""
+    version = dest / "VERSION"
+    try:
+        return version.is_file() and not version.is_symlink() and version.read_text(errors="replace").startswith(
+            _VERSION_PREFIX)
+    except OSError:
+        return False
+
+
+def check_wheel(wheel: Path) -> None:
+    """The wheel's sha256 must be one recorded for the pin (a ToolError naming both otherwise)."""
+    digest = hashlib.sha256()
+    try:
+        with open(wheel, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as err:
+        raise ToolError(f"cannot read the wheel {wheel}: {err.strerror or err}", hint=_HINT) from err
+    if digest.hexdigest() not in WHEEL_SHA256:
+        raise ToolError(f"{wheel} is not the {CUTLASS_PIN} wheel from PyPI: its sha256 is {digest.hexdigest()}, "
+                        f"expected {' or '.join(sorted(WHEEL_SHA256))}",
+                        hint="download it again (python3 -m pip download --no-deps --only-binary=:all: "
+                             f"{CUTLASS_PIN}); " + _HINT)
 
 
 def download_wheel(into: Path) -> Path:
@@ -81,13 +116,15 @@ def _member_target(name: str, root: Path) -> Path | None:
 
 
 def extract_headers(wheel: Path, dest: Path) -> int:
-    """Extract the header trees of `wheel` into `dest` (replacing it); returns the number of files."""
+    """Extract the header trees of `wheel` into `dest` (replacing it); returns the number of files.
+
+    The caller holds `fsio.lock(dest)` and has checked that `dest` may be replaced.
+    """
     try:
         archive = zipfile.ZipFile(wheel)
     except (OSError, zipfile.BadZipFile) as err:
         raise ToolError(f"cannot open {wheel} as a wheel: {err}", hint=_HINT) from err
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
+    staging = fsio.new_staging(dest)
     try:
         count = 0
         with archive:
@@ -106,39 +143,56 @@ def extract_headers(wheel: Path, dest: Path) -> int:
             raise ToolError(f"{wheel.name} has no cutlass_library/source/include/cutlass/cutlass.h",
                             hint=f"use the {CUTLASS_PIN} wheel; " + _HINT)
         (staging / "VERSION").write_text(CUTLASS_PIN + "\n")
-        _replace_dir(staging, dest)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    fsio.swap_in(staging, dest, keep=[])
     return count
 
 
-def _replace_dir(new: Path, dest: Path) -> None:
-    """Move `new` to `dest`; an existing `dest` is moved aside first and removed after."""
-    old = None
-    if dest.exists() or dest.is_symlink():
-        old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
-        dest.rename(old / dest.name)
-    new.rename(dest)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+def _check_dest(dest: Path, force: bool) -> None:
+    """`dest` may be (re)filled: missing, an empty folder, a tree we fetched, or any folder with `force`."""
+    if not dest.exists() or fetched_by_us(dest) or not any(dest.iterdir()):
+        return
+    if not force:
+        raise UsageError(f"--dest {dest} exists and is not a CUTLASS tree fetched by cusync-gen (no VERSION "
+                         f"naming {_VERSION_PREFIX}...)",
+                         hint="pass a new or empty folder, or --force to replace that folder and everything in it")
 
 
-def fetch_cutlass(dest: Path | None = None, wheel: Path | None = None, force: bool = False) -> Path:
+def fetch_cutlass(dest: Path | None = None, wheel: Path | None = None, force: bool = False,
+                  lock_wait_s: float = FETCH_LOCK_WAIT_S) -> Path:
     """Make `dest` (default `paths.default_cutlass_dir()`) hold the pinned CUTLASS headers; returns it.
 
     A no-op when they are already there (unless `force`). `wheel` uses an already-downloaded
-    nvidia-cutlass wheel instead of running `pip download`.
+    nvidia-cutlass wheel instead of running `pip download`; either must have the pinned sha256.
+    An existing `dest` that we did not fetch is replaced only with `force`; a file is never replaced.
     """
-    dest = (dest or default_cutlass_dir()).resolve()
-    if not force and is_fetched(dest):
-        return dest
-    if wheel is not None:
-        wheel = Path(wheel)
-        if not wheel.is_file():
+    shown = Path(dest or default_cutlass_dir())
+    try:
+        dest = fsio.check_target(shown, "--dest")
+        if not force and is_fetched(dest):
+            return dest
+        _check_dest(dest, force)
+        if wheel is not None and not Path(wheel).is_file():
             raise ToolError(f"wheel not found: {wheel}", hint=_HINT)
-        extract_headers(wheel, dest)
-        return dest
-    with tempfile.TemporaryDirectory(prefix="cusync-gen-wheel-") as tmp:
-        extract_headers(download_wheel(Path(tmp)), dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with fsio.lock(dest, lock_wait_s):
+            fsio.recover(dest)
+            if not force and is_fetched(dest):  # another fetch finished while we waited
+                return dest
+            _check_dest(dest, force)
+            if wheel is not None:
+                check_wheel(Path(wheel))
+                extract_headers(Path(wheel), dest)
+                return dest
+            with tempfile.TemporaryDirectory(prefix="cusync-gen-wheel-") as tmp:
+                downloaded = download_wheel(Path(tmp))
+                check_wheel(downloaded)
+                extract_headers(downloaded, dest)
+    except KeyboardInterrupt:
+        now = "the complete pinned headers" if is_fetched(Path(os.path.abspath(shown))) else "what it held before"
+        raise fsio.Interrupted(f"interrupted: --dest {shown} holds {now}", hint="run the same command again") from None
+    except OSError as err:
+        raise fsio.write_error(err, shown, "--dest") from err
     return dest

@@ -1,25 +1,34 @@
 """Render a plan into a standalone CMake project, with nothing but Jinja.
 
 The plan lists every output file (`project_files`); nothing is discovered by walking folders. Files are
-rendered in memory first, then written through a temporary folder, so a failure never leaves a
-half-written project; `generate(check=True)` compares instead of writing (the golden-file test).
+rendered in memory first, written to a sibling staging folder and swapped in with renames
+(`fsio.swap_in`), so the target always holds either its old project or the complete new one, never a mix;
+`generate(check=True)` compares instead of writing (the golden-file test).
+
+What `generate` may touch: only the target folder. It writes into a missing or empty folder, or one
+that holds our project (a `manifest.json` whose "generator" is cusync-gen); anything else needs
+`force`. Of the old project it drops only the files its manifest lists *and* whose content still has the
+sha256 that manifest recorded (or, for manifests without hashes, that carry our banner); build/ and
+every other file it finds (the user's notes, a hand-edited file the new project no longer writes) stay.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
+import hashlib
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 import jinja2
 
-from cusync_gen import __version__
-from cusync_gen.cpp import FILTERS
-from cusync_gen.errors import CusyncError
+from cusync_gen import __version__, fsio
+from cusync_gen.cpp import FILTERS, has_control_character
+from cusync_gen.errors import CusyncError, SpecError, UsageError
 from cusync_gen.paths import default_cutlass_dir, templates_dir
 from cusync_gen.attention_plan import AttentionPlan, make_attention_plan
 from cusync_gen.plan import ChainPlan, make_plan
@@ -51,6 +60,7 @@ class OutputFile:
     source: str
     template: bool
     stage: int | None = None
+    field: str | None = None  # the spec field its name comes from ("name", "stages[1].name"), if any
 
 
 class GeneratedDiffers(CusyncError):
@@ -64,13 +74,14 @@ def _stage_files(plan: ChainPlan) -> list[OutputFile]:
     backend = plan.arch.value
     files: list[OutputFile] = []
     for stage in plan.stages:
+        field = f"stages[{stage.index}].name"
         if stage.op is Op.SWIGLU:
-            files.append(OutputFile(f"src/stage_{stage.name}.cu", SWIGLU_TEMPLATE, True, stage.index))
+            files.append(OutputFile(f"src/stage_{stage.name}.cu", SWIGLU_TEMPLATE, True, stage.index, field))
             continue
-        files.append(OutputFile(f"src/stage_{stage.name}.cu", f"{backend}/stage_gemm.cu.j2", True, stage.index))
+        files.append(OutputFile(f"src/stage_{stage.name}.cu", f"{backend}/stage_gemm.cu.j2", True, stage.index, field))
         if plan.arch is Arch.SM90:
             files.append(
-                OutputFile(f"src/stage_{stage.name}_stock.cu", "sm90/stage_gemm_stock.cu.j2", True, stage.index)
+                OutputFile(f"src/stage_{stage.name}_stock.cu", "sm90/stage_gemm_stock.cu.j2", True, stage.index, field)
             )
     return files
 
@@ -82,16 +93,16 @@ def project_files(plan: ChainPlan) -> list[OutputFile]:
     files = [
         OutputFile("CMakeLists.txt", "project/CMakeLists.txt.j2", True),
         OutputFile("README.md", "project/README.md.j2", True),
-        OutputFile(f"include/{name}.h", "project/include/chain.h.j2", True),
+        OutputFile(f"include/{name}.h", "project/include/chain.h.j2", True, field="name"),
         *(OutputFile(f"include/cusync/{h}", f"runtime/include/cusync/{h}", False) for h in RUNTIME_HEADERS),
         *(
             OutputFile(f"include/cusync/{backend}/{h}", f"{backend}/include/cusync/{backend}/{h}", False)
             for h in BACKEND_HEADERS[plan.arch]
         ),
-        OutputFile(f"src/{name}_stages.h", "project/src/stages.h.j2", True),
-        OutputFile(f"src/{name}.cu", "project/src/chain.cu.j2", True),
+        OutputFile(f"src/{name}_stages.h", "project/src/stages.h.j2", True, field="name"),
+        OutputFile(f"src/{name}.cu", "project/src/chain.cu.j2", True, field="name"),
         *_stage_files(plan),
-        OutputFile(f"bench/{name}_bench.cu", "project/bench/bench.cu.j2", True),
+        OutputFile(f"bench/{name}_bench.cu", "project/bench/bench.cu.j2", True, field="name"),
         OutputFile("bench/reference.cuh", "project/bench/reference.cuh", False),
     ]
     if plan.arch is Arch.SM90:
@@ -105,21 +116,52 @@ def attention_files(plan: AttentionPlan) -> list[OutputFile]:
     return [
         OutputFile("CMakeLists.txt", "attention/CMakeLists.txt.j2", True),
         OutputFile("README.md", "attention/README.md.j2", True),
-        OutputFile(f"include/{name}.h", "attention/include/attention.h.j2", True),
+        OutputFile(f"include/{name}.h", "attention/include/attention.h.j2", True, field="name"),
         *(OutputFile(f"include/cusync/{h}", f"runtime/include/cusync/{h}", False) for h in ATTENTION_RUNTIME_HEADERS),
         *(OutputFile(f"include/cusync/sm80/{h}", f"sm80/include/cusync/sm80/{h}", False) for h in ATTENTION_BACKEND_HEADERS),
-        OutputFile(f"src/{name}_stages.h", "attention/src/stages.h.j2", True),
-        OutputFile(f"src/{name}.cu", "attention/src/attention.cu.j2", True),
+        OutputFile(f"src/{name}_stages.h", "attention/src/stages.h.j2", True, field="name"),
+        OutputFile(f"src/{name}.cu", "attention/src/attention.cu.j2", True, field="name"),
         *(OutputFile(f"src/stage_{g.name}.cu", "attention/src/stage_gemm.cu.j2", True, i) for i, g in enumerate(plan.gemms)),
         OutputFile("src/stage_softmax.cu", "attention/src/stage_softmax.cu.j2", True),
-        OutputFile(f"bench/{name}_bench.cu", "attention/bench/bench.cu.j2", True),
+        OutputFile(f"bench/{name}_bench.cu", "attention/bench/bench.cu.j2", True, field="name"),
         OutputFile("bench/reference.cuh", "project/bench/reference.cuh", False),
         OutputFile("bench/attention_reference.cuh", "attention/bench/attention_reference.cuh", False),
     ]
 
 
 def output_files(plan: ChainPlan | AttentionPlan) -> list[OutputFile]:
-    return attention_files(plan) if isinstance(plan, AttentionPlan) else project_files(plan)
+    """Every file of the project; a SpecError when two of them would get one path (see `_check_paths`)."""
+    files = attention_files(plan) if isinstance(plan, AttentionPlan) else project_files(plan)
+    _check_paths(files)
+    return files
+
+
+def _origin(f: OutputFile) -> str:
+    return f"{f.field} ({f.path})" if f.field else f"the fixed file {f.path}"
+
+
+def _check_paths(files: list[OutputFile]) -> None:
+    """No two files share a path (compared case-insensitively: the project must check out on macOS
+    and Windows too), and no file sits where another needs a folder."""
+    seen: dict[str, OutputFile] = {}
+    for f in [*files, OutputFile("manifest.json", "", False)]:
+        key = f.path.casefold()
+        other = seen.get(key)
+        if other is not None:
+            named = f if f.field else other
+            field = named.field or "name"
+            same = "the same file" if other.path == f.path else "files whose names differ only in case"
+            raise SpecError(field, f"{_origin(f)} and {_origin(other)} are {same}: one would overwrite the other",
+                            "rename the stage or the chain so that the file names differ "
+                            "(e.g. a chain name without the stage_ prefix, a stage name without _stock)")
+        seen[key] = f
+    for f in files:
+        for parent in PurePosixPath(f.path).parents:
+            other = seen.get(str(parent).casefold())
+            if other is not None:
+                raise SpecError(other.field or f.field or "name",
+                                f"{_origin(other)} is a file where {f.path} needs a folder",
+                                "rename the stage or the chain")
 
 
 def plan_of_spec(spec: ChainSpec | AttentionSpec, target: str | None = None) -> ChainPlan | AttentionPlan:
@@ -127,7 +169,9 @@ def plan_of_spec(spec: ChainSpec | AttentionSpec, target: str | None = None) -> 
     return make_attention_plan(spec, target) if isinstance(spec, AttentionSpec) else make_plan(spec, target)
 
 
+@functools.lru_cache(maxsize=None)
 def _environment() -> jinja2.Environment:
+    """One per process: Jinja keeps the compiled templates (most of a generate's time otherwise)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         undefined=jinja2.StrictUndefined,
@@ -140,22 +184,42 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def cutlass_dir_expression(out_dir: Path, cutlass_dir: Path | None) -> str:
-    """The CUTLASS_DIR default written into CMakeLists.txt.
+@dataclass(frozen=True)
+class CutlassDefault:
+    """Where CMakeLists.txt looks for CUTLASS when neither -DCUTLASS_DIR nor $ENV{CUTLASS_DIR} says."""
 
-    Relative to the project when both live in one tree (so committed projects are byte-identical on
-    every machine), absolute otherwise.
+    path: str  # relative to the project folder when `relative`, else absolute
+    relative: bool
+
+
+def cutlass_default(out_dir: Path, cutlass_dir: Path | None) -> CutlassDefault:
+    """The fallback CUTLASS folder written into CMakeLists.txt.
+
+    Relative to the project when both live in one checkout (so committed projects are byte-identical on
+    every machine); otherwise the absolute path, which CMake uses only when -DCUTLASS_DIR and
+    $ENV{CUTLASS_DIR} are both unset. A path CMake cannot take (control characters) is a UsageError.
     """
-    cutlass = (cutlass_dir or default_cutlass_dir()).resolve()
-    out = out_dir.resolve()
-    common = Path(os.path.commonpath([cutlass, out]))
-    if common != Path(common.anchor) and (common / "pyproject.toml").exists():
-        return "${CMAKE_CURRENT_SOURCE_DIR}/" + os.path.relpath(cutlass, out)
-    return str(cutlass)
+    given = Path(os.path.abspath(cutlass_dir or default_cutlass_dir()))
+    cutlass = given.resolve()
+    if has_control_character(str(cutlass)) or has_control_character(str(given)):
+        raise UsageError(f"the CUTLASS folder {str(given)!r} contains a control character (e.g. a newline), "
+                         "which cannot go into CMakeLists.txt",
+                         hint="use a CUTLASS folder whose path has no control characters (--cutlass-dir, CUTLASS_DIR)")
+    # As given first (a third_party/ that links elsewhere still counts as inside the checkout), then resolved.
+    for c, out in ((given, Path(os.path.abspath(out_dir))), (cutlass, out_dir.resolve())):
+        common = Path(os.path.commonpath([c, out]))
+        if common != Path(common.anchor) and (common / "pyproject.toml").exists():
+            return CutlassDefault(Path(os.path.relpath(c, out)).as_posix(), True)
+    return CutlassDefault(str(cutlass), False)
 
 
-def manifest(plan: ChainPlan | AttentionPlan, files: list[OutputFile]) -> str:
-    """What `build` and `run` read: names, target, stages, and the generated files."""
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def manifest(plan: ChainPlan | AttentionPlan, files: list[OutputFile], texts: dict[str, str]) -> str:
+    """What `build` and `run` read: names, target, stages, the generated files and their sha256 (what a
+    later `generate` checks before it removes a file it no longer writes)."""
     if isinstance(plan, AttentionPlan):
         stages = [{"name": row.name, "op": "softmax" if row.name == "softmax" else "gemm"} for row in plan.table]
     else:
@@ -187,19 +251,23 @@ def manifest(plan: ChainPlan | AttentionPlan, files: list[OutputFile]) -> str:
         **({"kind": "attention"} if isinstance(plan, AttentionPlan) else {}),
         "stages": stages,
         "files": [f.path for f in files] + ["manifest.json"],
+        "sha256": {f.path: sha256(texts[f.path]) for f in files},
     }
     return json.dumps(data, indent=2) + "\n"
 
 
-def render_project(plan: ChainPlan | AttentionPlan, cutlass_dir_expr: str) -> dict[str, str]:
-    """Relative path -> file text, for the whole project."""
+def render_project(plan: ChainPlan | AttentionPlan, cutlass: CutlassDefault | str) -> dict[str, str]:
+    """Relative path -> file text, for the whole project (`cutlass`: see cutlass_default; a str is an
+    absolute CUTLASS folder)."""
+    if isinstance(cutlass, str):
+        cutlass = CutlassDefault(cutlass, relative=False)
     env = _environment()
     files = output_files(plan)
     root = templates_dir()
     out: dict[str, str] = {}
     for f in files:
         if f.template:
-            context = {"plan": plan, "version": __version__, "cutlass_dir": cutlass_dir_expr}
+            context = {"plan": plan, "version": __version__, "cutlass": cutlass}
             if isinstance(plan, AttentionPlan):
                 context["gemm"] = plan.gemms[f.stage] if f.stage is not None else None
             else:
@@ -207,70 +275,195 @@ def render_project(plan: ChainPlan | AttentionPlan, cutlass_dir_expr: str) -> di
             out[f.path] = env.get_template(f.source).render(**context)
         else:
             out[f.path] = (root / f.source).read_text()
-    out["manifest.json"] = manifest(plan, files)
+    out["manifest.json"] = manifest(plan, files, out)
     return out
 
 
-def _diff(out_dir: Path, rendered: dict[str, str]) -> list[str]:
-    lines: list[str] = []
+# --------------------------------------------------------------------------------------------------
+# Reading what is on disk (an old manifest is untrusted input)
+
+_BANNER = "Generated by cusync-gen"
+_MAX_MANIFEST_BYTES = 4 << 20
+
+
+@dataclass(frozen=True)
+class OldProject:
+    """What an existing target's manifest.json says, after checking every piece of it."""
+
+    files: frozenset[str]  # safe relative paths only
+    hashes: dict[str, str]  # path -> sha256, empty for manifests written before hashes were recorded
+
+
+def _safe_rel(entry: Any) -> str | None:
+    """A manifest entry as a plain relative path inside the project, else None (ignored)."""
+    if not isinstance(entry, str) or not entry or "\0" in entry or "\\" in entry:
+        return None
+    rel = PurePosixPath(entry)
+    if rel.is_absolute() or any(part in ("", ".", "..") for part in entry.split("/")):
+        return None
+    return str(rel)
+
+
+def read_old_project(out_dir: Path) -> OldProject | None:
+    """The project cusync-gen wrote at `out_dir`, or None when `manifest.json` is missing, not a regular
+    file, not JSON, not an object or not ours ("generator" must start with "cusync-gen")."""
+    path = out_dir / "manifest.json"
+    try:
+        if not path.is_file() or path.is_symlink() or path.stat().st_size > _MAX_MANIFEST_BYTES:
+            return None
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not str(data.get("generator", "")).startswith("cusync-gen"):
+        return None
+    listed = data.get("files")
+    files = {rel for rel in map(_safe_rel, listed if isinstance(listed, list) else []) if rel}
+    recorded = data.get("sha256")
+    hashes = {k: v for k, v in recorded.items() if isinstance(k, str) and isinstance(v, str)} \
+        if isinstance(recorded, dict) else {}
+    return OldProject(frozenset(files), hashes)
+
+
+def _generated_by_us(old: OldProject, rel: str, path: Path) -> bool:
+    """`path` (a regular file, not a link, found under the target) is still what we wrote there."""
+    if rel == "manifest.json":
+        return True
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    if old.hashes:
+        return hashlib.sha256(data).hexdigest() == old.hashes.get(rel)
+    return _BANNER.encode() in data[:4096]
+
+
+def _files_on_disk(out_dir: Path) -> set[str]:
+    """Every file or link under `out_dir` except in build/, without following links."""
+    found: set[str] = set()
+    for folder, dirs, names in os.walk(out_dir):
+        rel_folder = Path(folder).relative_to(out_dir)
+        if rel_folder == Path("."):
+            dirs[:] = [d for d in dirs if d != "build"]
+        found |= {(rel_folder / n).as_posix() for n in names}
+        found |= {(rel_folder / d).as_posix() for d in dirs if (Path(folder) / d).is_symlink()}
+    return found
+
+
+# --------------------------------------------------------------------------------------------------
+# --check
+
+_DIFF_FILES = 3  # changed files that get a diff
+_DIFF_LINES = 20  # lines of diff per file
+
+
+def _check_report(out_dir: Path, shown: Path, rendered: dict[str, str]) -> str | None:
+    """A short report of how `out_dir` differs from `rendered`, or None when it does not."""
+    if not out_dir.exists():
+        return f"{shown} does not exist: all {len(rendered)} files of the project are missing"
+    old = read_old_project(out_dir)
+    missing, changed = [], []
     for rel, text in rendered.items():
         path = out_dir / rel
-        old = path.read_text() if path.is_file() else ""
-        if old != text:
-            lines.append(f"differs: {rel}")
-            diff = difflib.unified_diff(old.splitlines(), text.splitlines(), f"on disk/{rel}", f"generated/{rel}",
-                                        lineterm="", n=1)
-            lines.extend(list(diff)[:20])
-    return lines
+        if not path.is_file() or path.is_symlink():
+            missing.append(rel)
+        elif path.read_bytes() != text.encode():
+            changed.append(rel)
+    extra = sorted(_files_on_disk(out_dir) - set(rendered))
+    stale = [rel for rel in extra if old is not None and rel in old.files and not (out_dir / rel).is_symlink()
+             and _generated_by_us(old, rel, out_dir / rel)]
+    if not (missing or changed or stale):
+        return None
+    lines = [f"{shown} differs from what the generator emits now: {len(missing)} missing, {len(changed)} changed, "
+             f"{len(stale)} no longer generated"]
+    lines += [f"missing: {rel}" for rel in missing]
+    lines += [f"changed: {rel}" for rel in changed]
+    lines += [f"no longer generated (generate removes it): {rel}" for rel in stale]
+    lines += [f"not generated (generate keeps it): {rel}" for rel in extra if rel not in stale]
+    for rel in changed[:_DIFF_FILES]:
+        old_text = (out_dir / rel).read_text(errors="replace").splitlines()
+        diff = list(difflib.unified_diff(old_text, rendered[rel].splitlines(), f"on disk/{rel}", f"generated/{rel}",
+                                         lineterm="", n=1))
+        lines += diff[:_DIFF_LINES] + ([f"... ({len(diff) - _DIFF_LINES} more diff lines)"]
+                                       if len(diff) > _DIFF_LINES else [])
+    if len(changed) > _DIFF_FILES:
+        lines.append(f"... (no diff shown for {len(changed) - _DIFF_FILES} more changed files)")
+    return "\n".join(lines)
 
 
-def _write(out_dir: Path, rendered: dict[str, str]) -> None:
-    """Write through a temporary sibling folder, then move each file in; keeps build/ and foreign files,
-    removes files an earlier generation wrote that this one no longer does."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    old_manifest = out_dir / "manifest.json"
-    stale: set[str] = set()
-    if old_manifest.is_file():
+# --------------------------------------------------------------------------------------------------
+# Writing
+
+def _write(out_dir: Path, shown: Path, rendered: dict[str, str], force: bool) -> None:
+    """Swap the rendered project into `out_dir` (absolute) under its lock; see the module docstring."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with fsio.lock(out_dir):
+        fsio.recover(out_dir)
+        old = read_old_project(out_dir)
+        if old is None and not force and out_dir.is_dir() and any(out_dir.iterdir()):
+            raise UsageError(f"-o {shown} is not empty and holds no project of cusync-gen (no manifest.json of ours)",
+                             hint="pick a new or empty folder, or pass --force to write the project into it "
+                                  "(files of the same name are replaced, the others kept)")
+        old = old or OldProject(frozenset(), {})
+        keep = fsio.foreign_entries(out_dir, set(rendered), lambda rel, path: _generated_by_us(old, rel, path),
+                                    set(old.files))
+        staging = fsio.new_staging(out_dir)
         try:
-            stale = set(json.loads(old_manifest.read_text()).get("files", [])) - set(rendered)
-        except (ValueError, AttributeError):
-            stale = set()
-    with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=f".{out_dir.name}.") as tmp:
-        for rel, text in rendered.items():
-            path = Path(tmp) / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-        for rel in rendered:
-            target = out_dir / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(Path(tmp) / rel, target)
-    for rel in stale:
-        (out_dir / rel).unlink(missing_ok=True)
+            for rel, text in rendered.items():
+                path = staging / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(text.encode())  # the bytes the manifest's sha256 describes, whatever the locale
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        fsio.swap_in(staging, out_dir, keep)
 
 
-def generate(spec_path: Path, out_dir: Path, target: str | None = None, check: bool = False,
-             cutlass_dir: Path | None = None) -> Path:
-    """Spec file -> project folder (or, with check, raise if the folder differs from what we emit)."""
-    spec = load_spec(Path(spec_path))
-    plan = plan_of_spec(spec, target)
-    # No code for a plan whose synchronization is not proved sound.
+def proved_plan(spec_path: Path, target: str | None = None) -> ChainPlan | AttentionPlan:
+    """The plan of a spec file, once its synchronization is proved sound (no code for one that is not)."""
+    plan = plan_of_spec(load_spec(Path(spec_path)), target)
     if isinstance(plan, AttentionPlan):
         verify_attention_plan(plan)
     else:
         for m in representative_ms(plan):
             verify(plan, m)
-    out_dir = Path(out_dir)
-    rendered = render_project(plan, cutlass_dir_expression(out_dir, cutlass_dir))
-    if check:
-        differences = _diff(out_dir, rendered)
-        if differences:
-            raise GeneratedDiffers(
-                f"{out_dir} differs from what the generator emits now:\n" + "\n".join(differences),
-                hint=f"regenerate: cusync-gen generate {spec_path} -o {out_dir}",
-            )
-        return out_dir
-    _write(out_dir, rendered)
-    return out_dir
+    return plan
+
+
+def generate(spec_path: Path, out_dir: Path, target: str | None = None, check: bool = False,
+             cutlass_dir: Path | None = None, force: bool = False) -> Path:
+    """Spec file -> project folder (or, with check, raise if the folder differs from what we emit).
+
+    Writes only inside `out_dir`; refuses a non-empty folder that is not our project unless `force`.
+    Ctrl-C is an `fsio.Interrupted` (exit 130) that says what the folder holds.
+    """
+    shown = Path(out_dir)
+    rendered: dict[str, str] = {}
+    try:
+        plan = proved_plan(spec_path, target)
+        try:
+            root = fsio.check_target(shown, "-o")
+            rendered = render_project(plan, cutlass_default(shown, cutlass_dir))
+            if check:
+                report = _check_report(root, shown, rendered)
+                if report:
+                    raise GeneratedDiffers(report, hint=f"regenerate: cusync-gen generate {spec_path} -o {shown}")
+                return shown
+            _write(root, shown, rendered, force)
+        except OSError as err:
+            raise fsio.write_error(err, shown, "-o") from err
+    except KeyboardInterrupt:
+        new = bool(rendered) and not check and _holds(shown, "manifest.json", rendered["manifest.json"])
+        raise fsio.Interrupted(f"interrupted: -o {shown} holds "
+                               + ("the complete new project" if new else "what it held before, unchanged"),
+                               hint="run the same command again") from None
+    return shown
+
+
+def _holds(root: Path, rel: str, text: str) -> bool:
+    try:
+        return (root / rel).read_bytes() == text.encode()
+    except OSError:
+        return False
 
 
 def remove_project(out_dir: Path) -> None:

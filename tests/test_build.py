@@ -455,6 +455,12 @@ def test_format_table_sm90_baselines_and_floor() -> None:
 # cutlass_fetch
 
 
+@pytest.fixture(autouse=True)
+def trust_test_wheels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The small wheels below stand in for the real one, whose sha256 check test_write_safety.py tests."""
+    monkeypatch.setattr(cutlass_fetch, "check_wheel", lambda wheel: None)
+
+
 def make_wheel(path: Path, version: str = "4.2.0.0", with_header: bool = True) -> Path:
     with zipfile.ZipFile(path, "w") as whl:
         whl.writestr(f"nvidia_cutlass-{version}.dist-info/METADATA", "Name: nvidia-cutlass\n")
@@ -499,10 +505,12 @@ def test_fetch_is_idempotent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert not marker.exists() and cutlass_fetch.is_fetched(dest)
 
 
-def test_fetch_replaces_an_unversioned_tree(tmp_path: Path) -> None:
+def test_fetch_replaces_an_unversioned_tree_only_with_force(tmp_path: Path) -> None:
     dest = make_cutlass(tmp_path / "cutlass")
     assert not cutlass_fetch.is_fetched(dest)
-    cutlass_fetch.fetch_cutlass(dest, wheel=make_wheel(tmp_path / "w.whl"))
+    with pytest.raises(UsageError, match="not a CUTLASS tree fetched by cusync-gen"):  # not ours: a CUTLASS checkout of the user's
+        cutlass_fetch.fetch_cutlass(dest, wheel=make_wheel(tmp_path / "w.whl"))
+    cutlass_fetch.fetch_cutlass(dest, wheel=tmp_path / "w.whl", force=True)
     assert cutlass_fetch.is_fetched(dest)
 
 
