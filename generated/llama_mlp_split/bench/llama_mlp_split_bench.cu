@@ -388,7 +388,7 @@ int main(int argc, char** argv) {
       std::string policy, order;
       bool timed_out = false, bitwise = false, graph_ok = false;
       char sync_error[256] = "null";
-      int overlapped_id = -1, hooks_id = -1;
+      int overlapped_id = -1, hooks_id = -1, sequential_id = -1;
     };
     std::vector<Result> results;
     for (std::string const& variant : variants(o)) {
@@ -432,8 +432,8 @@ int main(int argc, char** argv) {
     std::vector<double> const us = timer.run(stream, o);
     auto time_of = [&](int id) { return id >= 0 ? us[size_t(id)] : (id == -1 ? -1.0 : 0.0); };
     bool const timing_timeout = chain.check_sync_error() == cusync::Status::kSyncTimeout;
-    double const sequential_us = time_of(sequential_id);
     for (Result& r : results) {
+      double const sequential_us = time_of(r.sequential_id >= 0 ? r.sequential_id : sequential_id);
       if (timing_timeout && !r.timed_out) std::snprintf(r.sync_error, sizeof(r.sync_error), "\"timeout during timing\"");
       double const overlapped_us = r.overlapped_id >= 0 ? time_of(r.overlapped_id) : 0.0;
       double const hooks_serial_us = r.hooks_id >= 0 ? time_of(r.hooks_id) : 0.0;
