@@ -588,7 +588,8 @@ LATE_STDERR_BENCH = textwrap.dedent(
 
 
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
-def test_run_reads_all_of_stderr_before_closing_it(tmp_path: Path, gpu: None, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_reads_all_of_stderr_before_closing_it(tmp_path: Path, gpu: None,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """build.run closed the bench's stderr once stdout ended, while its reader thread was still
     draining it: the bench's `error:` line was lost (and pytest warned about the reader's exception)."""
     project = make_project(tmp_path / "p")
