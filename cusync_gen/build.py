@@ -415,7 +415,9 @@ def run(project: Path, ms: Sequence[int], policies: Iterable[Any] | None = None,
                 print(line, file=sys.stderr, flush=True)
             else:
                 rows.append(row)
-    reader.join()
+        # Inside the `with`: leaving it closes the pipes, and stdout can end before stderr does (the
+        # reader may still be draining it, with the bench's `error:` line last).
+        reader.join()
     code = proc.returncode
     tail = "\n".join(stderr_tail)
 

@@ -47,15 +47,26 @@ def _err() -> Console:
 # --------------------------------------------------------------------------------------------------
 
 def parse_ms(text: str, option: str = "--m", minimum: int = 1) -> list[int]:
-    """`--m 1,256,1024` -> [1, 256, 1024]; anything else is a UsageError (exit 2)."""
+    """`--m 1,256,1024` -> [1, 256, 1024]; anything else, or a value above spec.MAX_M (the largest M the
+    generated library is built for), is a UsageError (exit 2)."""
+    from cusync_gen.spec import MAX_M
+
     values: list[int] = []
     for item in text.split(","):
         item = item.strip()
-        if not item.isdigit() or int(item) < minimum:
-            kind = "a positive integer" if minimum > 0 else "a non-negative integer"
-            raise UsageError(f"{option}: {item!r} is not {kind}",
-                             hint=f"pass a comma-separated list of integers >= {minimum}, e.g. {option} 256,1024")
-        values.append(int(item))
+        kind = "a positive integer" if minimum > 0 else "a non-negative integer"
+        bad = UsageError(f"{option}: {item[:40]!r} is not {kind}",
+                         hint=f"pass a comma-separated list of integers >= {minimum}, e.g. {option} 256,1024")
+        if not (item.isascii() and item.isdigit()):  # str.isdigit alone takes '²' and other Unicode digits
+            raise bad
+        digits = item.lstrip("0") or "0"
+        if len(digits) > len(str(MAX_M)) or int(digits) > MAX_M:  # int() refuses more than 4300 digits
+            shown = digits if len(digits) <= 20 else f"a {len(digits)}-digit number"
+            raise UsageError(f"{option}: {shown} is above the limit of {MAX_M}",
+                             hint=f"pass values of at most {MAX_M} (2^20, docs/spec-format.md, Limits)")
+        if int(digits) < minimum:
+            raise bad
+        values.append(int(digits))
     return values
 
 

@@ -12,9 +12,10 @@ import hashlib
 import json
 import math
 import re
+import reprlib
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -84,6 +85,12 @@ SM90_TILE_N: tuple[int, ...] = (64, 128, 192, 256)
 SM90_TILE_K: tuple[int, ...] = (64,)
 SM90_SCHEDULES: tuple[str, ...] = ("cooperative",)
 
+#: SwiGluStage (templates/runtime/include/cusync/swiglu.cuh): threads per block and elements per access.
+SWIGLU_BLOCK_THREADS = 512
+SWIGLU_VECTOR = 8
+#: Swiglu tile widths that both fit its thread layout and allow rows <= MAX_TILE_DIM (cols 8 needs 512 rows).
+SWIGLU_COLS: tuple[int, ...] = (16, 32, 64, 128, 256)
+
 #: "input" names the external A tensor, so no stage may be called that.
 RESERVED_NAMES = frozenset({"input"})
 #: C++ keywords a name would collide with in the generated code (the ones plausible as names).
@@ -95,11 +102,70 @@ CPP_KEYWORDS = frozenset(
     "unsigned using virtual void volatile while half".split()
 )
 
-_C_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
+#: ASCII only, matched with fullmatch (`$` would also match before a final newline).
+_C_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SNAKE = re.compile(r"[a-z][a-z0-9_]*")
 
-PosInt = Annotated[int, Field(strict=True, gt=0)]
-Triple = tuple[PosInt, PosInt, PosInt]
+# ---------------------------------------------------------------------------------------------------
+# Limits: the largest value of every number and name in a spec, and of a spec file itself. One table;
+# docs/spec-format.md ("Limits") lists the same rows, and a test keeps the two in step.
+#
+# The C++ side holds dimensions and tile counts in `int` (32 bits) and element offsets in int64_t
+# (swiglu.cuh, softmax.cuh, the sm80 prefetch, CUTLASS 2.x LongIndex, CuTe's int64 strides). With
+# M <= 2^20 and n, k <= 2^17, a stage's grid has at most ceil(2^20 / 16) * ceil(2^17 / 8) = 2^30 blocks
+# (sm80 tiles are at least 16 x 8, a swiglu tile at least 4096 elements): within int32 and CUDA's
+# gridDim.x limit of 2^31 - 1. An [M, n] tensor has up to 2^37 elements: int64 offsets, not int32.
+
+MAX_STAGES = 16          # kMaxStages in templates/runtime/include/cusync/stage.cuh
+MAX_DIM = 1 << 17        # n, k, hidden, heads * head_dim: 131072
+MAX_M = 1 << 20          # rows at run time (--m), tile_configs m_max: 1048576
+MAX_HEAD_DIM = 256
+MAX_TILE_DIM = 256       # every value of threadblock, warp, instruction, cluster, tile_configs tiles
+MAX_PIPELINE_STAGES = 10
+MAX_SMS = 1024
+MAX_TILE_CONFIGS = 8
+MAX_NAME_LENGTH = 64
+MAX_SPEC_BYTES = 1 << 20  # a spec file: 1 MiB
+MAX_SPEC_DEPTH = 32       # nested mappings and lists (a spec has at most 5)
+MAX_SPEC_VALUES = 10_000  # mappings, lists and scalars, counting what each YAML alias repeats
+MAX_SHOWN = 80            # characters of a user value quoted in an error message
+
+
+class Limit(NamedTuple):
+    what: str      # the spec keys (or option) it bounds, as docs/spec-format.md names them
+    maximum: int
+    why: str
+
+
+LIMITS: tuple[Limit, ...] = (
+    Limit("stages", MAX_STAGES, "the runtime's per-stage device counters are arrays of kMaxStages = 16 "
+          "(templates/runtime/include/cusync/stage.cuh)"),
+    Limit("n, k", MAX_DIM, "a C++ int dimension: with M up to 2^20 a stage's grid stays below 2^31 blocks"),
+    Limit("attention.hidden", MAX_DIM, "as n and k"),
+    Limit("attention.heads * attention.head_dim", MAX_DIM, "D, the width of Q, K, V and O, as n and k"),
+    Limit("attention.head_dim", MAX_HEAD_DIM, "FlashAttention-2's limit too; current models use 64 to 256"),
+    Limit("tile values", MAX_TILE_DIM, "the largest tile either backend instantiates"),
+    Limit("tile.stages", MAX_PIPELINE_STAGES, "the deepest sm80 pipeline CUTLASS's own kernels use"),
+    Limit("sms", MAX_SMS, "more than any GPU has (H200: 132, B200: 148)"),
+    Limit("tile_configs", MAX_TILE_CONFIGS, "entries; the library tries them in order at every run"),
+    Limit("tile_configs[i].m_max", MAX_M, "as --m"),
+    Limit("split_k, reads", MAX_DIM, "a sanity bound (split_k must be 1; reads must match the op's)"),
+    Limit("name, stage names", MAX_NAME_LENGTH, "characters; they name files, C++ classes and CMake targets"),
+    Limit("--m, --batch, --cache", MAX_M, "rows at run time (batch x new tokens for attention): the largest M "
+          "the generated library is built for"),
+    Limit("spec file size", MAX_SPEC_BYTES, "bytes (1 MiB); a spec is a few KiB"),
+    Limit("spec nesting", MAX_SPEC_DEPTH, "levels of mappings and lists; a spec has at most 5"),
+    Limit("spec values", MAX_SPEC_VALUES, "mappings, lists and scalars, counting what each YAML alias repeats"),
+)
+
+
+PosInt = Annotated[int, Field(strict=True, gt=0, le=MAX_DIM)]
+TileDim = Annotated[int, Field(strict=True, gt=0, le=MAX_TILE_DIM)]
+Triple = tuple[TileDim, TileDim, TileDim]
+PipelineStages = Annotated[int, Field(strict=True, gt=0, le=MAX_PIPELINE_STAGES)]
+SmCount = Annotated[int, Field(strict=True, gt=0, le=MAX_SMS)]
+Rows = Annotated[int, Field(strict=True, gt=0, le=MAX_M)]
+HeadDim = Annotated[int, Field(strict=True, gt=0, le=MAX_HEAD_DIM)]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -115,7 +181,7 @@ class TileSpec(BaseModel):
     threadblock: Triple
     warp: Triple | None = None
     instruction: Triple | None = None
-    stages: PosInt | None = None
+    stages: PipelineStages | None = None
     cluster: Triple | None = None      # sm90 only: thread block cluster shape
     schedule: str | None = None        # sm90 only: kernel schedule (cooperative)
 
@@ -147,7 +213,7 @@ class ReadsSpec(BaseModel):
     model_config = _FROZEN
 
     cols: Literal["k_range", "same"] | StridedCols
-    halo: int = Field(default=0, strict=True, ge=0)
+    halo: int = Field(default=0, strict=True, ge=0, le=MAX_DIM)
 
 
 class StageSpec(BaseModel):
@@ -190,7 +256,7 @@ class TileConfigSpec(BaseModel):
 
     model_config = _FROZEN
 
-    m_max: PosInt
+    m_max: Rows
     tiles: dict[str, Triple]  # stage name -> threadblock; stages not listed keep their own tile
 
 
@@ -208,10 +274,10 @@ class _SpecHead(BaseModel):
 class ChainSpec(_SpecHead):
     """A whole chain: the producers come first, every later stage reads `input` or an earlier stage."""
 
-    sms: PosInt | None = None
+    sms: SmCount | None = None
     optimizations: Optimizations = Optimizations()
-    stages: list[StageSpec] = Field(min_length=1)
-    tile_configs: list[TileConfigSpec] = Field(default_factory=list)
+    stages: list[StageSpec] = Field(min_length=1, max_length=MAX_STAGES)
+    tile_configs: list[TileConfigSpec] = Field(default_factory=list, max_length=MAX_TILE_CONFIGS)
 
 
 class AttentionTiles(BaseModel):
@@ -232,7 +298,7 @@ class AttentionBlock(BaseModel):
 
     hidden: PosInt            # model width: X and Y are [tokens, hidden]
     heads: PosInt             # heads on this GPU
-    head_dim: PosInt
+    head_dim: HeadDim
     causal: bool = Field(default=True, strict=True)
     tiles: AttentionTiles
 
@@ -325,6 +391,10 @@ def check_attention_rules(spec: AttentionSpec) -> None:
                         "on Hopper too)", "set arch: sm80 (and target: sm_90 to build for H100/H200)")
     a = spec.attention
     d = a.heads * a.head_dim
+    if d > MAX_DIM:  # before the tile rules, which build a StageSpec with k = D
+        raise SpecError("attention.heads", f"heads * head_dim = {a.heads} * {a.head_dim} = {d} is above the limit of "
+                        f"{MAX_DIM} (D, the width of Q, K, V and O, is a C++ int dimension)",
+                        f"use at most {MAX_DIM // a.head_dim} heads of {a.head_dim} (the heads on one GPU)")
     for key, value in (("hidden", a.hidden), ("head_dim", a.head_dim)):
         if value % ALIGNMENT:
             raise SpecError(f"attention.{key}", f"{key}={value} is not a multiple of {ALIGNMENT} (16-byte vector accesses)",
@@ -358,7 +428,10 @@ def check_attention_rules(spec: AttentionSpec) -> None:
 
 
 def load_spec(path: Path) -> ChainSpec:
-    """Read a .yaml/.yml/.json file; problems with the file itself are UsageErrors, not SpecErrors."""
+    """Read a .yaml/.yml/.json file; problems with the file itself are UsageErrors, not SpecErrors.
+
+    No file can make this hang or crash: its size, nesting and number of values (YAML aliases
+    included) are capped before the spec model sees the data (LIMITS)."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".yaml", ".yml", ".json"):
@@ -366,30 +439,100 @@ def load_spec(path: Path) -> ChainSpec:
             f"{path}: unknown spec file type '{suffix or '(none)'}'",
             "name the spec file *.yaml, *.yml or *.json",
         )
+    text = _read_spec_text(path)
+    if suffix == ".json":
+        data = _load_json(path, text)
+    else:
+        loader = _StrictLoader(text, path)
+        try:
+            data = loader.get_single_data()
+        except yaml.YAMLError as exc:
+            raise UsageError(_yaml_error_message(path, exc), "fix the YAML syntax at that line") from None
+        finally:
+            loader.dispose()
+    _check_size(data, path)
+    return parse_spec(data, source=str(path))
+
+
+def _read_spec_text(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            raw = file.read(MAX_SPEC_BYTES + 1)
     except FileNotFoundError:
         raise UsageError(f"spec file {path} not found", "check the path (relative to the current directory)") from None
     except IsADirectoryError:
         raise UsageError(f"{path} is a directory, not a spec file", "pass the path of a .yaml or .json file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise UsageError(f"cannot read spec file {path}: {exc}", "check the file's permissions") from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise UsageError(f"{path} is larger than 1 MiB, the limit for a spec file",
+                         "a spec is a few KiB: check that this is the spec (docs/spec-format.md, Limits)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"cannot read spec file {path}: {exc}", "save the file as UTF-8") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as text mode reads them
+
+
+def _load_json(path: Path, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
         raise UsageError(
-            f"cannot read spec file {path}: {exc}", "check the file's permissions and encoding (UTF-8)"
+            f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            "fix the JSON syntax at that line",
         ) from None
-    if suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageError(
-                f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
-                "fix the JSON syntax at that line",
-            ) from None
-    else:
-        try:
-            data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
-        except yaml.YAMLError as exc:
-            raise UsageError(_yaml_error_message(path, exc), "fix the YAML syntax at that line") from None
-    return parse_spec(data, source=str(path))
+    except RecursionError:
+        raise _too_deep(path) from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise UsageError(f"{path}: invalid JSON: {_clip(str(exc))}", _NUMBER_HINT) from None
+
+
+_NUMBER_HINT = f"no number in a spec is above {MAX_M} (docs/spec-format.md, Limits)"
+
+
+def _too_deep(path: Path, line: int | None = None) -> UsageError:
+    where = f"{path}:{line}" if line is not None else str(path)
+    return UsageError(f"{where}: the spec nests mappings and lists deeper than {MAX_SPEC_DEPTH} levels",
+                      "a spec needs at most 5 levels: check the brackets (and that no YAML alias contains itself)")
+
+
+def _too_many(path: Path, line: int | None = None) -> UsageError:
+    where = f"{path}:{line}" if line is not None else str(path)
+    return UsageError(f"{where}: the spec holds more than {MAX_SPEC_VALUES} values (counting what each YAML alias "
+                      "repeats)", "a spec needs a few hundred: remove the extra data or the repeated aliases "
+                      "(docs/spec-format.md, Limits)")
+
+
+def _check_size(data: Any, path: Path) -> None:
+    """At most MAX_SPEC_DEPTH levels and MAX_SPEC_VALUES values, counting each YAML alias as what it
+    repeats (an alias is the same Python object, so each is counted once and reused: linear time)."""
+    done: dict[int, tuple[int, int]] = {}  # id -> (values, levels) of a finished mapping or list
+
+    def walk(node: Any, level: int) -> tuple[int, int]:
+        if not isinstance(node, (dict, list, tuple)):  # tuples: YAML's !!pairs and !!omap
+            return 1, 0
+        if id(node) in done:
+            values, levels = done[id(node)]
+        else:
+            if level > MAX_SPEC_DEPTH:  # also ends a self-containing alias (&a [*a])
+                raise _too_deep(path)
+            values, levels = 1, 1
+            children = [v for pair in node.items() for v in pair] if isinstance(node, dict) else node
+            for child in children:
+                child_values, child_levels = walk(child, level + 1)
+                values += child_values
+                levels = max(levels, child_levels + 1)
+                if values > MAX_SPEC_VALUES:
+                    break
+            done[id(node)] = (values, levels)
+        if level + levels - 1 > MAX_SPEC_DEPTH:
+            raise _too_deep(path)
+        if values > MAX_SPEC_VALUES:
+            raise _too_many(path)
+        return values, levels
+
+    walk(data, 1)
 
 
 def spec_hash(spec: ChainSpec) -> str:
@@ -526,7 +669,8 @@ def _check_tile_configs(spec: ChainSpec) -> None:
         previous = config.m_max
         for name, tb in config.tiles.items():
             if name not in names:
-                raise SpecError(f"{field}.tiles.{name}", f"unknown stage '{name}'", f"use one of: {', '.join(names)}")
+                raise SpecError(f"{field}.tiles.{_key(name)}", f"unknown stage {_show(name)}",
+                                f"use one of: {', '.join(names)}")
             stage = next(s for s in spec.stages if s.name == name)
             if stage.op is Op.SWIGLU and tb[2] != 1:
                 raise SpecError(f"{field}.tiles.{name}", "a swiglu tile is [rows, cols, 1]", f"write [{tb[0]}, {tb[1]}, 1]")
@@ -548,13 +692,20 @@ def output_policy(spec: ChainSpec, index: int) -> Policy | None:
 # Cross-field rules
 
 
+def _check_name(field: str, name: str, pattern: re.Pattern[str], what: str, hint: str) -> None:
+    """Names become file names, C++ identifiers and CMake targets: ASCII identifiers of bounded length."""
+    if not name.isascii():
+        raise SpecError(field, f"{_show(name)} is not an ASCII {what}", hint)
+    if not pattern.fullmatch(name):
+        raise SpecError(field, f"{_show(name)} is not a {what}", hint)
+    if len(name) > MAX_NAME_LENGTH:
+        raise SpecError(field, f"{_show(name)} is {len(name)} characters long, above the limit of {MAX_NAME_LENGTH}",
+                        f"use a name of at most {MAX_NAME_LENGTH} characters")
+
+
 def _check_chain_name(name: str) -> None:
-    if not _SNAKE.match(name):
-        raise SpecError(
-            "name",
-            f"'{name}' is not a lower snake case C identifier",
-            "use lower case letters, digits and underscores, starting with a letter (e.g. gpt3_mlp)",
-        )
+    _check_name("name", name, _SNAKE, "lower snake case C identifier",
+                "use lower case letters, digits and underscores, starting with a letter (e.g. gpt3_mlp)")
     if name in CPP_KEYWORDS:
         raise SpecError("name", f"'{name}' is a C++ keyword", "pick another name, e.g. my_" + name)
 
@@ -614,7 +765,7 @@ def _check_sm90_gemm_tile(i: int, stage: StageSpec) -> None:
     if tile.schedule is not None and tile.schedule not in SM90_SCHEDULES:
         raise SpecError(
             f"{base}.schedule",
-            f"schedule '{tile.schedule}' is not supported: in a ping-pong kernel the two math warp groups work on "
+            f"schedule {_show(tile.schedule)} is not supported: in a ping-pong kernel the two math warp groups work on "
             "different tiles, which the ticket queue does not hand out",
             "set schedule: cooperative (or omit it)",
         )
@@ -628,12 +779,8 @@ def _check_sm90_gemm_tile(i: int, stage: StageSpec) -> None:
 
 def _check_stage_name(i: int, stage: StageSpec, seen: dict[str, int]) -> None:
     field = f"stages[{i}].name"
-    if not _C_IDENT.match(stage.name):
-        raise SpecError(
-            field,
-            f"'{stage.name}' is not a C identifier",
-            "use letters, digits and underscores, not starting with a digit (e.g. gemm1)",
-        )
+    _check_name(field, stage.name, _C_IDENT, "C identifier",
+                "use letters, digits and underscores, not starting with a digit (e.g. gemm1)")
     if stage.name in RESERVED_NAMES:
         raise SpecError(
             field, f"'{stage.name}' is reserved for the external input tensor", "rename the stage, e.g. gemm_in"
@@ -671,10 +818,10 @@ def _check_source(spec: ChainSpec, i: int, stage: StageSpec, earlier: dict[str, 
         )
     if i == 0:
         raise SpecError(
-            field, f"unknown stage '{stage.a}'; the first stage must read the external input", "set a: input"
+            field, f"unknown stage {_show(stage.a)}; the first stage must read the external input", "set a: input"
         )
     names = ", ".join(s.name for s in spec.stages[:i])
-    raise SpecError(field, f"unknown stage '{stage.a}'", f"use 'input' or one of: {names}")
+    raise SpecError(field, f"unknown stage {_show(stage.a)}", f"use 'input' or one of: {names}")
 
 
 def _check_sync_presence(i: int, stage: StageSpec, producer: int | None) -> None:
@@ -798,10 +945,31 @@ def _check_swiglu_stage(i: int, stage: StageSpec) -> None:
     for key in ("warp", "instruction", "stages", "cluster", "schedule"):
         if getattr(tile, key) is not None:
             raise SpecError(f"{base}.tile.{key}", f"swiglu is elementwise and does not use {key}", f"remove {key}")
+    _check_swiglu_tile(f"{base}.tile.threadblock", tile.threadblock)
     if stage.epilogue is not Epilogue.IDENTITY:
         raise SpecError(f"{base}.epilogue", "swiglu applies silu itself and takes no epilogue", "remove epilogue")
     if stage.b_layout is not BLayout.ROW:
         raise SpecError(f"{base}.b_layout", "swiglu has no B operand", "remove b_layout")
+
+
+def _check_swiglu_tile(field: str, threadblock: tuple[int, int, int]) -> None:
+    """The static_asserts of SwiGluStage (templates/runtime/include/cusync/swiglu.cuh), as spec errors:
+    each of its SWIGLU_BLOCK_THREADS threads moves one 16-byte vector per row pass."""
+    rows, cols = threadblock[0], threadblock[1]
+    fits = ", ".join(str(c) for c in SWIGLU_COLS)
+    if cols % SWIGLU_VECTOR:
+        raise SpecError(field, f"swiglu tile cols={cols} is not a multiple of {SWIGLU_VECTOR} (16-byte vector "
+                        "accesses)", f"use cols in {{{fits}}}")
+    per_row = cols // SWIGLU_VECTOR
+    if SWIGLU_BLOCK_THREADS % per_row:
+        raise SpecError(field, f"swiglu tile cols={cols} needs {per_row} threads per row, which do not divide the "
+                        f"kernel's {SWIGLU_BLOCK_THREADS} threads (cols must divide "
+                        f"{SWIGLU_BLOCK_THREADS * SWIGLU_VECTOR})", f"use cols in {{{fits}}}")
+    per_pass = SWIGLU_BLOCK_THREADS // per_row
+    if rows % per_pass:
+        raise SpecError(field, f"swiglu tile rows={rows} is not a multiple of {per_pass}: the kernel's "
+                        f"{SWIGLU_BLOCK_THREADS} threads cover {per_pass} rows of {cols} columns per pass",
+                        f"use rows = a multiple of {per_pass}, e.g. {_round_up(rows, per_pass)}, or wider cols")
 
 
 def policy_problem(spec: ChainSpec, i: int, producer: int, policy: Policy, key: str = "sync") -> SpecError | None:
@@ -880,7 +1048,7 @@ def _check_second_producer(spec: ChainSpec, i: int, stage: StageSpec, seen: dict
                         "set a to the stage that computes gate")
     if stage.b not in seen or stage.b == stage.name:
         names = ", ".join(s.name for s in spec.stages[:i])
-        raise SpecError(f"{base}.b", f"unknown or later stage '{stage.b}'", f"use one of: {names}")
+        raise SpecError(f"{base}.b", f"unknown or later stage {_show(stage.b)}", f"use one of: {names}")
     if stage.b == stage.a:
         raise SpecError(f"{base}.b", "b names the same stage as a", "remove b to read gate | up halves of one producer")
     up = seen[stage.b]
@@ -973,8 +1141,28 @@ def _render_loc(loc: tuple[int | str, ...]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         elif part.isidentifier():
-            out += f".{part}" if out else part
+            out += f".{_key(part)}" if out else _key(part)
     return out or "<root>"
+
+
+#: Which row of LIMITS a pydantic `le` bound comes from, by the key it bounds (the elements of a
+#: threadblock, warp, instruction, cluster or tile_configs tile are "tile values").
+_LIMIT_OF_KEY = {"n": "n, k", "k": "n, k", "hidden": "attention.hidden",
+                 "heads": "attention.heads * attention.head_dim", "head_dim": "attention.head_dim",
+                 "stages": "tile.stages", "sms": "sms", "m_max": "tile_configs[i].m_max",
+                 "split_k": "split_k, reads", "strided": "split_k, reads", "count": "split_k, reads",
+                 "halo": "split_k, reads"}
+
+
+def _above_limit(loc: tuple[int | str, ...], key: str, value: Any, maximum: Any) -> SpecError:
+    what = "tile values" if loc and isinstance(loc[-1], int) else _LIMIT_OF_KEY.get(key, "")
+    limit = next((row for row in LIMITS if row.what == what), None)
+    why = f" ({limit.why})" if limit is not None else ""
+    if what == "tile values":  # name the list, not its element
+        return SpecError(_render_loc(loc[:-1]), f"{_show(value)} is above the limit of {maximum} for a tile value{why}",
+                         f"use values of at most {maximum} (docs/spec-format.md, Limits)")
+    return SpecError(_render_loc(loc), f"{_show(value)} is above the limit of {maximum}{why}",
+                     f"use at most {maximum} (docs/spec-format.md, Limits)")
 
 
 def _model_at(loc: tuple[int | str, ...], root: type[BaseModel] = ChainSpec) -> type[BaseModel]:
@@ -995,37 +1183,50 @@ def _from_validation_error(exc: ValidationError, root: type[BaseModel] = ChainSp
     key = next((p for p in reversed(loc) if isinstance(p, str) and p.isidentifier()), "")
     if kind == "extra_forbidden":
         allowed = list(_model_at(loc[:-1], root).model_fields)
-        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        close = difflib.get_close_matches(str(loc[-1])[: MAX_NAME_LENGTH + 1], allowed, n=1)
         guess = f" (did you mean '{close[0]}'?)" if close else ""
-        return SpecError(field, f"unknown key '{loc[-1]}'", f"remove it{guess}; allowed keys are {', '.join(allowed)}")
+        return SpecError(field, f"unknown key {_show(loc[-1])}",
+                         f"remove it{guess}; allowed keys are {', '.join(allowed)}")
     if kind == "missing" and loc and isinstance(loc[-1], int):
         # a short [M, N, K] list is reported per missing element; name the list instead
         field, kind = _render_loc(loc[:-1]), "too_short"
     if kind == "missing":
         return SpecError(field, f"required key '{key}' is missing", _MISSING_HINTS.get(key, f"add {key}: ..."))
     if kind in ("enum", "literal_error"):
-        return SpecError(field, f"{value!r} is not a valid {key}", f"use one of: {ctx.get('expected', '')}")
+        return SpecError(field, f"{_show(value)} is not a valid {key}", f"use one of: {ctx.get('expected', '')}")
     if kind in ("int_type", "int_parsing", "int_from_float"):
-        return SpecError(field, f"expected an integer, got {value!r}", "write a whole number without quotes, e.g. 128")
+        return SpecError(field, f"expected an integer, got {_show(value)}",
+                         "write a whole number without quotes, e.g. 128")
     if kind == "greater_than":
-        return SpecError(field, f"must be greater than {ctx.get('gt')}, got {value!r}", "use a positive number")
+        return SpecError(field, f"must be greater than {ctx.get('gt')}, got {_show(value)}", "use a positive number")
+    if kind == "less_than_equal":
+        return _above_limit(loc, key, value, ctx.get("le"))
     if kind in ("bool_type", "bool_parsing"):
-        return SpecError(field, f"expected true or false, got {value!r}", f"write {key}: true or {key}: false")
+        return SpecError(field, f"expected true or false, got {_show(value)}", f"write {key}: true or {key}: false")
     if kind == "string_type":
-        return SpecError(field, f"expected a string, got {value!r}", "quote the value")
+        return SpecError(field, f"expected a string, got {_show(value)}", "quote the value")
+    if kind == "too_long" and key == "stages" and loc == ("stages",):
+        return SpecError(field, f"{ctx.get('actual_length')} stages; a chain has at most {MAX_STAGES} (kMaxStages "
+                         "sizes the runtime's per-stage counters)",
+                         f"split the chain into specs of at most {MAX_STAGES} stages")
+    if kind == "too_long" and loc == ("tile_configs",):
+        return SpecError(field, f"{ctx.get('actual_length')} entries; at most {MAX_TILE_CONFIGS} (the library tries "
+                         "them in order at every run)", f"merge neighbouring entries into at most {MAX_TILE_CONFIGS}")
     if kind in ("tuple_type", "list_type", "too_short", "too_long"):
         if key in _TRIPLE_EXAMPLES:
             return SpecError(
                 field,
-                f"expected a list of three integers [M, N, K], got {value!r}",
+                f"expected a list of three integers [M, N, K], got {_show(value)}",
                 f"write {key}: {_TRIPLE_EXAMPLES[key]}",
             )
         if key == "stages":
-            msg = "needs at least one stage" if kind == "too_short" else f"expected a list of stages, got {value!r}"
+            msg = ("needs at least one stage" if kind == "too_short"
+                   else f"expected a list of stages, got {_show(value)}")
             return SpecError(field, msg, "write stages as a list of mappings, each starting with '- name: ...'")
     if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return SpecError(field, f"expected a mapping, got {value!r}", "write it as 'key: value' lines")
-    return SpecError(field, str(err.get("msg", "invalid value")), "see docs/spec-format.md for the allowed values")
+        return SpecError(field, f"expected a mapping, got {_show(value)}", "write it as 'key: value' lines")
+    return SpecError(field, _clip(str(err.get("msg", "invalid value"))),
+                     "see docs/spec-format.md for the allowed values")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1033,27 +1234,68 @@ def _from_validation_error(exc: ValidationError, root: type[BaseModel] = ChainSp
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys, which plain YAML silently resolves to the last one."""
+    """SafeLoader for spec files: rejects duplicate keys (which plain YAML resolves to the last one),
+    keys that are not strings, integers too long for int(), and nesting deeper than MAX_SPEC_DEPTH
+    (the composer recurses once per level, so 100k brackets were a RecursionError)."""
+
+    def __init__(self, stream: str, path: Path) -> None:
+        super().__init__(stream)
+        self.path = path
+        self.depth = 0
+        self.nodes = 0  # composed so far: stop early (1 MiB of YAML takes PyYAML half a minute to compose)
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self.depth += 1
+        self.nodes += 1
+        try:
+            if self.depth > MAX_SPEC_DEPTH + 1:  # + 1: the scalars inside the deepest mapping or list
+                raise _too_deep(self.path, self.peek_event().start_mark.line + 1)
+            if self.nodes > MAX_SPEC_VALUES:  # _check_size counts aliases too, after construction
+                raise _too_many(self.path, self.peek_event().start_mark.line + 1)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def fail(self, node: yaml.Node, message: str, hint: str) -> UsageError:
+        line = node.start_mark.line + 1
+        return UsageError(f"{self.path}:{line}: {message} (line {line}, column {node.start_mark.column + 1})", hint)
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    seen: set[Any] = set()
+    seen: set[str] = set()
     for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            kind = "list" if isinstance(key_node, yaml.SequenceNode) else "mapping"
+            raise loader.fail(key_node, f"a {kind} is used as a mapping key", _KEY_HINT)
         key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, str):
+            raise loader.fail(key_node, f"the mapping key {_show(key)} is not a string", _KEY_HINT)
         if key in seen:
             raise yaml.constructor.ConstructorError(
-                "while constructing a mapping", node.start_mark, f"found duplicate key '{key}'", key_node.start_mark
+                "while constructing a mapping", node.start_mark, f"found duplicate key {_show(key)}",
+                key_node.start_mark
             )
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)
 
 
+_KEY_HINT = "keys are names such as n or stages; quote a key that YAML reads as a number, null or true"
+
+
+def _construct_int(loader: _StrictLoader, node: yaml.ScalarNode) -> int:
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:  # more than 4300 digits
+        raise loader.fail(node, f"the number {_show(node.value)} has too many digits", _NUMBER_HINT) from None
+
+
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 def _yaml_error_message(path: Path, exc: yaml.YAMLError) -> str:
     mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
+    problem = _clip(getattr(exc, "problem", None) or str(exc))  # may quote a tag or token of the file
     if mark is not None:
         return f"{path}:{mark.line + 1}: invalid YAML: {problem} (line {mark.line + 1}, column {mark.column + 1})"
     return f"{path}: invalid YAML: {problem}"
@@ -1063,6 +1305,26 @@ def _with_source(err: SpecError, source: str) -> SpecError:
     """Remember which file the error came from without changing the message the CLI prints."""
     err.source = source
     return err
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, MAX_SHOWN, MAX_SHOWN, 40
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 8
+
+
+def _show(value: Any) -> str:
+    """A user value quoted in an error message: its repr (so a newline shows as \\n), at most MAX_SHOWN
+    characters; reprlib stops early, so a huge (or alias-expanded) value costs nothing to show."""
+    return _clip(_REPR.repr(value))
+
+
+def _clip(text: str, limit: int = MAX_SHOWN) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _key(name: str) -> str:
+    """A user key in a field path, cut short like _show but without quotes."""
+    return _clip(name, MAX_NAME_LENGTH + 3)
 
 
 def _fmt(values: tuple[int, ...]) -> str:

@@ -60,7 +60,7 @@ def test_examples_parse_and_fill_tile_defaults() -> None:
      "one head"),
     (lambda d: d["attention"]["tiles"]["proj"].update(threadblock=[64, 128, 32], warp=[32, 64, 32]),
      "attention.tiles.proj.threadblock", "must equal scores'"),
-    (lambda d: d["attention"]["tiles"]["qkv"].update(threadblock=[128, 640, 32], warp=[64, 64, 32]),
+    (lambda d: d["attention"]["tiles"]["qkv"].update(threadblock=[128, 160, 32], warp=[64, 32, 32]),
      "attention.tiles.qkv.threadblock", "must divide 3 * heads * head_dim"),
     (lambda d: d["attention"]["tiles"]["qkv"].update(warp=[48, 64, 64]), "attention.tiles.qkv.warp", "multiple"),
     (lambda d: d["attention"].update(heeds=3), "attention.heeds", "did you mean 'heads'"),

@@ -576,3 +576,34 @@ def test_paths_point_into_the_checkout() -> None:
     assert paths.default_cutlass_dir() == root / "third_party" / "cutlass"
     assert {"gpt3_mlp", "llama_mlp", "two_gemm"} <= set(paths.example_names())
     assert paths.example_path("nope") is None and paths.example_path("../pyproject") is None
+
+
+
+# A bench that closes stdout, then writes a lot to stderr and its error line last: a reader still
+# draining stderr when stdout ends must not lose the end of it.
+LATE_STDERR_BENCH = textwrap.dedent(
+    """\
+    #!{python}
+    import os, sys, time
+    os.close(1)
+    time.sleep(0.3)
+    for i in range(5000):
+        sys.stderr.write(f"progress line {{i}} {{'.' * 60}}\\n")
+    sys.stderr.write("error: --m 3 is not a multiple of the tile\\n")
+    sys.exit(2)
+    """
+)
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_run_reads_all_of_stderr_before_closing_it(tmp_path: Path, gpu: None,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """build.run closed the bench's stderr once stdout ended, while its reader thread was still
+    draining it: the bench's `error:` line was lost (and pytest warned about the reader's exception)."""
+    project = make_project(tmp_path / "p")
+    bench = make_bench(project, "", rc=2)
+    bench.write_text(LATE_STDERR_BENCH.format(python=sys.executable))
+    with pytest.raises(UsageError) as err:
+        build.run(project, [3])
+    assert "--m 3 is not a multiple of the tile" in err.value.message
+    assert "progress line 4999" in capsys.readouterr().err
