@@ -14,10 +14,56 @@ Posts of earlier runs never count: semaphores are (epoch << 32) | posts and a wa
 epoch, so "counts" means "posted in this run" and the check is per run.
 The plan computes the policies; this module re-derives the reads from GEMM geometry, so a policy whose
 wait value or tiles do not match the data it guards is caught before any code is generated.
+
+Why a few tiles prove them all (the work does not grow with M, N or K)
+----------------------------------------------------------------------
+Posts are counted in closed form (`_Posts`): every producer tile (pm, pn) of the tiles_m x tiles_n grid
+posts once to semaphore_of(pm, pn) = pm * A + f(pn), with (A, f) = (tiles_n, pn) for tile, (1, 0) for row,
+(stride, pn % stride) for strided. For a tile inside the grid f(pn) < A, so the semaphore of an in-grid
+tile names its row pm and its column class f(pn); the posts of a semaphore are the in-grid tiles of its
+row with that class: 1 (tile), tiles_n (row), len(range(r, tiles_n, stride)) (strided class r).
+
+Reachability (`_Posts.first_short`): all rows post alike, and within a row a strided class r gets
+ceil((tiles_n - r) / stride) posts, which falls once, at r = tiles_n % stride; so the first semaphore short
+of the wait value is that of class 0 or of that class, in row 0.
+
+Coverage is checked for a representative set of consumer tiles and K-blocks, each exactly as the generated
+code does it (the waits before each read, the producer tiles under it). The set is enough because of
+these facts, where "in grid" means every producer tile the read covers lies inside the producer's grid:
+
+(a) A read of a producer tile outside the grid is uncovered (it never posts). A tile inside the grid is
+    covered iff some waited semaphore equals its own and its post count equals the wait value. Reads never
+    leave the grid in M (rows are clamped to M), and the waits name in-grid tiles until the first read
+    that leaves it in N, so up to that read, "equals its semaphore" means: same row pm, same class f(pn).
+(b) Counts: once reachability holds, the wait value is at most every count, so a read fails on its count
+    only where a count exceeds it; class 0 has the largest count, and the first read of consumer tile
+    (0, 0) is producer tile (0, 0). A count failure anywhere is therefore a failure of tile (0, 0).
+(c) A GEMM tile waits, before K-block kb, on the very producer tile rows it reads (both are the rows of its
+    M range), at the columns c_j = (j * BK) // BN of the K-blocks j <= kb. So whether K-block kb is
+    covered depends on the column pattern alone, not on (cm, cn): every consumer tile behaves like (0, 0).
+    With (a), K-block kb (in grid) is covered iff each column it reads has the class of a waited column:
+    always for row; for tile iff the block lies in one producer column, i.e. (kb * BK) % BN + its length
+    <= BN. That depends only on kb modulo BN / gcd(BK, BN), and on whether kb is the (partial) last block.
+    The first K-block that leaves the grid and every one after it fail. So the K-blocks of the first
+    period, the first one out of the grid and the last one contain the first failing K-block, if any.
+    (Strided waits on a GEMM edge are not modelled: the spec allows strided only for swiglu.)
+(d) A swiglu tile (cm, cn) waits on one producer row, pm0 = row0 // BM_p, at the columns of its gate (and
+    up) chunk, and reads its rows at its columns. By (a) it passes iff its rows lie in producer row pm0
+    (rows_ok(cm)) and its columns are in grid with classes among the waited ones (cols_ok(cn)). For full
+    tiles rows_ok depends only on (cm * BM) % BM_p, so on cm modulo BM_p / gcd(BM, BM_p); cols_ok, for
+    columns in grid, only on (cn * BN) % BN_p (the offsets between the columns read and waited on, and
+    n itself, are fixed), so on cn modulo BN_p / gcd(BN, BN_p); the last tile row and column may be
+    partial; columns leave the grid from one tile column on. Since pass = rows_ok(cm) and cols_ok(cn),
+    the first failing tile in (cm, cn) order is (first failing cm, 0) or (0, first failing cn), and the
+    first period, the last index and the first column out of the grid contain both.
+So the first uncovered read among the representatives is the first one of all, in the order the code
+runs them, and the error names the same tile and read the full enumeration would.
+The counts printed (tiles, reads, semaphores) are closed forms of the same grids.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -38,7 +84,7 @@ class EdgeProof:
     consumer: str
     policy: Policy
     consumer_tiles: int
-    reads: int          # (consumer tile, read chunk) pairs checked
+    reads: int          # (consumer tile, read chunk) pairs proved
     semaphores: int     # semaphores that receive posts
     wait_value: int
 
@@ -66,8 +112,11 @@ class Proof:
 
 
 def representative_ms(plan: ChainPlan) -> list[int]:
-    """Sizes whose proofs cover every M: the per-row logic repeats, so what varies is a partial last tile
-    (M = 1, and 3 rows of the largest tile plus one) and the tile configuration (each side of each m_max)."""
+    """Sizes whose proofs cover every M. Within one tile configuration the verdict does not depend on M:
+    a GEMM consumer's verdict is that of its tile (0, 0) (module docstring, (c)), and a swiglu's depends on
+    M only through its last tile row, which stays in one producer tile row whenever its tile M divides the
+    producer's (a spec rule for every policy). So one M per configuration would do; these also take a
+    partial last tile (M = 1, and 3 rows of the largest tile plus one) and each side of each m_max."""
     tallest = max(s.tile.m for c in plan.configs for s in c.stages)
     ms = {1, 3 * tallest + 1}
     for c in plan.configs:
@@ -109,20 +158,94 @@ def semaphore_of(edge: EdgePlan, producer: StagePlan, pm: int, pn: int) -> int:
     raise ValueError(f"no semaphores for policy {edge.policy}")
 
 
-def _posts(edge: EdgePlan, producer: StagePlan, m: int) -> dict[int, list[tuple[int, int]]]:
-    """Semaphore -> the producer tiles that post to it in one run (every tile posts once, after its store)."""
-    posts: dict[int, list[tuple[int, int]]] = {}
-    for pm in range(_ceil_div(m, producer.tile.m)):
-        for pn in range(_ceil_div(producer.n, producer.tile.n)):
-            posts.setdefault(semaphore_of(edge, producer, pm, pn), []).append((pm, pn))
-    return posts
+@dataclass(frozen=True)
+class _Posts:
+    """The producer's posts in one run, in closed form: every tile of its grid posts once, after its store."""
+
+    edge: EdgePlan
+    producer: StagePlan
+    tiles_m: int
+    tiles_n: int
+
+    def semaphore(self, pm: int, pn: int) -> int:
+        return semaphore_of(self.edge, self.producer, pm, pn)
+
+    def posts(self, pm: int, pn: int) -> bool:
+        """Whether producer tile (pm, pn) exists, i.e. posts (to its semaphore) in a run."""
+        return 0 <= pm < self.tiles_m and 0 <= pn < self.tiles_n
+
+    def count(self, sem: int) -> int:
+        """Posts semaphore `sem` receives in one run."""
+        if sem < 0:
+            return 0
+        if self.edge.policy is Policy.TILE:
+            return int(sem < self.tiles_m * self.tiles_n)
+        if self.edge.policy is Policy.ROW:
+            return self.tiles_n if sem < self.tiles_m else 0
+        row, group = divmod(sem, self.edge.stride_tiles)  # strided: the row's tiles pn with pn % stride == group
+        return len(range(group, self.tiles_n, self.edge.stride_tiles)) if row < self.tiles_m else 0
+
+    @property
+    def semaphores(self) -> int:
+        """Semaphores that receive at least one post."""
+        if self.edge.policy is Policy.TILE:
+            return self.tiles_m * self.tiles_n
+        if self.edge.policy is Policy.ROW:
+            return self.tiles_m
+        return self.tiles_m * min(self.edge.stride_tiles, self.tiles_n)  # strided: the groups a row's tiles fill
+
+    def first_short(self, wait_value: int) -> int | None:
+        """The first semaphore, in producer tile order, with fewer posts than `wait_value` (docstring)."""
+        groups = [0]
+        if self.edge.policy is Policy.STRIDED and 0 < self.tiles_n % self.edge.stride_tiles < self.tiles_n:
+            groups.append(self.tiles_n % self.edge.stride_tiles)  # where the group counts drop by one
+        return next((self.semaphore(0, g) for g in groups if self.count(self.semaphore(0, g)) < wait_value), None)
+
+
+class _GemmWaits:
+    """The semaphores a GEMM tile has waited on before K-block `kb`: those of producer tile rows `rows` at the
+    column of every K-block j <= kb (the A iterator / load warp waits per K-block, RowSync per row)."""
+
+    def __init__(self, posts: _Posts, rows: range, kb: int, block_k: int) -> None:
+        self.posts, self.rows, self.kb, self.block_k = posts, rows, kb, block_k
+
+    def _column(self, j: int) -> int:
+        return j * self.block_k // self.posts.producer.tile.n
+
+    def __contains__(self, sem: object) -> bool:
+        if not isinstance(sem, int):
+            return False
+        if self.posts.edge.policy is Policy.ROW:
+            return sem in self.rows
+        # tile (strided GEMM edges are refused before): sem = pm * tiles_n + column for a waited row pm and a
+        # waited column. The columns floor(j * BK / BN) do not decrease with j, so column c is waited on by
+        # K-block kb iff the first j reaching c, ceil(c * BN / BK), is at most kb and lands exactly on c.
+        for pm in self.rows:
+            column = sem - pm * self.posts.tiles_n
+            j = _ceil_div(column * self.posts.producer.tile.n, self.block_k)
+            if column >= 0 and j <= self.kb and self._column(j) == column:
+                return True
+        return False
+
+    def listing(self) -> list[int] | None:
+        """The semaphores, sorted, where there are few enough to print."""
+        if len(self.rows) * (self.kb + 1) > 16:
+            return None
+        return sorted({self.posts.semaphore(pm, self._column(j)) for pm in self.rows for j in range(self.kb + 1)})
+
+
+class _SetWaits(frozenset):  # type: ignore[type-arg]
+    """A few semaphores waited on at once (the swiglu's gate and up tiles)."""
+
+    def listing(self) -> list[int] | None:
+        return sorted(self)
 
 
 @dataclass(frozen=True)
 class _Read:
     rows: tuple[int, int]      # [begin, end) of the producer's output
     cols: tuple[int, int]
-    waited: frozenset[int] | set[int]  # semaphores waited on before this read (a live set for GEMM K-loops)
+    waited: _GemmWaits | _SetWaits  # semaphores waited on before this read
     what: str
 
 
@@ -132,18 +255,18 @@ def _row_tiles(row_begin: int, row_end: int, producer: StagePlan, m: int) -> ran
     return range(row_begin // producer.tile.m, last + 1)
 
 
-def _reads(stage: StagePlan, edge: EdgePlan, producer: StagePlan, cm: int, cn: int, m: int) -> Iterator[_Read]:
-    """The chunks of producer output one consumer tile reads, in order, each with the waits before it."""
+def _reads(stage: StagePlan, edge: EdgePlan, posts: _Posts, cm: int, cn: int, m: int) -> Iterator[_Read]:
+    """The chunks of producer output one consumer tile reads, in order, each with the waits before it
+    (for a GEMM, only the representative K-blocks: docstring (c))."""
+    producer = posts.producer
     row0 = cm * stage.tile.m
     rows = (row0, min(row0 + stage.tile.m, m))
     if stage.op is Op.GEMM:
         # The A operand, K-block by K-block; before each, the A iterator (sm80) or the load warp (sm90) waits
         # on the rows' producer tiles at that column (RowSync: the row semaphore, whatever the column).
-        waited: set[int] = set()
-        for kb in range(_ceil_div(stage.k, stage.tile.k)):
+        for kb in _k_blocks(stage, posts):
             col = kb * stage.tile.k
-            for pm in _row_tiles(*rows, producer, m):
-                waited.add(semaphore_of(edge, producer, pm, col // producer.tile.n))
+            waited = _GemmWaits(posts, _row_tiles(*rows, producer, m), kb, stage.tile.k)
             yield _Read(rows, (col, min(col + stage.tile.k, stage.k)), waited, f"K-block {kb}")
         return
     # SwiGLU: thread 0 waits for the tile at (row0, col0) of gate and of up (col0 + n, or the second
@@ -152,59 +275,111 @@ def _reads(stage: StagePlan, edge: EdgePlan, producer: StagePlan, cm: int, cn: i
     width = min(stage.tile.n, stage.n - col0)
     pm0 = row0 // producer.tile.m
     if stage.input_b is not None:  # two producers: this edge is one of them, read at the same columns
-        waited_one = frozenset({semaphore_of(edge, producer, pm0, col0 // producer.tile.n)})
+        waited_one = _SetWaits({posts.semaphore(pm0, col0 // producer.tile.n)})
         yield _Read(rows, (col0, col0 + width), waited_one, "gate" if edge.operand == "a" else "up")
         return
-    both = frozenset({semaphore_of(edge, producer, pm0, col0 // producer.tile.n),
-                      semaphore_of(edge, producer, pm0, (stage.n + col0) // producer.tile.n)})
+    both = _SetWaits({posts.semaphore(pm0, col0 // producer.tile.n),
+                      posts.semaphore(pm0, (stage.n + col0) // producer.tile.n)})
     yield _Read(rows, (col0, col0 + width), both, "gate")
     yield _Read(rows, (stage.n + col0, stage.n + col0 + width), both, "up")
 
 
+# ---------------------------------------------------------------------------------------------------
+# The representatives (module docstring: why they are enough)
+
+
+def _periodic(period: int, count: int, *extra: int | None) -> list[int]:
+    """The first period of indices 0..count-1, and `extra` ones (None or out of range: skipped), sorted."""
+    return sorted(set(range(min(period, count))) | {i for i in extra if i is not None and 0 <= i < count})
+
+
+def _row_representatives(stage: StagePlan, producer: StagePlan, m: int) -> list[int]:
+    """Consumer tile rows: one period of the row alignment with the producer's tiles, and the last."""
+    tiles = _ceil_div(m, stage.tile.m)
+    return _periodic(producer.tile.m // math.gcd(stage.tile.m, producer.tile.m), tiles, tiles - 1)
+
+
+def _column_representatives(stage: StagePlan, posts: _Posts) -> list[int]:
+    """Consumer tile columns: a GEMM tile's reads do not depend on its column (docstring (c)); a swiglu's
+    repeat with its column alignment to the producer's tiles until they leave the producer's grid."""
+    if stage.op is Op.GEMM:
+        return [0]
+    tiles = _ceil_div(stage.n, stage.tile.n)
+    producer_n = posts.producer.tile.n
+    offset = stage.n if stage.input_b is None else 0  # the up half sits n columns after gate
+    outside = posts.tiles_n * producer_n - offset  # first column c whose (up) read leaves the grid
+    first_outside = max(0, _ceil_div(outside + 1, stage.tile.n) - 1) if stage.n >= outside + 1 else None
+    return _periodic(producer_n // math.gcd(stage.tile.n, producer_n), tiles, tiles - 1, first_outside)
+
+
+def _k_blocks(stage: StagePlan, posts: _Posts) -> list[int]:
+    """A GEMM tile's K-blocks to check: one period of their alignment with the producer's tile columns,
+    the first block that reads past the producer's columns (if K is wider), and the last (docstring (c))."""
+    blocks = _ceil_div(stage.k, stage.tile.k)
+    outside = posts.tiles_n * posts.producer.tile.n  # first column no producer tile writes
+    first_outside = outside // stage.tile.k if stage.k > outside else None
+    period = posts.producer.tile.n // math.gcd(stage.tile.k, posts.producer.tile.n)
+    return _periodic(period, blocks, blocks - 1, first_outside)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The checks
+
+
 def _verify_edge(producer: StagePlan, stage: StagePlan, edge: EdgePlan, m: int) -> EdgeProof:
-    posts = _posts(edge, producer, m)
     where = f"stage '{stage.name}' reading '{producer.name}' ({edge.policy.value} sync) at M = {m}"
-    for sem, posters in posts.items():
-        if edge.wait_value > len(posters):
-            raise VerificationError(
-                f"{stage.name}.sync",
-                f"{where}: semaphore {sem} gets {len(posters)} posts per run but waits ask for {edge.wait_value}, "
-                "so they would spin until the timeout",
-                f"the wait value must be at most {len(posters)}",
-            )
-    tiles_m, tiles_n = _ceil_div(m, stage.tile.m), _ceil_div(stage.n, stage.tile.n)
-    reads = 0
-    for cm in range(tiles_m):
-        for cn in range(tiles_n):
-            for read in _reads(stage, edge, producer, cm, cn, m):
-                reads += 1
-                _check_read(producer, stage, edge, posts, cm, cn, read, where)
-    return EdgeProof(producer.name, stage.name, edge.policy, tiles_m * tiles_n, reads, len(posts), edge.wait_value)
+    if edge.policy is Policy.STRIDED and (stage.op is Op.GEMM or edge.stride_tiles < 1):
+        raise VerificationError(f"{stage.name}.sync", f"{where}: strided sync needs a swiglu consumer and a stride of "
+                                f"at least one tile (got {stage.op.value}, stride {edge.stride_tiles})",
+                                "use sync: row or tile")
+    posts = _Posts(edge, producer, *producer.grid(m))
+    short = posts.first_short(edge.wait_value)
+    if short is not None:
+        raise VerificationError(
+            f"{stage.name}.sync",
+            f"{where}: semaphore {short} gets {posts.count(short)} posts per run but waits ask for "
+            f"{edge.wait_value}, so they would spin until the timeout",
+            f"the wait value must be at most {posts.count(short)}",
+        )
+    for cm in _row_representatives(stage, producer, m):
+        for cn in _column_representatives(stage, posts):
+            for read in _reads(stage, edge, posts, cm, cn, m):
+                _check_read(posts, stage, edge, cm, cn, read, where)
+    tiles = stage.num_tiles(m)
+    per_tile = _ceil_div(stage.k, stage.tile.k) if stage.op is Op.GEMM else (1 if stage.input_b is not None else 2)
+    return EdgeProof(producer.name, stage.name, edge.policy, tiles, tiles * per_tile, posts.semaphores, edge.wait_value)
 
 
-def _check_read(producer: StagePlan, stage: StagePlan, edge: EdgePlan, posts: dict[int, list[tuple[int, int]]],
-                cm: int, cn: int, read: _Read, where: str) -> None:
+def _check_read(posts: _Posts, stage: StagePlan, edge: EdgePlan, cm: int, cn: int, read: _Read, where: str) -> None:
     """Every producer tile under the read must be counted by a semaphore waited on before it."""
+    producer = posts.producer
     for pm in range(read.rows[0] // producer.tile.m, (read.rows[1] - 1) // producer.tile.m + 1):
         for pn in range(read.cols[0] // producer.tile.n, (read.cols[1] - 1) // producer.tile.n + 1):
-            sem = semaphore_of(edge, producer, pm, pn)
-            posters = posts.get(sem, [])
+            sem = posts.semaphore(pm, pn)
+            count = posts.count(sem)
             # A wait for `wait_value` posts proves that tile (pm, pn) posted only if no other set of
             # wait_value posts can reach the semaphore without it: wait_value == all of its posts.
-            if sem in read.waited and edge.wait_value == len(posters) and (pm, pn) in posters:
+            if sem in read.waited and edge.wait_value == count and posts.posts(pm, pn):
                 continue
+            listing = read.waited.listing()
             reason = (
-                f"waits only on semaphores {sorted(read.waited)}" if sem not in read.waited
-                else f"waits for {edge.wait_value} of the {len(posters)} posts of semaphore {sem}, "
+                (f"waits only on semaphores {listing}" if listing is not None else f"never waits on semaphore {sem}")
+                if sem not in read.waited
+                else f"waits for {edge.wait_value} of the {count} posts of semaphore {sem}, "
                 "so it can pass before this tile posts"
             )
-            raise VerificationError(
-                f"{stage.name}.sync",
-                f"{where}: tile ({cm}, {cn}) {read.what} reads {producer.name} tile ({pm}, {pn}) "
-                f"(rows {read.rows[0]}..{read.rows[1] - 1}, columns {read.cols[0]}..{read.cols[1] - 1}) but {reason}",
-                "use a policy whose tiles line up with the producer's (validate prints which ones do), "
-                "or sync: row",
-            )
+            raise uncovered(stage, producer, where, (cm, cn), read, (pm, pn), reason)
+
+
+def uncovered(stage: StagePlan, producer: StagePlan, where: str, tile: tuple[int, int], read: _Read,
+              producer_tile: tuple[int, int], reason: str) -> VerificationError:
+    """The error for a read of `producer_tile` by consumer `tile` that its waits do not cover."""
+    return VerificationError(
+        f"{stage.name}.sync",
+        f"{where}: tile {tile} {read.what} reads {producer.name} tile {producer_tile} "
+        f"(rows {read.rows[0]}..{read.rows[1] - 1}, columns {read.cols[0]}..{read.cols[1] - 1}) but {reason}",
+        "use a policy whose tiles line up with the producer's (validate prints which ones do), or sync: row",
+    )
 
 
 def _progress(plan: ChainPlan, m: int) -> str:

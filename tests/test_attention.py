@@ -4,11 +4,14 @@ the CLI on attention specs. Its GPU checks are in test_gpu.py; its nvcc build in
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import EXAMPLES_ATTENTION, REPO
 from cusync_gen import verify_attention as va
@@ -16,6 +19,7 @@ from cusync_gen.attention_plan import AttentionPlan, AttentionShape, make_attent
 from cusync_gen.cli import main
 from cusync_gen.errors import SpecError, UsageError
 from cusync_gen.spec import AttentionSpec, load_spec, parse_spec
+from exhaustive_verifiers import verify_attention_exhaustive
 
 EXAMPLE_DIR = REPO / "cusync_gen" / "examples"
 
@@ -153,6 +157,114 @@ def test_representative_shapes_cover_both_phases() -> None:
     proofs = va.verify_attention_plan(plan_of("llama_attention"))
     assert {p.shape for p in proofs} == set(va.REPRESENTATIVE_SHAPES)
     assert len(proofs) == len(va.REPRESENTATIVE_SHAPES) * 4  # SM counts 84, 108, 128, 132: splits differ
+
+
+@dataclasses.dataclass(frozen=True)
+class _Skewed(AttentionPlan):
+    """A plan whose wait values are off by `skew` (stage, delta): the bugs the verifier must catch."""
+
+    skew: tuple[tuple[str, int], ...] = ()
+
+    def wait_values(self, shape: AttentionShape) -> dict[str, int]:
+        values = super().wait_values(shape)
+        for stage, delta in self.skew:
+            values[stage] += delta
+        return values
+
+
+@st.composite
+def _attention_cases(draw: st.DrawFn) -> tuple[AttentionPlan, AttentionShape, bool]:
+    """Small attention chains with any tile shapes (proj's tile M too), prompt or generation shapes, and
+    sometimes a wrong wait value or pv without its wait on V."""
+    base = plan_of()
+    tile_m = draw(st.sampled_from([16, 32, 48]))
+    head_dim = draw(st.sampled_from([8, 16, 24, 32]))
+    tiles = {"qkv": (draw(st.sampled_from([16, 32, 48])), draw(st.sampled_from([16, 32, 48, 64]))),
+             "scores": (tile_m, draw(st.sampled_from([16, 32, 48]))),
+             "pv": (tile_m, draw(st.sampled_from([8, 16, 32]))),
+             "proj": (tile_m if draw(st.booleans()) else draw(st.sampled_from([16, 32, 48])), 64)}
+    gemms = tuple(dataclasses.replace(g, tile=dataclasses.replace(g.tile, m=tiles[g.name][0], n=tiles[g.name][1]))
+                  for g in base.gemms)
+    skew = draw(st.one_of(st.just(()), st.tuples(st.tuples(st.sampled_from(["scores", "softmax", "pv", "proj"]),
+                                                           st.sampled_from([-1, 1])))))
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(AttentionPlan)}
+    plan = _Skewed(**{**fields, "gemms": gemms, "heads": draw(st.integers(1, 4)), "head_dim": head_dim,
+                      "hidden": draw(st.sampled_from([64, 128, 640])), "causal": draw(st.booleans()),
+                      "sms": draw(st.sampled_from([4, 108]))}, skew=skew)
+    if draw(st.booleans()):
+        s, batch = draw(st.integers(1, 160)), 1
+    else:
+        s, batch = 1, draw(st.integers(1, tile_m))
+    cache = draw(st.integers(0, 150))
+    cache += -(cache + s) % 8
+    return plan, AttentionShape(batch, s, cache), draw(st.booleans())
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_attention_cases())
+def test_the_bounded_attention_proof_agrees_with_enumerating_every_tile(
+        case: tuple[AttentionPlan, AttentionShape, bool]) -> None:
+    """Same verdict, same first failing tile and the same tile and read counts as the full enumeration."""
+    def outcome(check: Any) -> Any:
+        try:
+            return check(*case)
+        except (SpecError, UsageError) as err:
+            return type(err).__name__, str(err)
+
+    fast = outcome(va.verify_attention)
+    assert ((fast.tiles, fast.reads) if isinstance(fast, va.AttentionProof) else fast) == \
+        outcome(verify_attention_exhaustive)
+
+
+def _long_prompt(tiles: tuple[int, int, int, int], heads: int, causal: bool, s: int, cache: int,
+                 proj_m: int = 16) -> tuple[AttentionPlan, AttentionShape]:
+    qkv_m, qkv_n, scores_n, pv_n = tiles
+    sizes = {"qkv": (qkv_m, qkv_n), "scores": (16, scores_n), "pv": (16, pv_n), "proj": (proj_m, 64)}
+    base = plan_of()
+    gemms = tuple(dataclasses.replace(g, tile=dataclasses.replace(g.tile, m=sizes[g.name][0], n=sizes[g.name][1]))
+                  for g in base.gemms)
+    plan = dataclasses.replace(base, gemms=gemms, heads=heads, head_dim=24, hidden=64, causal=causal)
+    return plan, AttentionShape(1, s, cache + (-(cache + s) % 8))
+
+
+@pytest.mark.parametrize("case", [
+    _long_prompt((16, 16, 32, 16), 3, True, 300, 13),    # key blocks twice the row blocks, heads across qkv tiles
+    _long_prompt((48, 32, 16, 16), 2, False, 250, 70),
+    _long_prompt((32, 48, 48, 8), 3, True, 391, 1),
+    _long_prompt((16, 16, 16, 16), 1, True, 170, 0, proj_m=32),  # proj rows of 32 over pv rows of 16: row 0 fails
+    _long_prompt((16, 16, 16, 16), 1, True, 170, 0, proj_m=8),   # proj rows of 8: row 1 is the first to fail
+])
+def test_the_bounded_attention_proof_agrees_on_long_prompts(case: tuple[AttentionPlan, AttentionShape]) -> None:
+    """Many row blocks and key blocks, so the periodic sums run over several periods, away from the ends."""
+    try:
+        proof = va.verify_attention(*case)
+    except SpecError as err:
+        with pytest.raises(SpecError, match=re.escape(str(err))):
+            verify_attention_exhaustive(*case)
+        return
+    assert (proof.tiles, proof.reads) == verify_attention_exhaustive(*case)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiles=st.tuples(*[st.sampled_from([16, 32, 48])] * 4), heads=st.integers(1, 3), causal=st.booleans(),
+       s=st.integers(1, 400), cache=st.integers(0, 200))
+def test_the_read_counts_are_the_enumerated_ones_on_long_prompts(tiles: tuple[int, int, int, int], heads: int,
+                                                                 causal: bool, s: int, cache: int) -> None:
+    plan, shape = _long_prompt(tiles, heads, causal, s, cache)
+    proof = va.verify_attention(plan, shape)
+    assert (proof.tiles, proof.reads) == verify_attention_exhaustive(plan, shape)
+
+
+def test_attention_at_huge_sizes_is_proved_quickly() -> None:
+    """heads 10**9, a 2**20-token prompt over a 10**9-token cache: the proof checks a few tiles, and the
+    counts are closed forms (they match the grids' products where those are easy to state)."""
+    plan = dataclasses.replace(plan_of(), heads=10**9, hidden=2**17)
+    proof = va.verify_attention(plan, AttentionShape(1, 2**20, 10**9))
+    grid = plan.grids(AttentionShape(1, 2**20, 10**9))
+    assert proof.tiles == sum(rows * cols for name, (rows, cols) in grid.items() if name != "qkv")
+    assert proof.reads > proof.tiles
+    generation = va.verify_attention(plan, AttentionShape(128, 1, 10**12 - 1))
+    assert generation.tiles > 10**12
 
 
 # --- CLI ------------------------------------------------------------------------------------------
