@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from cusync_gen import dependency  # noqa: I001 - imports spec, as this module does
 from cusync_gen.errors import SpecError, UsageError
 from cusync_gen.spec import (
+    MAX_M,
     TARGETS,
     Arch,
     BLayout,
@@ -42,7 +43,7 @@ MAX_THREADS_PER_SM = 2048
 MAX_BLOCKS_PER_SM = 32
 MAX_THREADS_PER_BLOCK = 1024
 WARP_SIZE = 32
-SWIGLU_THREADS = 128  # elementwise kernel: a fixed block size is enough to stream the tile
+SWIGLU_THREADS = 512  # the elementwise kernel's block (cusync::SwiGluStage::kThreads, checked there)
 ELEMENT_BYTES = 2  # fp16 and bf16
 SM90_THREADS = 384  # warp-specialized cooperative: a load warp group and two math warp groups
 
@@ -140,6 +141,7 @@ class ChainPlan:
     configs: tuple[ConfigPlan, ...] = ()
     auto_policies: tuple[str, ...] = ()  # what `sync: auto` resolved to, one line per edge
     dependencies: tuple[str, ...] = ()   # what each consumer tile reads of its producer, one line per edge
+    max_m: int = MAX_M                   # the most rows a run may have (the spec's limit, checked by the library)
 
     def config_for(self, m: int) -> ConfigPlan:
         """The configuration the library runs at this M."""

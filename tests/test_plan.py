@@ -178,8 +178,8 @@ def test_swiglu_tile() -> None:
     glu = llama_plan().stages[1]
     assert glu.op is Op.SWIGLU
     assert (glu.tile.m, glu.tile.n, glu.tile.k) == (64, 128, 1)
-    assert glu.tile.threads == 128 and glu.tile.smem_bytes == 0
-    assert glu.occupancy == 16  # 2048 // 128
+    assert glu.tile.threads == 512 and glu.tile.smem_bytes == 0  # cusync::SwiGluStage::kThreads
+    assert glu.occupancy == 4  # 2048 // 512
     assert glu.n == 2816 and glu.k == 5632
 
 
@@ -341,13 +341,14 @@ def test_coresidency_and_avoid_wait_kernel_warning() -> None:
 
 
 def test_coresidency_weights_blocks_by_occupancy() -> None:
-    # sm_90, 132 SMs; occupancy gemm1 4, glu 16, gemm2 6. At m=256: 88/4 + 88/16 = 27.5 SMs and
-    # 88/16 + 256/6 = 48.2 SMs both fit; at m=1280 the first edge needs 440/4 + 440/16 = 137.5 SMs
+    # sm_90, 132 SMs; occupancy gemm1 4, glu 4 (512 threads), gemm2 6; glu and gemm2 have 64-row tiles.
+    # At m=512: 176/4 + 176/4 = 88 SMs and 176/4 + 512/6 = 129.3 SMs both fit; at m=768 the second edge
+    # needs 264/4 + 768/6 = 194 SMs
     plan = llama_plan()
-    assert [s.occupancy for s in plan.stages] == [4, 16, 6]
-    assert plan.coresident(256)[0]
-    ok, why = plan.coresident(1280)
-    assert not ok and "137.5 SMs" in why
+    assert [s.occupancy for s in plan.stages] == [4, 4, 6]
+    assert plan.coresident(512)[0]
+    ok, why = plan.coresident(768)
+    assert not ok and "194.0 SMs" in why
 
 
 def test_single_stage_is_trivially_coresident() -> None:

@@ -43,6 +43,7 @@ struct StageInfo {
 };
 
 constexpr int kNumStages = 2;
+constexpr int kMaxM = 1048576;  // the most rows a run may have (docs/spec-format.md, Limits)
 
 // Tile configurations, picked by M at run time: configuration c runs when M <= kConfigMaxM[c] (the
 // last one runs for any M). Each has its own stage table, derived by the plan from the spec.

@@ -54,7 +54,7 @@ class Gpt3MlpSm90 {
   Gpt3MlpSm90(const Gpt3MlpSm90&) = delete;
   Gpt3MlpSm90& operator=(const Gpt3MlpSm90&) = delete;
 
-  // Allocates the semaphores (for up to max(max_m, args.m) rows), a second stream and two events.
+  // Allocates the semaphores (for up to max(max_m, args.m) rows, at most 1048576), a second stream and two events.
   // Call once, outside stream capture.
   cusync::Status initialize(Arguments const& args, int max_m = 0);
   // New pointers or M (M <= the max_m of initialize()).

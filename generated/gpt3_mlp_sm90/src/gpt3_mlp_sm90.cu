@@ -104,7 +104,7 @@ void* output_of(Arguments const& a, int stage) {
 }
 
 cusync::Status check_arguments(Arguments const& a) {
-  if (a.m <= 0 || a.input == nullptr) return cusync::Status::kInvalidArgument;
+  if (a.m <= 0 || a.m > detail::kMaxM || a.input == nullptr) return cusync::Status::kInvalidArgument;
   for (int s = 0; s < kNumStages; ++s) {
     if (output_of(a, s) == nullptr) return cusync::Status::kInvalidArgument;
   }
@@ -132,6 +132,7 @@ cusync::Status Gpt3MlpSm90::initialize(Arguments const& args, int max_m) {
   if (state_ != nullptr) return cusync::Status::kInvalidArgument;  // initialize once
   cusync::Status status = check_arguments(args);
   if (status != cusync::Status::kSuccess) return status;
+  if (max_m > detail::kMaxM) return cusync::Status::kInvalidArgument;
   max_m_ = std::max(max_m, args.m);
   args_ = args;
   int device = 0;

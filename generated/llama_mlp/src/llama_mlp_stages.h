@@ -43,6 +43,7 @@ struct StageInfo {
 };
 
 constexpr int kNumStages = 3;
+constexpr int kMaxM = 1048576;  // the most rows a run may have (docs/spec-format.md, Limits)
 
 // Tile configurations, picked by M at run time: configuration c runs when M <= kConfigMaxM[c] (the
 // last one runs for any M). Each has its own stage table, derived by the plan from the spec.
@@ -52,7 +53,7 @@ constexpr int kConfigMaxM[kNumConfigs] = { 2147483647 };
 constexpr StageInfo kStages[kNumConfigs][kNumStages] = {
   {  // configuration 0
     {"gemm1", 5632, 128, 128, -1, cusync::PolicyKind::kNone, false, false, false, 0, cusync::TileOrder::kRowMajor, 2, -1, cusync::PolicyKind::kNone},
-    {"glu", 2816, 128, 128, 0, cusync::PolicyKind::kStrided, false, false, false, 22, cusync::TileOrder::kRowMajor, 16, -1, cusync::PolicyKind::kNone},
+    {"glu", 2816, 128, 128, 0, cusync::PolicyKind::kStrided, false, false, false, 22, cusync::TileOrder::kRowMajor, 4, -1, cusync::PolicyKind::kNone},
     {"gemm2", 8192, 128, 128, 1, cusync::PolicyKind::kRow, true, true, true, 0, cusync::TileOrder::kRowMajor, 2, -1, cusync::PolicyKind::kNone},
   },
 };

@@ -55,7 +55,7 @@ class LlamaMlpSm90 {
   LlamaMlpSm90(const LlamaMlpSm90&) = delete;
   LlamaMlpSm90& operator=(const LlamaMlpSm90&) = delete;
 
-  // Allocates the semaphores (for up to max(max_m, args.m) rows), a second stream and two events.
+  // Allocates the semaphores (for up to max(max_m, args.m) rows, at most 1048576), a second stream and two events.
   // Call once, outside stream capture.
   cusync::Status initialize(Arguments const& args, int max_m = 0);
   // New pointers or M (M <= the max_m of initialize()).

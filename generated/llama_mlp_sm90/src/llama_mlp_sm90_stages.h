@@ -43,6 +43,7 @@ struct StageInfo {
 };
 
 constexpr int kNumStages = 3;
+constexpr int kMaxM = 1048576;  // the most rows a run may have (docs/spec-format.md, Limits)
 
 // Tile configurations, picked by M at run time: configuration c runs when M <= kConfigMaxM[c] (the
 // last one runs for any M). Each has its own stage table, derived by the plan from the spec.
@@ -52,12 +53,12 @@ constexpr int kConfigMaxM[kNumConfigs] = { 1536, 2147483647 };
 constexpr StageInfo kStages[kNumConfigs][kNumStages] = {
   {  // configuration 0: M <= 1536
     {"gemm1", 5632, 128, 128, -1, cusync::PolicyKind::kNone, false, false, false, 0, cusync::TileOrder::kBanded, 1, -1, cusync::PolicyKind::kNone},
-    {"glu", 2816, 128, 128, 0, cusync::PolicyKind::kStrided, false, false, false, 22, cusync::TileOrder::kBanded, 16, -1, cusync::PolicyKind::kNone},
+    {"glu", 2816, 128, 128, 0, cusync::PolicyKind::kStrided, false, false, false, 22, cusync::TileOrder::kBanded, 4, -1, cusync::PolicyKind::kNone},
     {"gemm2", 8192, 128, 128, 1, cusync::PolicyKind::kRow, true, true, true, 0, cusync::TileOrder::kBanded, 1, -1, cusync::PolicyKind::kNone},
   },
   {  // configuration 1
     {"gemm1", 5632, 128, 256, -1, cusync::PolicyKind::kNone, false, false, false, 0, cusync::TileOrder::kBanded, 1, -1, cusync::PolicyKind::kNone},
-    {"glu", 2816, 128, 256, 0, cusync::PolicyKind::kStrided, false, false, false, 11, cusync::TileOrder::kBanded, 16, -1, cusync::PolicyKind::kNone},
+    {"glu", 2816, 128, 256, 0, cusync::PolicyKind::kStrided, false, false, false, 11, cusync::TileOrder::kBanded, 4, -1, cusync::PolicyKind::kNone},
     {"gemm2", 8192, 128, 256, 1, cusync::PolicyKind::kRow, true, true, true, 0, cusync::TileOrder::kBanded, 1, -1, cusync::PolicyKind::kNone},
   },
 };

@@ -17,6 +17,8 @@ static_assert(kStages[0][1].tile_m == 128 && kStages[0][1].tile_n == 128,
 using Stage1 = cusync::SwiGluStage<Element, 128, 256>;  // configuration 1
 static_assert(kStages[1][1].tile_m == 128 && kStages[1][1].tile_n == 256,
               "stage table out of date");
+// The plan's occupancy (blocks per SM, which the co-residency proof of avoid_wait_kernel uses) assumes this.
+static_assert(Stage0::kThreads == 512, "plan.SWIGLU_THREADS differs from cusync::SwiGluStage::kThreads");
 
 template <typename Stage>
 cusync::Status launch_with(StageLaunch const& launch, cudaStream_t stream) {

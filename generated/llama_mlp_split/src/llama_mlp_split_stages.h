@@ -43,6 +43,7 @@ struct StageInfo {
 };
 
 constexpr int kNumStages = 4;
+constexpr int kMaxM = 1048576;  // the most rows a run may have (docs/spec-format.md, Limits)
 
 // Tile configurations, picked by M at run time: configuration c runs when M <= kConfigMaxM[c] (the
 // last one runs for any M). Each has its own stage table, derived by the plan from the spec.
@@ -53,7 +54,7 @@ constexpr StageInfo kStages[kNumConfigs][kNumStages] = {
   {  // configuration 0
     {"gate", 2816, 128, 128, -1, cusync::PolicyKind::kNone, false, false, false, 0, cusync::TileOrder::kRowMajor, 2, -1, cusync::PolicyKind::kNone},
     {"up", 2816, 128, 128, -1, cusync::PolicyKind::kNone, false, false, false, 0, cusync::TileOrder::kRowMajor, 2, -1, cusync::PolicyKind::kNone},
-    {"glu", 2816, 128, 128, 0, cusync::PolicyKind::kTile, false, false, false, 0, cusync::TileOrder::kRowMajor, 16, 1, cusync::PolicyKind::kTile},
+    {"glu", 2816, 128, 128, 0, cusync::PolicyKind::kTile, false, false, false, 0, cusync::TileOrder::kRowMajor, 4, 1, cusync::PolicyKind::kTile},
     {"down", 8192, 128, 128, 2, cusync::PolicyKind::kRow, true, true, true, 0, cusync::TileOrder::kRowMajor, 2, -1, cusync::PolicyKind::kNone},
   },
 };

@@ -14,6 +14,8 @@ using Element = cutlass::half_t;
 using Stage0 = cusync::SwiGluStage<Element, 128, 128>;  // configuration 0
 static_assert(kStages[0][2].tile_m == 128 && kStages[0][2].tile_n == 128,
               "stage table out of date");
+// The plan's occupancy (blocks per SM, which the co-residency proof of avoid_wait_kernel uses) assumes this.
+static_assert(Stage0::kThreads == 512, "plan.SWIGLU_THREADS differs from cusync::SwiGluStage::kThreads");
 
 template <typename Stage>
 cusync::Status launch_with(StageLaunch const& launch, cudaStream_t stream) {
