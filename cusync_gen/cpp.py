@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from cusync_gen.spec import BLayout, Dtype, Epilogue, Order, Policy
+from cusync_gen.spec import BLayout, Dtype, Epilogue, Mode, Order, Policy
 
 CUTLASS_ELEMENT: dict[Dtype, str] = {Dtype.FP16: "cutlass::half_t", Dtype.BF16: "cutlass::bfloat16_t"}
 CUDA_ELEMENT: dict[Dtype, str] = {Dtype.FP16: "__half", Dtype.BF16: "__nv_bfloat16"}
@@ -46,6 +46,21 @@ ORDER: dict[Order, str] = {
 }
 
 
+MODE: dict[Mode, str] = {
+    Mode.OVERLAP: "cusync::Mode::kOverlap",
+    Mode.STOCK: "cusync::Mode::kStock",
+    Mode.STREAMK: "cusync::Mode::kStreamK",
+    Mode.CLUSTER: "cusync::Mode::kCluster",
+}
+
+
+def cpp_string(value: str) -> str:
+    """`value` as a C++ string literal; control characters have no place in what this is for."""
+    if has_control_character(value):
+        raise ValueError(f"control character in {value!r}: not written into C++")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def cpp_bool(value: bool) -> str:
     return "true" if value else "false"
 
@@ -76,4 +91,6 @@ FILTERS: dict[str, Callable[..., str]] = {
     "cpp_order": ORDER.__getitem__,
     "cpp_bool": cpp_bool,
     "cmake_string": cmake_string,
+    "cpp_mode": MODE.__getitem__,
+    "cpp_string": cpp_string,
 }

@@ -14,6 +14,7 @@ from cusync_gen.errors import SpecError, UsageError
 from cusync_gen.spec import (
     MAX_M,
     TARGETS,
+    Mode,
     Arch,
     BLayout,
     ChainSpec,
@@ -126,6 +127,15 @@ class ConfigPlan:
 
 
 @dataclass(frozen=True)
+class DispatchPlan:
+    """A measured table of how run() computes the chain by M, valid on GPUs with `sms` multiprocessors."""
+
+    gpu: str
+    sms: int
+    modes: tuple[tuple[int, Mode], ...]  # (m_max, mode), by growing m_max
+
+
+@dataclass(frozen=True)
 class ChainPlan:
     name: str
     class_name: str
@@ -142,6 +152,7 @@ class ChainPlan:
     auto_policies: tuple[str, ...] = ()  # what `sync: auto` resolved to, one line per edge
     dependencies: tuple[str, ...] = ()   # what each consumer tile reads of its producer, one line per edge
     max_m: int = MAX_M                   # the most rows a run may have (the spec's limit, checked by the library)
+    dispatch: DispatchPlan | None = None  # sm90: run()'s mode by M, measured on one GPU (spec `dispatch:`)
 
     def config_for(self, m: int) -> ConfigPlan:
         """The configuration the library runs at this M."""
@@ -245,6 +256,8 @@ def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
         configs=tuple(configs),
         auto_policies=tuple(auto),
         dependencies=tuple(edges),
+        dispatch=None if spec.dispatch is None else DispatchPlan(
+            spec.dispatch.gpu, spec.dispatch.sms, tuple((e.m_max, e.mode) for e in spec.dispatch.modes)),
     )
 
 

@@ -62,6 +62,15 @@ class Order(str, Enum):
     BANDED = "banded"  # bands of 4 tile rows, column-major inside a band
 
 
+class Mode(str, Enum):
+    """How the library computes an sm90 chain at a given M (templates/sm90/include/cusync/sm90/dispatch.h)."""
+
+    OVERLAP = "overlap"    # tile-synced kernels (cuSync)
+    STOCK = "stock"        # CUTLASS's persistent kernels, chained with PDL
+    STREAMK = "streamk"    # CUTLASS's stream-K kernels, chained with PDL
+    CLUSTER = "cluster"    # CUTLASS's persistent kernels in 2x1 clusters, chained with PDL
+
+
 class BLayout(str, Enum):
     ROW = "row"
     COL = "col"
@@ -124,6 +133,8 @@ MAX_TILE_DIM = 256       # every value of threadblock, warp, instruction, cluste
 MAX_PIPELINE_STAGES = 10
 MAX_SMS = 1024
 MAX_TILE_CONFIGS = 8
+MAX_DISPATCH_ENTRIES = 64
+MAX_GPU_NAME = 64         # dispatch.gpu: a device name as CUDA reports it
 MAX_NAME_LENGTH = 64
 MAX_SPEC_BYTES = 1 << 20  # a spec file: 1 MiB
 MAX_SPEC_DEPTH = 32       # nested mappings and lists (a spec has at most 5)
@@ -149,6 +160,8 @@ LIMITS: tuple[Limit, ...] = (
     Limit("sms", MAX_SMS, "more than any GPU has (H200: 132, B200: 148)"),
     Limit("tile_configs", MAX_TILE_CONFIGS, "entries; the library tries them in order at every run"),
     Limit("tile_configs[i].m_max", MAX_M, "as --m"),
+    Limit("dispatch.modes", MAX_DISPATCH_ENTRIES, "entries of a measured dispatch table (m_max as --m)"),
+    Limit("dispatch.gpu", MAX_GPU_NAME, "characters of the GPU name the table was measured on"),
     Limit("split_k, reads", MAX_DIM, "a sanity bound (split_k must be 1; reads must match the op's)"),
     Limit("name, stage names", MAX_NAME_LENGTH, "characters; they name files, C++ classes and CMake targets"),
     Limit("--m, --batch, --cache", MAX_M, "rows at run time (batch x new tokens for attention): the largest M "
@@ -260,6 +273,25 @@ class TileConfigSpec(BaseModel):
     tiles: dict[str, Triple]  # stage name -> threadblock; stages not listed keep their own tile
 
 
+class DispatchEntrySpec(BaseModel):
+    """Up to m_max rows, run() computes the chain this way."""
+
+    model_config = _FROZEN
+
+    m_max: Rows
+    mode: Mode
+
+
+class DispatchSpec(BaseModel):
+    """A dispatch table measured by `cusync-gen tune`: the mode per M on one GPU (used on GPUs with `sms`)."""
+
+    model_config = _FROZEN
+
+    gpu: str = Field(max_length=MAX_GPU_NAME)
+    sms: SmCount
+    modes: list[DispatchEntrySpec] = Field(min_length=1, max_length=MAX_DISPATCH_ENTRIES)
+
+
 class _SpecHead(BaseModel):
     """The keys every spec starts with, GEMM chain or attention."""
 
@@ -278,6 +310,7 @@ class ChainSpec(_SpecHead):
     optimizations: Optimizations = Optimizations()
     stages: list[StageSpec] = Field(min_length=1, max_length=MAX_STAGES)
     tile_configs: list[TileConfigSpec] = Field(default_factory=list, max_length=MAX_TILE_CONFIGS)
+    dispatch: DispatchSpec | None = None
 
 
 class AttentionTiles(BaseModel):
@@ -541,6 +574,8 @@ def spec_hash(spec: ChainSpec) -> str:
     for stage in data.get("stages", []):  # an absent `reads` leaves the hash (and generated files) as before
         if stage.get("reads") is None:
             stage.pop("reads", None)
+    if data.get("dispatch", 0) is None:  # likewise an absent dispatch table
+        data.pop("dispatch")
     canonical = json.dumps(data, sort_keys=True)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:12]
 
@@ -639,6 +674,7 @@ def check_rules(spec: ChainSpec) -> None:
     _check_output_policies(spec)
     _check_no_atomic_add(spec)
     _check_tile_configs(spec)
+    _check_dispatch(spec)
 
 
 def with_tiles(spec: ChainSpec, tiles: dict[str, tuple[int, int, int]]) -> ChainSpec:
@@ -678,6 +714,28 @@ def _check_tile_configs(spec: ChainSpec) -> None:
             check_rules(with_tiles(spec, dict(config.tiles)))
         except SpecError as exc:
             raise SpecError(f"{field}: {exc.field}", exc.message[len(exc.field) + 2 :], exc.hint) from None
+
+
+_GPU_NAME = re.compile(r"[A-Za-z0-9 ._()-]+")
+
+
+def _check_dispatch(spec: ChainSpec) -> None:
+    """A measured table: sm90 only, rows by growing m_max, a GPU name that is safe to print and embed."""
+    table = spec.dispatch
+    if table is None:
+        return
+    if spec.arch is not Arch.SM90:
+        raise SpecError("dispatch", "dispatch (how run() computes the chain, by M) is an sm90 feature",
+                        "remove dispatch, or set arch: sm90")
+    if not _GPU_NAME.fullmatch(table.gpu):
+        raise SpecError("dispatch.gpu", f"{_show(table.gpu)} is not a GPU name of letters, digits, spaces and ._()-",
+                        "write the name CUDA reports, e.g. gpu: NVIDIA H200")
+    previous = 0
+    for e, entry in enumerate(table.modes):
+        if entry.m_max <= previous:
+            raise SpecError(f"dispatch.modes[{e}].m_max", f"m_max={entry.m_max} must be larger than the previous "
+                            f"entry's ({previous})", "list the modes by growing m_max")
+        previous = entry.m_max
 
 
 def output_policy(spec: ChainSpec, index: int) -> Policy | None:
@@ -1109,7 +1167,9 @@ def _check_no_atomic_add(spec: ChainSpec) -> None:
 
 
 _NESTED: dict[type[BaseModel], dict[str, type[BaseModel]]] = {
-    ChainSpec: {"stages": StageSpec, "optimizations": Optimizations, "tile_configs": TileConfigSpec},
+    ChainSpec: {"stages": StageSpec, "optimizations": Optimizations, "tile_configs": TileConfigSpec,
+                "dispatch": DispatchSpec},
+    DispatchSpec: {"modes": DispatchEntrySpec},
     StageSpec: {"tile": TileSpec, "reads": ReadsSpec},
     ReadsSpec: {"cols": StridedCols},
     AttentionSpec: {"attention": AttentionBlock},

@@ -41,6 +41,12 @@ DEFAULT_TILES: dict[Arch, tuple[Triple, ...]] = {
     Arch.SM90: ((128, 128, 64), (128, 256, 64), (256, 128, 64)),
 }
 POLICY_RANK = {"spec": 0, "row": 1, "tile": 2}
+#: sm90 run() modes (cusync/sm90/dispatch.h) and the bench column that times each; "overlap" is the row's
+#: own overlapped time (its policy and order). Ties go to the simpler mode: CUTLASS's kernels as they are
+#: first, tile synchronization last.
+MODE_COLUMNS: dict[str, str] = {"stock": "stock_pdl_us", "cluster": "cluster_us", "streamk": "streamk_us",
+                                "overlap": "overlapped_us"}
+MODE_RANK = {mode: rank for rank, mode in enumerate(MODE_COLUMNS)}
 ORDERS: dict[Arch, tuple[str, ...]] = {
     Arch.SM80: ("spec", "ticket", "hw"),
     Arch.SM90: ("spec", "row_major", "column_major", "banded"),
@@ -174,8 +180,6 @@ def run_variants(variants: list[Variant], projects: list[Path], ms: list[int], r
     for round_ in range(rounds):
         for v, project in zip(variants, projects):
             extra = ["--orders", ",".join(orders)] if orders else []
-            if v.spec.arch is Arch.SM90:
-                extra.append("--no-baselines")
             failure: str | None = None
             try:
                 printed = builder.run(project, ms, policies_for(make_plan(v.spec)), repeats, warmup, extra)
@@ -197,7 +201,7 @@ def medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for group in groups.values():
         merged = dict(group[0])
-        for key in ("overlapped_us", "sequential_us"):
+        for key in ("overlapped_us", "sequential_us", *(c for c in MODE_COLUMNS.values() if c in merged)):
             values = sorted(float(r.get(key, 0.0)) for r in group)
             merged[key] = values[len(values) // 2] if len(values) % 2 else 0.5 * (values[len(values) // 2 - 1]
                                                                                  + values[len(values) // 2])
@@ -213,6 +217,27 @@ def _usable(row: dict[str, Any]) -> bool:
     return bool(row.get("bitwise_equal")) and row.get("sync_error") is None and row.get("overlapped_us", 0) > 0
 
 
+def mode_times(row: dict[str, Any]) -> dict[str, float]:
+    """What each run() mode took in this row (sm90 benches time them all; sm80 rows only overlap). A
+    mode whose check failed does not count: stock and clusters must be bitwise equal to the back-to-back
+    run, stream-K within the bench's tolerance of it."""
+    ok = {"stock": row.get("stock_bitwise", True), "cluster": row.get("cluster_bitwise", True),
+          "streamk": row.get("streamk_rel_diff", 0.0) < 1e-2, "overlap": True}
+    return {mode: float(row[column]) for mode, column in MODE_COLUMNS.items()
+            if ok[mode] and float(row.get(column, 0.0) or 0.0) > 0.0}
+
+
+def best_mode(row: dict[str, Any]) -> tuple[str, float]:
+    """The fastest mode of a row; modes within TIE of it tie and the simpler (MODE_RANK) wins."""
+    times = mode_times(row)
+    fastest = min(times.values())
+    mode = min((m for m, t in times.items() if t <= fastest * (1 + TIE)), key=MODE_RANK.__getitem__)
+    return mode, times[mode]
+
+
+def best_us(row: dict[str, Any]) -> float:
+    return best_mode(row)[1]
+
 def _rank(row: dict[str, Any]) -> tuple[int, int, int]:
     order = str(row.get("order", "spec"))
     return (int(row["variant_index"]), POLICY_RANK.get(str(row.get("policy")), 9), 0 if order == "spec" else 1)
@@ -225,10 +250,31 @@ def choose(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
         candidates = [r for r in rows if r["m"] == m and _usable(r)]
         if not candidates:
             raise CusyncError(f"no variant ran correctly at M = {m}", hint="see the rows above; run `cusync-gen run` on the spec")
-        fastest = min(r["overlapped_us"] for r in candidates)
-        tied = [r for r in candidates if r["overlapped_us"] <= fastest * (1 + TIE)]
-        best[m] = min(tied, key=_rank)
+        fastest = min(best_us(r) for r in candidates)
+        tied = [r for r in candidates if best_us(r) <= fastest * (1 + TIE)]
+        winner = dict(min(tied, key=_rank))
+        winner["mode"], winner["best_us"] = best_mode(winner)
+        best[m] = winner
     return best
+
+
+def dispatch_table(winners: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+    """sm90: the spec's `dispatch:` from the winners' modes. Between two measured M the cut is their
+    geometric mean; the last entry ends at the largest M measured (above it the library's rule decides).
+    None when the rows carry no GPU (sm80 benches time only overlap)."""
+    ms = sorted(winners)
+    first = winners[ms[0]]
+    if "sms" not in first or "stock_pdl_us" not in first:
+        return None
+    entries: list[dict[str, Any]] = []
+    for i, m in enumerate(ms):
+        cut = m if i + 1 == len(ms) else int(math.sqrt(m * ms[i + 1]))
+        mode = winners[m]["mode"]
+        if entries and entries[-1]["mode"] == mode:
+            entries[-1]["m_max"] = cut
+        else:
+            entries.append({"m_max": cut, "mode": mode})
+    return {"gpu": str(first["gpu"]), "sms": int(first["sms"]), "modes": entries}
 
 
 def baseline(rows: list[dict[str, Any]], m: int) -> dict[str, Any] | None:
@@ -244,11 +290,14 @@ def tuned_spec(variants: list[Variant], rows: list[dict[str, Any]], winners: dic
     notes: list[str] = []
     if spec.arch is Arch.SM90:
         data = _per_m_tiles(variants, winners)
+        table = dispatch_table(winners)
+        if table is not None:
+            data["dispatch"] = table
         chosen = list(winners.values())
     else:
         # One tile configuration: the variant whose best time per M has the best geometric mean.
         def score(v: Variant) -> float:
-            times = [min((r["overlapped_us"] for r in rows if r["variant"] == v.label and r["m"] == m and _usable(r)),
+            times = [min((best_us(r) for r in rows if r["variant"] == v.label and r["m"] == m and _usable(r)),
                          default=math.inf) for m in winners]
             return math.exp(sum(math.log(t) for t in times) / len(times)) if all(math.isfinite(t) for t in times) else math.inf
         best = min(variants, key=lambda v: (score(v), v.index))
@@ -309,13 +358,13 @@ def winners_table(name: str, rows: list[dict[str, Any]], winners: dict[int, dict
     from rich.table import Table
 
     table = Table(title=f"tune {name}: fastest per M (ties within {TIE:.0%} go to the simpler)")
-    for column in ("M", "tiles", "policy", "order", "us", "spec as written us", "gain"):
-        table.add_column(column, justify="left" if column in ("tiles", "policy", "order") else "right")
+    for column in ("M", "tiles", "policy", "order", "mode", "us", "spec as written us", "gain"):
+        table.add_column(column, justify="left" if column in ("tiles", "policy", "order", "mode") else "right")
     for m, w in winners.items():
         base = baseline(rows, m)
         base_us = base["overlapped_us"] if base else math.nan
-        table.add_row(str(m), w["variant"], str(w.get("policy")), str(w.get("order", "spec")),
-                      f"{w['overlapped_us']:.1f}", f"{base_us:.1f}", f"{base_us / w['overlapped_us']:.2f}x")
+        table.add_row(str(m), w["variant"], str(w.get("policy")), str(w.get("order", "spec")), w["mode"],
+                      f"{w['best_us']:.1f}", f"{base_us:.1f}", f"{base_us / w['best_us']:.2f}x")
     return table
 
 
@@ -325,7 +374,7 @@ def header_lines(gpu: str, ms: str, winners: dict[int, dict[str, Any]]) -> list[
 
     return [f"tuned by cusync-gen tune on {gpu}, {datetime.date.today().isoformat()}, M = {ms}",
             "fastest per M: " + "; ".join(f"{m}: {w['variant']} {w.get('policy')}/{w.get('order', 'spec')} "
-                                          f"{w['overlapped_us']:.1f} us" for m, w in winners.items())]
+                                          f"{w['mode']} {w['best_us']:.1f} us" for m, w in winners.items())]
 
 
 def write_spec(path: Path, data: dict[str, Any], header: list[str]) -> None:

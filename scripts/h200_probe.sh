@@ -6,7 +6,10 @@
 #                each in every order), CUTLASS stock / +PDL / stream-K, cuBLAS, all interleaved;
 #   PHASE=ncu:   ncu of our GEMM kernels (synchronization off, static tiles) against CUTLASS's stock ones
 #                (llama_mlp_sm90 at M = NCU_M: the first four CUTLASS kernels the bench launches);
-#   PHASE=torch: scripts/torch_peers.py (PyTorch eager and torch.compile max-autotune) on the same chains.
+#   PHASE=torch: scripts/torch_peers.py (PyTorch eager and torch.compile max-autotune) on the same chains;
+#   PHASE=sanitize: compute-sanitizer memcheck and racecheck of every kernel kind (ours overlapped, CUTLASS's
+#                stock, stream-K and 2x1-cluster kernels) on two_gemm_sm90 at M = 200;
+#   PHASE=pytest: `pytest -m gpu` (GPU_TESTS selects with -k; the GPU machine has no pydantic: .whl carried).
 # Usage: OUT=dir PHASE=build,bench scripts/h200_probe.sh [MS] [REPEATS]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -88,6 +91,21 @@ for (i, name), metrics in seen.items():
     for k in want:
         if k in metrics: print(f"   {k}: {metrics[k]}")
 PY
+fi
+if has sanitize; then
+  for tool in memcheck racecheck; do
+    timeout 240 compute-sanitizer --tool $tool --print-limit 20 ./build/gpu/two_gemm_sm90/two_gemm_sm90_bench --m 200 \
+      --policies spec --repeats 1 --warmup 1 --no-reference > "$OUT/sanitizer-$tool.log" 2>&1
+    echo "sanitizer $tool exit $?: $(grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT/sanitizer-$tool.log" | tail -2 | tr '\n' ' ')"
+  done
+fi
+if has pytest; then
+  if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+      && export PYTHONPATH=/tmp/site:$PWD
+  fi
+  CUSYNC_GPU_EXAMPLES=${GPU_EXAMPLES:-} timeout ${PYTEST_TIMEOUT:-560} python3 -m pytest -q -m gpu -p no:cacheprovider \
+    ${GPU_TESTS:+-k "$GPU_TESTS"} 2>&1 | tee "$OUT/pytest-gpu.log" | tail -25
 fi
 if has torch; then
   export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$PWD/build/inductor-cache}

@@ -90,8 +90,27 @@ def test_example_is_correct_on_gpu(name: str, built: dict[str, Path]) -> None:
     for row in rows:
         assert row["sync_error"] is None, row
         assert row["bitwise_equal"] and row["graph_ok"], row
-        assert row.get("stock_bitwise", True), row
+        assert row.get("stock_bitwise", True) and row.get("cluster_bitwise", True), row
+        assert row.get("streamk_rel_diff", 0.0) < 1e-2 and row.get("run_ok", True), row
         assert row["ref_rel_err"] < 1e-2, row
+
+
+@pytest.mark.parametrize("name", EXAMPLES_SM90)
+def test_every_run_mode_is_correct_on_gpu(name: str, built: dict[str, Path]) -> None:
+    """run() as the library runs it (its dispatch table or rule picks a mode per M), and every mode it can
+    pick: CUTLASS's kernels plain, with PDL and in 2x1 clusters bitwise equal to our back-to-back run,
+    stream-K within the tolerance of it."""
+    if name not in built:
+        pytest.skip(f"{name} not built (needs a Hopper GPU, or not in CUSYNC_GPU_EXAMPLES)")
+    out = subprocess.run([str(built[name]), "--m", "1,200,1000,3000", "--repeats", "2", "--warmup", "1"],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = [r for r in _rows(out.stdout) if "m" in r]
+    assert len(rows) == 4
+    for row in rows:
+        assert row["mode"] in ("overlap", "stock", "streamk", "cluster") and row["mode_reason"], row
+        assert row["run_ok"] and row["stock_bitwise"] and row["cluster_bitwise"], row
+        assert row["streamk_rel_diff"] < 1e-2 and row["sync_error"] is None, row
 
 
 @pytest.mark.parametrize("name", ["two_gemm", "two_gemm_sm90"])

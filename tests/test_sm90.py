@@ -144,3 +144,44 @@ def test_sm80_projects_do_not_get_sm90_files(tmp_path: Path) -> None:
     plan = make_plan(load_spec(REPO / "cusync_gen" / "examples" / "gpt3_mlp.yaml"))
     paths = [f.path for f in project_files(plan)]
     assert not any("sm90" in p or "stock" in p or "baselines" in p for p in paths)
+
+
+TABLE = {"gpu": "NVIDIA H200", "sms": 132, "modes": [{"m_max": 384, "mode": "streamk"}, {"m_max": 4096, "mode": "overlap"}]}
+
+
+def test_dispatch_table_is_emitted_and_keeps_hashes_of_specs_without_one() -> None:
+    plan = make_plan(parse_spec(two(dispatch=TABLE)))
+    assert plan.dispatch is not None and plan.dispatch.modes[0][0] == 384
+    stages = render_project(plan, "/cutlass")["src/h_stages.h"]
+    assert "constexpr int kDispatchSms = 132;" in stages and 'kDispatchGpu = "NVIDIA H200";' in stages
+    assert "{384, cusync::Mode::kStreamK}," in stages and "{4096, cusync::Mode::kOverlap}," in stages
+    without = render_project(make_plan(parse_spec(two())), "/cutlass")["src/h_stages.h"]
+    assert "constexpr int kNumDispatch = 0;" in without
+    # an absent table does not change the spec hash (every committed project keeps its name and banner)
+    assert make_plan(parse_spec(two())).spec_hash != plan.spec_hash
+    assert "dispatch" not in load_spec(REPO / "cusync_gen" / "examples" / "two_gemm_sm90.yaml").model_dump(
+        exclude_none=True)
+
+
+@pytest.mark.parametrize(
+    ("table", "field", "text"),
+    [
+        ({**TABLE, "modes": [{"m_max": 512, "mode": "stock"}, {"m_max": 256, "mode": "overlap"}]},
+         "dispatch.modes[1].m_max", "larger"),
+        ({**TABLE, "modes": [{"m_max": 512, "mode": "fastest"}]}, "dispatch.modes[0].mode", "not a valid"),
+        ({**TABLE, "gpu": 'H200"); system("x'}, "dispatch.gpu", "GPU name"),
+        ({**TABLE, "gpu": "H200\n"}, "dispatch.gpu", "GPU name"),
+        ({**TABLE, "sms": 0}, "dispatch.sms", "greater than"),
+        ({**TABLE, "modes": []}, "dispatch.modes", ""),
+    ],
+)
+def test_dispatch_table_errors_name_the_field(table: dict[str, Any], field: str, text: str) -> None:
+    err = error(two(dispatch=table))
+    assert err.field == field and text in err.message
+
+
+def test_dispatch_is_sm90_only() -> None:
+    data = two(arch="sm80", target="sm_80", dispatch=TABLE)
+    for s in data["stages"]:
+        s["tile"] = {"threadblock": [128, 128, 32]}
+    assert error(data).field == "dispatch"

@@ -105,8 +105,13 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         for m in ms:
             for p in policies:
                 us = m * (0.9 if wide and m >= 1024 else 1.0) * (0.98 if p == "tile" else 1.0)
-                out.append({"m": m, "policy": p, "order": "spec", "overlapped_us": us, "sequential_us": us * 1.05,
-                            "bitwise_equal": True, "sync_error": None, "gpu": "FakeGPU"})
+                row = {"m": m, "policy": p, "order": "spec", "overlapped_us": us, "sequential_us": us * 1.05,
+                       "bitwise_equal": True, "sync_error": None, "gpu": "FakeGPU"}
+                if spec is not None and spec.arch.value == "sm90":  # every run() mode is timed too
+                    row.update(sms=132, stock_pdl_us=us * 1.01, stock_bitwise=True, cluster_bitwise=True,
+                               streamk_us=us * (0.8 if m == 256 else 1.1), streamk_rel_diff=2e-4,
+                               cluster_us=us * (0.95 if m == 4096 else 1.05))
+                out.append(row)
         return out
 
     monkeypatch.setattr(builder, "build", fake_build)
@@ -137,8 +142,21 @@ def test_tune_sm90_writes_tile_configs_by_m(tmp_path: Path, fake_gpu: dict[str, 
     assert (tmp_path / "t" / "tune-gpt3_mlp_sm90.png").stat().st_size > 10_000
     raw = (tmp_path / "t" / "tune-gpt3_mlp_sm90.jsonl").read_text().splitlines()
     assert len(raw) == 3 * 5 * 3 * 3  # rounds x variants (spec + 4) x M x policies
-    assert all("--no-baselines" in extra for _, extra in fake_gpu["ran"])
+    assert not any("--no-baselines" in extra for _, extra in fake_gpu["ran"])  # every run() mode is timed
     assert dest.read_text().startswith("# tuned by cusync-gen tune on FakeGPU")
+    # run()'s modes by M: stream-K at 256, stock at 1024 (overlap 1% faster is a tie: the simpler wins),
+    # clusters at 4096; cut at the geometric mean between measured M, ending at the largest.
+    assert tuned.dispatch is not None and (tuned.dispatch.gpu, tuned.dispatch.sms) == ("FakeGPU", 132)
+    assert [(e.m_max, e.mode.value) for e in tuned.dispatch.modes] == [(512, "streamk"), (2048, "stock"),
+                                                                       (4096, "cluster")]
+
+
+def test_mode_checks_count() -> None:
+    """A mode whose check failed never wins: stock or clusters not bitwise equal, stream-K off tolerance."""
+    row = {"overlapped_us": 100.0, "stock_pdl_us": 90.0, "stock_bitwise": False, "cluster_us": 95.0,
+           "cluster_bitwise": True, "streamk_us": 80.0, "streamk_rel_diff": 0.5}
+    assert tune.best_mode(row) == ("cluster", 95.0)
+    assert tune.best_mode({"overlapped_us": 100.0}) == ("overlap", 100.0)  # sm80 rows: overlap only
 
 
 def test_tune_sm80_keeps_one_variant_and_reuses_projects(tmp_path: Path, fake_gpu: dict[str, Any],

@@ -19,6 +19,7 @@
 #include "cusync/policy.h"
 #include "cusync/status.h"
 #include "cusync/sync_error.h"
+#include "cusync/sm90/dispatch.h"
 #include "cusync/tile_order.h"
 
 namespace llama_mlp_sm90 {
@@ -61,21 +62,26 @@ class LlamaMlpSm90 {
   // New pointers or M (M <= the max_m of initialize()).
   cusync::Status update(Arguments const& args);
 
-  // Overlapped: tile-level synchronization across stages. When every producer fits in one wave at this
-  // M (all its tiles run at once and finish together, so a consumer cannot start early), run() launches
-  // back to back instead: overlap could only add overhead there. set_sequential_fallback(false) turns
-  // that off; overlaps() says what run() will do for the current M.
+  // run() computes the chain the way mode() says for the current M (cusync/sm90/dispatch.h): tile-synced
+  // overlap, or CUTLASS's own kernels (persistent, stream-K, or in 2x1 clusters) chained with PDL. The
+  // choice comes from the spec's measured dispatch table when this GPU has its SM count, else from a rule
+  // on the tile counts; mode_reason() says which and why. set_mode() overrides it (kAuto: back to the
+  // table or rule); set_sequential_fallback(false) is set_mode(kOverlap), overlaps() is
+  // mode() == kOverlap. run_mode() runs one mode directly.
   cusync::Status run(cudaStream_t stream);
-  void set_sequential_fallback(bool enabled) { sequential_fallback_ = enabled; }
-  bool overlaps() const;
-  // Back to back, same kernels, synchronization off: the baseline, bitwise identical to run().
+  cusync::Status run_mode(cudaStream_t stream, cusync::Mode mode);
+  cusync::Mode mode() const;
+  char const* mode_reason() const;
+  void set_mode(cusync::Mode mode) { mode_override_ = mode; }
+  void set_sequential_fallback(bool enabled) { mode_override_ = enabled ? cusync::Mode::kAuto : cusync::Mode::kOverlap; }
+  bool overlaps() const { return mode() == cusync::Mode::kOverlap; }
+  // Back to back, our kernels with synchronization off: bitwise identical to the overlapped run.
   cusync::Status run_sequential(cudaStream_t stream);
-  // Baselines: CUTLASS's stock persistent kernels for the same tiles and epilogues, back to back
-  // (programmatic = false) or chained with programmatic dependent launch (true).
+  // CUTLASS's persistent kernels for the same tiles and epilogues, back to back (programmatic = false)
+  // or chained with programmatic dependent launch (true: run_mode(kStock)); bitwise identical too.
   cusync::Status run_stock(cudaStream_t stream, bool programmatic);
-  // CUTLASS's stream-K kernels for the same tiles and epilogues, chained with programmatic dependent
-  // launch: the last wave's idle SMs take K-slices of tiles (a different accumulation order: close to
-  // run_sequential()'s results, not bitwise equal).
+  // CUTLASS's stream-K kernels, chained with PDL (run_mode(kStreamK)): the last wave's idle SMs take
+  // K-slices of tiles, so the sums come in another order: close to run_sequential()'s, not bitwise equal.
   cusync::Status run_streamk(cudaStream_t stream);
 
   // Opt-in tile trace: later runs write, for every tile of every stage, when it was taken, when it was
@@ -111,13 +117,15 @@ class LlamaMlpSm90 {
  private:
   cusync::Status launch_stage(int stage, bool synced, cudaStream_t stream, detail::LaunchOrder order = {});
   detail::StageLaunch unsynced_launch(int stage, bool programmatic) const;
-  cusync::Status run_cutlass(cudaStream_t stream, bool programmatic, bool streamk);
+  cusync::Status run_cutlass(cudaStream_t stream, bool programmatic, cusync::Mode kernels);
+  cusync::Status run_overlapped(cudaStream_t stream);
   bool coresident(int consumer, int producer) const;
 
   Arguments args_{};
   int max_m_ = 0;
   int sms_ = 0;
-  bool sequential_fallback_ = true;
+  cusync::Mode mode_override_ = cusync::Mode::kAuto;
+  mutable char mode_reason_[256] = {};
   bool single_stream_ = false;
   cusync::PolicyKind policy_override_ = cusync::PolicyKind::kNone;
   uint64_t* trace_ = nullptr;

@@ -441,10 +441,10 @@ int main(int argc, char** argv) {
       if (r.timed_out || std::strcmp(r.sync_error, "null") != 0) exit_code = 4;
       else if (!ok && exit_code == 0) exit_code = 5;
       std::printf(
-          "{\"chain\": \"llama_mlp_split\", \"gpu\": \"%s\", \"m\": %d, \"policy\": \"%s\", \"order\": \"%s\", \"sequential_us\": %.2f, "
+          "{\"chain\": \"llama_mlp_split\", \"gpu\": \"%s\", \"sms\": %d, \"m\": %d, \"policy\": \"%s\", \"order\": \"%s\", \"sequential_us\": %.2f, "
           "\"overlapped_us\": %.2f, \"speedup\": %.4f, \"overlaps\": %s, \"hooks_serial_us\": %.2f, \"bitwise_equal\": %s, \"graph_ok\": %s, "
           "\"ref_rel_err\": %.3e, \"sync_error\": %s, \"repeats\": %d}\n",
-          prop.name, m, r.policy.c_str(), r.order.c_str(), sequential_us, overlapped_us,
+          prop.name, prop.multiProcessorCount, m, r.policy.c_str(), r.order.c_str(), sequential_us, overlapped_us,
           overlapped_us > 0 ? sequential_us / overlapped_us : 0.0, chain.overlaps() ? "true" : "false", hooks_serial_us, r.bitwise ? "true" : "false",
           r.graph_ok ? "true" : "false", json_number(ref_err), r.sync_error, o.repeats);
       std::fflush(stdout);

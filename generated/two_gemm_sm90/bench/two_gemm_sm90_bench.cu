@@ -318,7 +318,7 @@ void write_trace(two_gemm_sm90::TwoGemmSm90& chain, std::string const& path, int
   BENCH_CUDA(cudaMalloc(&trace, size_t(words) * sizeof(uint64_t)));
   BENCH_CUDA(cudaMemsetAsync(trace, 0, size_t(words) * sizeof(uint64_t), stream));
   chain.set_trace(trace);
-  BENCH_STATUS(std::string(mode) == "overlapped" ? chain.run(stream) : chain.run_sequential(stream));
+  BENCH_STATUS(std::string(mode) == "overlapped" ? chain.run_mode(stream, cusync::Mode::kOverlap) : chain.run_sequential(stream));
   BENCH_CUDA(cudaStreamSynchronize(stream));
   chain.set_trace(nullptr);
   std::vector<uint64_t> host(static_cast<size_t>(words));
@@ -467,13 +467,14 @@ int main(int argc, char** argv) {
     }
     // Every variant is checked first, then all are timed together, interleaved.
     Interleaved timer;
-    chain.set_tile_order(-1);  // the spec's order (a variant of the previous M may have changed it)
+    chain.set_tile_order(-1);  // the spec's order and policies (a variant of the previous M may have changed them)
+    BENCH_STATUS(chain.set_policy(cusync::PolicyKind::kNone));
     int const sequential_id = timer.add(capture(stream, [&] { return chain.run_sequential(stream); }));
     // Baselines on the same buffers: CUTLASS's stock kernels back to back and with PDL (the same tiles
     // and epilogues, so bitwise equal to ours), and cuBLAS (its own accumulation order: timed only).
     int stock_id[2] = {-1, -1};
-    int cublas_id = -1, streamk_id = -1;
-    bool stock_bitwise = true;
+    int cublas_id = -1, streamk_id = -1, cluster_id = -1;
+    bool stock_bitwise = true, cluster_bitwise = true;
     double streamk_diff = 0.0;
     if (o.baselines) {
       for (bool const pdl : {false, true}) {
@@ -489,10 +490,29 @@ int main(int argc, char** argv) {
       BENCH_CUDA(cudaStreamSynchronize(stream));
       streamk_diff = outputs_difference(b, expected);
       streamk_id = timer.add(capture(stream, [&] { return chain.run_streamk(stream); }));
+      // 2x1 clusters load each B tile once per cluster (multicast) and compute every tile the same way.
+      poison(b, m, stream);
+      BENCH_STATUS(chain.run_mode(stream, cusync::Mode::kCluster));
+      BENCH_CUDA(cudaStreamSynchronize(stream));
+      cluster_bitwise = outputs_equal(b, expected);
+      cluster_id = timer.add(capture(stream, [&] { return chain.run_mode(stream, cusync::Mode::kCluster); }));
 #if defined(CUSYNC_BENCH_CUBLAS)
       if (blas.ok) cublas_id = timer.add(capture(stream, [&] { return cublas_chain(blas, b, m, stream); }));
 #endif
     }
+    // run() as the library runs it at this M: the mode its dispatch table or rule picks (or set_mode's).
+    cusync::Mode const picked = chain.mode();
+    std::string reason = chain.mode_reason();
+    std::replace(reason.begin(), reason.end(), '"', '\'');
+    BENCH_STATUS(chain.clear_sync_error());
+    poison(b, m, stream);
+    BENCH_STATUS(chain.run(stream));
+    BENCH_CUDA(cudaStreamSynchronize(stream));
+    // Stream-K sums in another order; every other mode computes each tile exactly as run_sequential().
+    bool const run_ok = chain.check_sync_error() == cusync::Status::kSuccess &&
+                        (picked == cusync::Mode::kStreamK ? outputs_difference(b, expected) < kTolerance
+                                                          : outputs_equal(b, expected));
+    int const run_id = timer.add(capture(stream, [&] { return chain.run(stream); }));
 
     struct Result {
       std::string policy, order;
@@ -514,7 +534,7 @@ int main(int argc, char** argv) {
       r.sequential_id = r.order == "spec" ? sequential_id : timer.add(capture(stream, [&] { return chain.run_sequential(stream); }));
       BENCH_STATUS(chain.clear_sync_error());
       poison(b, m, stream);
-      BENCH_STATUS(chain.run(stream));
+      BENCH_STATUS(chain.run_mode(stream, cusync::Mode::kOverlap));
       BENCH_CUDA(cudaStreamSynchronize(stream));
       cusync::SyncErrorInfo info{};
       r.timed_out = chain.check_sync_error(&info) == cusync::Status::kSyncTimeout;
@@ -530,7 +550,7 @@ int main(int argc, char** argv) {
         results.push_back(r);
         break;
       }
-      cudaGraphExec_t const overlapped = capture(stream, [&] { return chain.run(stream); });
+      cudaGraphExec_t const overlapped = capture(stream, [&] { return chain.run_mode(stream, cusync::Mode::kOverlap); });
       poison(b, m, stream);
       BENCH_CUDA(cudaGraphLaunch(overlapped, stream));
       BENCH_CUDA(cudaGraphLaunch(overlapped, stream));  // a replay must start a fresh epoch
@@ -539,7 +559,7 @@ int main(int argc, char** argv) {
       r.overlapped_id = timer.add(overlapped);
       if (o.measure_hooks) {
         chain.set_single_stream(true);
-        r.hooks_id = timer.add(capture(stream, [&] { return chain.run(stream); }));
+        r.hooks_id = timer.add(capture(stream, [&] { return chain.run_mode(stream, cusync::Mode::kOverlap); }));
         chain.set_single_stream(false);
       }
       results.push_back(r);
@@ -552,17 +572,20 @@ int main(int argc, char** argv) {
       if (timing_timeout && !r.timed_out) std::snprintf(r.sync_error, sizeof(r.sync_error), "\"timeout during timing\"");
       double const overlapped_us = r.overlapped_id >= 0 ? time_of(r.overlapped_id) : 0.0;
       double const hooks_serial_us = r.hooks_id >= 0 ? time_of(r.hooks_id) : 0.0;
-      bool const ok = !r.timed_out && r.bitwise && r.graph_ok && ref_err < kTolerance && stock_bitwise && streamk_diff < kTolerance;
+      bool const ok = !r.timed_out && r.bitwise && r.graph_ok && ref_err < kTolerance && stock_bitwise && cluster_bitwise && streamk_diff < kTolerance && run_ok;
       if (r.timed_out || std::strcmp(r.sync_error, "null") != 0) exit_code = 4;
       else if (!ok && exit_code == 0) exit_code = 5;
       std::printf(
-          "{\"chain\": \"two_gemm_sm90\", \"gpu\": \"%s\", \"m\": %d, \"policy\": \"%s\", \"order\": \"%s\", \"sequential_us\": %.2f, "
+          "{\"chain\": \"two_gemm_sm90\", \"gpu\": \"%s\", \"sms\": %d, \"m\": %d, \"policy\": \"%s\", \"order\": \"%s\", \"sequential_us\": %.2f, "
           "\"overlapped_us\": %.2f, \"speedup\": %.4f, \"overlaps\": %s, \"hooks_serial_us\": %.2f, \"bitwise_equal\": %s, \"graph_ok\": %s, "
-          "\"ref_rel_err\": %.3e, \"sync_error\": %s, \"repeats\": %d, \"stock_us\": %.2f, \"stock_pdl_us\": %.2f, \"stock_bitwise\": %s, \"streamk_us\": %.2f, \"streamk_rel_diff\": %.3e, \"cublas_us\": %.2f, \"gemm_flops\": %.0f}\n",
-          prop.name, m, r.policy.c_str(), r.order.c_str(), sequential_us, overlapped_us,
+          "\"ref_rel_err\": %.3e, \"sync_error\": %s, \"repeats\": %d, \"stock_us\": %.2f, \"stock_pdl_us\": %.2f, \"stock_bitwise\": %s, \"streamk_us\": %.2f, \"streamk_rel_diff\": %.3e, \"cluster_us\": %.2f, \"cluster_bitwise\": %s, "
+          "\"cublas_us\": %.2f, \"gemm_flops\": %.0f, \"run_us\": %.2f, \"run_ok\": %s, \"mode\": \"%s\", \"mode_reason\": \"%s\"}\n",
+          prop.name, prop.multiProcessorCount, m, r.policy.c_str(), r.order.c_str(), sequential_us, overlapped_us,
           overlapped_us > 0 ? sequential_us / overlapped_us : 0.0, chain.overlaps() ? "true" : "false", hooks_serial_us, r.bitwise ? "true" : "false",
           r.graph_ok ? "true" : "false", json_number(ref_err), r.sync_error, o.repeats, time_of(stock_id[0]), time_of(stock_id[1]),
-          stock_bitwise ? "true" : "false", time_of(streamk_id), json_number(streamk_diff), time_of(cublas_id), gemm_flops(m));
+          stock_bitwise ? "true" : "false", time_of(streamk_id), json_number(streamk_diff), time_of(cluster_id),
+          cluster_bitwise ? "true" : "false", time_of(cublas_id), gemm_flops(m), time_of(run_id), run_ok ? "true" : "false",
+          cusync::to_string(picked), reason.c_str());
       std::fflush(stdout);
     }
     if (exit_code == 4) break;

@@ -9,6 +9,7 @@
 #include "two_gemm_sm90.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "two_gemm_sm90_stages.h"
 
@@ -74,6 +75,7 @@ constexpr PrepareFn kPrepareStock[kNumStages] = { &detail::prepare_gemm1_stock, 
 using WorkspaceFn = size_t (*)(int m, int sms, int config);
 constexpr WorkspaceFn kStreamKWorkspace[kNumStages] = { &detail::streamk_workspace_gemm1, &detail::streamk_workspace_gemm2 };
 constexpr LaunchFn kClearStreamK[kNumStages] = { &detail::clear_gemm1_streamk, &detail::clear_gemm2_streamk };
+constexpr LaunchFn kLaunchCluster[kNumStages] = { &detail::launch_gemm1_cluster, &detail::launch_gemm2_cluster };
 constexpr LaunchFn kLaunchStreamK[kNumStages] = { &detail::launch_gemm1_streamk, &detail::launch_gemm2_streamk };
 // Stream-K workspaces start at multiples of this many bytes.
 constexpr int64_t kWorkspaceAlignment = 256;
@@ -271,16 +273,6 @@ int64_t TwoGemmSm90::trace_offset(int stage) const {
   return words;
 }
 
-bool TwoGemmSm90::overlaps() const {
-  if (!sequential_fallback_) return true;
-  Table const st = detail::kStages[config_];
-  for (int s = 0; s < kNumStages; ++s) {
-    for (int p : {st[s].producer, st[s].producer_b}) {
-      if (p >= 0 && tiles_m(st, p, args_.m) * tiles_n(st, p) > sms_ * st[p].blocks_per_sm) return true;
-    }
-  }
-  return false;
-}
 
 // avoid_wait_kernel is only safe when producer and consumer blocks all fit on the GPU at once; the
 // plan warns when the spec asks for it at an M where they do not, and here we fall back to the wait.
@@ -291,9 +283,51 @@ bool TwoGemmSm90::coresident(int consumer, int p) const {
   return slots <= double(sms_);
 }
 
-cusync::Status TwoGemmSm90::run(cudaStream_t stream) {
+cusync::Mode TwoGemmSm90::mode() const {
+  if (mode_override_ != cusync::Mode::kAuto) {
+    std::snprintf(mode_reason_, sizeof(mode_reason_), "set_mode(%s)", cusync::to_string(mode_override_));
+    return mode_override_;
+  }
+  int const m = args_.m;
+  if (detail::kNumDispatch > 0 && sms_ == detail::kDispatchSms && m <= detail::kDispatch[detail::kNumDispatch - 1].m_max) {
+    int e = 0;
+    while (m > detail::kDispatch[e].m_max) ++e;
+    std::snprintf(mode_reason_, sizeof(mode_reason_), "dispatch table (measured on %s, %d SMs): M <= %d",
+                  detail::kDispatchGpu, detail::kDispatchSms, detail::kDispatch[e].m_max);
+    return detail::kDispatch[e].mode;
+  }
+  Table const st = detail::kStages[config_];
+  int64_t tiles[kNumStages];
+  char const* names[kNumStages];
+  int gemms = 0;
+  for (int s = 0; s < kNumStages; ++s) {
+    if (kLaunchStock[s] == nullptr) continue;  // GEMMs only: an elementwise stage is one short pass
+    tiles[gemms] = int64_t(tiles_m(st, s, m)) * tiles_n(st, s);
+    names[gemms++] = kTopology[s].name;
+  }
+  return cusync::default_mode(tiles, names, gemms, sms_, mode_reason_, int(sizeof(mode_reason_)));
+}
+
+char const* TwoGemmSm90::mode_reason() const {
+  mode();  // fills mode_reason_ for the current M
+  return mode_reason_;
+}
+
+cusync::Status TwoGemmSm90::run(cudaStream_t stream) { return run_mode(stream, mode()); }
+
+cusync::Status TwoGemmSm90::run_mode(cudaStream_t stream, cusync::Mode mode) {
   if (state_ == nullptr) return cusync::Status::kNotInitialized;
-  if (!overlaps()) return run_sequential(stream);
+  switch (mode) {
+    case cusync::Mode::kOverlap: return run_overlapped(stream);
+    case cusync::Mode::kStock:
+    case cusync::Mode::kStreamK:
+    case cusync::Mode::kCluster: return run_cutlass(stream, /*programmatic=*/true, mode);
+    case cusync::Mode::kAuto: return run(stream);
+  }
+  return cusync::Status::kInvalidArgument;
+}
+
+cusync::Status TwoGemmSm90::run_overlapped(cudaStream_t stream) {
   // Stage s may start while stage s - 1 still runs when every edge into it is tile-synced (an edge with
   // sync: none needs its whole producer: a plain launch, ordered by the stream).
   detail::LaunchOrder order[kNumStages] = {};
@@ -328,17 +362,18 @@ detail::StageLaunch TwoGemmSm90::unsynced_launch(int s, bool programmatic) const
   return launch;
 }
 
-// CUTLASS's own kernels (stock, or stream-K) for the GEMMs, ours with synchronization off for the other
-// stages. Programmatic: each GEMM is a programmatic dependent launch of the kernel before it (CUTLASS
-// waits for that kernel to finish before its first load).
-cusync::Status TwoGemmSm90::run_cutlass(cudaStream_t stream, bool programmatic, bool streamk) {
+// CUTLASS's own kernels (persistent, stream-K or in clusters: `kernels`) for the GEMMs, ours with
+// synchronization off for the other stages. Programmatic: each GEMM is a programmatic dependent launch of
+// the kernel before it (CUTLASS waits for that kernel to finish before its first load).
+cusync::Status TwoGemmSm90::run_cutlass(cudaStream_t stream, bool programmatic, cusync::Mode kernels) {
   if (state_ == nullptr) return cusync::Status::kNotInitialized;
   cusync::Status status = cusync::Status::kSuccess;
+  bool const streamk = kernels == cusync::Mode::kStreamK;
   for (int s = 0; s < kNumStages && streamk; ++s) {  // first: a memset between two launches would break their chain
     if (kClearStreamK[s] != nullptr && (status = kClearStreamK[s](unsynced_launch(s, false), stream)) != cusync::Status::kSuccess) return status;
   }
   for (int s = 0; s < kNumStages; ++s) {
-    LaunchFn const launch = streamk ? kLaunchStreamK[s] : kLaunchStock[s];
+    LaunchFn const launch = streamk ? kLaunchStreamK[s] : kernels == cusync::Mode::kCluster ? kLaunchCluster[s] : kLaunchStock[s];
     if (launch == nullptr) {  // not a GEMM: our kernel with synchronization off, a plain launch
       status = launch_stage(s, /*synced=*/false, stream);
     } else {
@@ -350,12 +385,10 @@ cusync::Status TwoGemmSm90::run_cutlass(cudaStream_t stream, bool programmatic, 
 }
 
 cusync::Status TwoGemmSm90::run_stock(cudaStream_t stream, bool programmatic) {
-  return run_cutlass(stream, programmatic, /*streamk=*/false);
+  return run_cutlass(stream, programmatic, cusync::Mode::kStock);
 }
 
-cusync::Status TwoGemmSm90::run_streamk(cudaStream_t stream) {
-  return run_cutlass(stream, /*programmatic=*/true, /*streamk=*/true);
-}
+cusync::Status TwoGemmSm90::run_streamk(cudaStream_t stream) { return run_mode(stream, cusync::Mode::kStreamK); }
 
 cusync::Status TwoGemmSm90::run_sequential(cudaStream_t stream) {
   if (state_ == nullptr) return cusync::Status::kNotInitialized;

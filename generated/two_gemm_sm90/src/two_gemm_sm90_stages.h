@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "cusync/policy.h"
+#include "cusync/sm90/dispatch.h"
 #include "cusync/stage.cuh"
 #include "cusync/status.h"
 #include "cusync/tile_order.h"
@@ -50,6 +51,13 @@ constexpr int kMaxM = 1048576;  // the most rows a run may have (docs/spec-forma
 constexpr int kNumConfigs = 1;
 constexpr int kConfigMaxM[kNumConfigs] = { 2147483647 };
 
+// No measured dispatch table (the spec's `dispatch:`, written by `cusync-gen tune`): cusync::default_mode
+// picks how run() computes the chain from the tile counts at each M.
+constexpr int kDispatchSms = 0;
+constexpr char const* kDispatchGpu = "";
+constexpr int kNumDispatch = 0;
+constexpr cusync::DispatchEntry kDispatch[1] = {};
+
 constexpr StageInfo kStages[kNumConfigs][kNumStages] = {
   {  // configuration 0
     {"gemm1", 4096, 128, 256, -1, cusync::PolicyKind::kNone, false, false, false, 0, cusync::TileOrder::kRowMajor, 1, -1, cusync::PolicyKind::kNone},
@@ -62,6 +70,7 @@ cusync::Status launch_gemm1(StageLaunch const& launch, cudaStream_t stream);
 // Baseline: CUTLASS's own kernel for this stage (src/stage_gemm1_stock.cu); launch.sync is ignored.
 cusync::Status prepare_gemm1_stock();
 cusync::Status launch_gemm1_stock(StageLaunch const& launch, cudaStream_t stream);
+cusync::Status launch_gemm1_cluster(StageLaunch const& launch, cudaStream_t stream);  // 2x1x1 clusters
 // CUTLASS's stream-K kernel for this stage: workspace bytes at M rows, clearing it, launching it.
 size_t streamk_workspace_gemm1(int m, int sms, int config);
 cusync::Status clear_gemm1_streamk(StageLaunch const& launch, cudaStream_t stream);
@@ -71,6 +80,7 @@ cusync::Status launch_gemm2(StageLaunch const& launch, cudaStream_t stream);
 // Baseline: CUTLASS's own kernel for this stage (src/stage_gemm2_stock.cu); launch.sync is ignored.
 cusync::Status prepare_gemm2_stock();
 cusync::Status launch_gemm2_stock(StageLaunch const& launch, cudaStream_t stream);
+cusync::Status launch_gemm2_cluster(StageLaunch const& launch, cudaStream_t stream);  // 2x1x1 clusters
 // CUTLASS's stream-K kernel for this stage: workspace bytes at M rows, clearing it, launching it.
 size_t streamk_workspace_gemm2(int m, int sms, int config);
 cusync::Status clear_gemm2_streamk(StageLaunch const& launch, cudaStream_t stream);

@@ -66,22 +66,31 @@ struct InputWait {
 
   // Blocks until the producer tile holding element (row, col) of the producer's output is posted in
   // this run. Returns the semaphore index so that callers can skip repeated waits on the same one.
+  // kInline: the spin is inlined (no call: see spin_wait_inline), as sm90 kernels need.
+  template <bool kInline = false>
   __device__ __forceinline__ int32_t wait_for(int32_t row, int32_t col, uint32_t epoch, TileCoord self) const {
     int32_t const pm = row / policy.tile_m;
     int32_t const pn = col / policy.tile_n;
     int32_t const index = policy.semaphore_of(pm, pn);
     WaitSite const site{stage, producer, self.m, self.n, pm, pn, index};
-    spin_wait_at_least<uint64_t>(semaphores + index, tagged(epoch, uint32_t(policy.posts)), timeout_ns,
-                                 &state->error, site);
+    uint64_t const expected = tagged(epoch, uint32_t(policy.posts));
+    if constexpr (kInline) {
+      spin_wait_inline<uint64_t>(semaphores + index, expected, timeout_ns, &state->error, site);
+    } else {
+      spin_wait_at_least<uint64_t>(semaphores + index, expected, timeout_ns, &state->error, site);
+    }
     return index;
   }
 
   // Blocks until every producer tile holding rows [row_begin, row_end) of column `col` is posted,
   // widened by the policy's halo (Conv2DTileSync: the R x S window of an implicit-GEMM convolution).
+  template <bool kInline = false>
   __device__ __forceinline__ void wait_for_rows(int32_t row_begin, int32_t row_end, int32_t col, int32_t producer_tiles_m,
                                                 uint32_t epoch, TileCoord self) const {
     int32_t const last = policy.last_row_tile(row_end, producer_tiles_m);
-    for (int32_t pm = policy.first_row_tile(row_begin); pm <= last; ++pm) wait_for(pm * policy.tile_m, col, epoch, self);
+    for (int32_t pm = policy.first_row_tile(row_begin); pm <= last; ++pm) {
+      wait_for<kInline>(pm * policy.tile_m, col, epoch, self);
+    }
   }
 };
 
@@ -166,7 +175,7 @@ __device__ __forceinline__ TileCoord begin_tile(StageSync const& sync) {
 // pool and the next run starts at epoch 0, exactly as after initialize(). That is safe here: every post
 // of this run has been waited for (seen complete) by its consumers, so no post is still in flight, and
 // the next run starts only after this kernel ends. It costs one pass over the pool every 2^32 runs.
-__device__ __noinline__ inline void close_run(StageSync const& sync) {
+__device__ __forceinline__ void close_run_inline(StageSync const& sync) {
   ChainState* state = sync.state;
   ptx::fence_acq_rel_gpu();  // acquire side of the finished counter: see every start the sinks saw
   state->finished = 0;
@@ -178,6 +187,9 @@ __device__ __noinline__ inline void close_run(StageSync const& sync) {
   __threadfence();
   state->epoch = epoch == kLastEpoch ? 0u : epoch + 1u;
 }
+
+// The same as a call, for sm80 kernels (see spin_wait_at_least for why sm90 ones inline it).
+__device__ __noinline__ inline void close_run(StageSync const& sync) { close_run_inline(sync); }
 
 // Every thread calls this after its last store of the tile. The barrier orders all threads' stores
 // before thread 0's fence + post (a release pattern that is cumulative over the block's stores).

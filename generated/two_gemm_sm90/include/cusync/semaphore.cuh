@@ -47,8 +47,8 @@ struct WaitSite {       // who waits, for the error record
   int32_t semaphore;
 };
 
-__device__ __noinline__ inline void record_timeout(SyncErrorInfo* error, WaitSite site, uint64_t expected,
-                                                   uint64_t observed) {
+__device__ __forceinline__ void record_timeout_inline(SyncErrorInfo* error, WaitSite site, uint64_t expected,
+                                                      uint64_t observed) {
   if (error != nullptr && atomicCAS(&error->flag, 0u, 1u) == 0u) {
     error->stage = site.stage;
     error->producer = site.producer;
@@ -63,13 +63,23 @@ __device__ __noinline__ inline void record_timeout(SyncErrorInfo* error, WaitSit
   }
 }
 
+__device__ __noinline__ inline void record_timeout(SyncErrorInfo* error, WaitSite site, uint64_t expected,
+                                                   uint64_t observed) {
+  record_timeout_inline(error, site, expected, observed);
+}
+
 // Spins until *sem >= expected. Every poll is an ld.acquire.gpu, so the wait always ends on an acquire
 // (the original cuSync skipped it when the first weak load already matched). Backs off with __nanosleep
 // and gives up after timeout_ns of %globaltimer, leaving a SyncErrorInfo for the host instead of hanging.
 // Returns false on timeout; the caller goes on (its results are then undefined, and the host says so).
+//
+// Two spellings of one loop: spin_wait_at_least is a call (sm80 kernels keep their mainloop small),
+// spin_wait_inline has none. A warp-specialized sm90 kernel is one function whose warps run different
+// roles: a call anywhere in it made ptxas spill in the 40-register load warp (measured: 100 bytes) and
+// keep the math warps' wgmma descriptors out of uniform registers, so sm90 code waits inline.
 template <typename Word>
-__device__ __noinline__ bool spin_wait_at_least(Word const* sem, Word expected, uint64_t timeout_ns,
-                                                SyncErrorInfo* error, WaitSite site) {
+__device__ __forceinline__ bool spin_wait_inline(Word const* sem, Word expected, uint64_t timeout_ns,
+                                                 SyncErrorInfo* error, WaitSite site) {
   Word seen = ptx::ld_acquire_gpu(sem);
   if (seen >= expected) return true;
   uint64_t const start = ptx::globaltimer_ns();
@@ -82,10 +92,16 @@ __device__ __noinline__ bool spin_wait_at_least(Word const* sem, Word expected, 
     // Once any waiter has timed out the run is lost: give up at once instead of timing out again.
     bool const already_failed = error != nullptr && ptx::ld_relaxed_gpu(&error->flag) != 0u;
     if (already_failed || ptx::globaltimer_ns() - start > timeout_ns) {
-      record_timeout(error, site, uint64_t(expected), uint64_t(seen));
+      record_timeout_inline(error, site, uint64_t(expected), uint64_t(seen));
       return false;
     }
   }
+}
+
+template <typename Word>
+__device__ __noinline__ bool spin_wait_at_least(Word const* sem, Word expected, uint64_t timeout_ns,
+                                                SyncErrorInfo* error, WaitSite site) {
+  return spin_wait_inline(sem, expected, timeout_ns, error, site);
 }
 
 }  // namespace cusync

@@ -125,7 +125,7 @@ struct WaitingMainloop : Base {
       return first + run;
     }
     if (lane == 0) {
-      input.wait_for_rows(range.row_begin, range.row_end, col_begin + first * piece_cols, range.producer_tiles_m,
+      input.template wait_for_rows</*kInline=*/true>(range.row_begin, range.row_end, col_begin + first * piece_cols, range.producer_tiles_m,
                           epoch_, range.self);
     }
     __syncwarp();

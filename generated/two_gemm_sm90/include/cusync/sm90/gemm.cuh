@@ -78,7 +78,10 @@ constexpr int kSchedulerSmemCarveout = kRingBytes;
 
 // One GEMM configuration: D[M, N] = Act(A[M, K] x B), A and D row-major, fp32 accumulation.
 // LayoutB is CUTLASS's tag for B as a K x N matrix: RowMajor = [K, N] (N contiguous), ColumnMajor = [N, K].
-template <class Element, class LayoutB, class TileShape, template <class> class Activation>
+// ClusterShape_: thread block clusters of CUTLASS's own kernels (2x1x1: two CTAs of one tile column
+// share each B tile through TMA multicast); the synced kernel hands out single-CTA tiles (1x1x1).
+template <class Element, class LayoutB, class TileShape, template <class> class Activation,
+          class ClusterShape_ = cute::Shape<cute::_1, cute::_1, cute::_1>>
 struct GemmConfig {
   // Preconditions (the spec checks them first; these keep hand-written instantiations honest).
   static_assert(cute::size<0>(TileShape{}) == 128 || cute::size<0>(TileShape{}) == 256,
@@ -89,7 +92,7 @@ struct GemmConfig {
   static_assert(cute::sizeof_bits_v<Element> == 16, "dtype of an sm90 chain must be fp16 or bf16");
 
   static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using ClusterShape = ClusterShape_;
   using Fusion = cutlass::epilogue::fusion::LinCombEltAct<Activation, Element, float, void, float>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
@@ -161,16 +164,28 @@ struct KernelLauncher {
   }
 
   static Status launch(typename Kernel::Params const& params, dim3 grid, bool programmatic, cudaStream_t stream) {
+    using ClusterShape = typename Kernel::ClusterShape;
     cudaLaunchConfig_t config{};
     config.gridDim = grid;
     config.blockDim = dim3(Kernel::MaxThreadsPerBlock, 1, 1);
     config.dynamicSmemBytes = size_t(kSmemBytes);
     config.stream = stream;
-    cudaLaunchAttribute attribute[1];
-    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attribute[2];
+    unsigned count = 0;
+    if (cute::size(ClusterShape{}) > 1) {  // the grid is in whole clusters (get_grid_shape)
+      attribute[count].id = cudaLaunchAttributeClusterDimension;
+      attribute[count].val.clusterDim.x = unsigned(cute::size<0>(ClusterShape{}));
+      attribute[count].val.clusterDim.y = unsigned(cute::size<1>(ClusterShape{}));
+      attribute[count].val.clusterDim.z = unsigned(cute::size<2>(ClusterShape{}));
+      ++count;
+    }
+    if (programmatic) {
+      attribute[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attribute[count].val.programmaticStreamSerializationAllowed = 1;
+      ++count;
+    }
     config.attrs = attribute;
-    config.numAttrs = programmatic ? 1 : 0;
+    config.numAttrs = count;
     cudaError_t const err = cudaLaunchKernelEx(&config, cutlass::device_kernel<Kernel>, params);
     return err == cudaSuccess ? Status::kSuccess : Status::kCudaError;
   }

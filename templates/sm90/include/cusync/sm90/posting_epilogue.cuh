@@ -61,14 +61,21 @@ struct PostingEpilogue : Base {
       TileTrace::record(sync_.trace, int32_t(cute::get<0>(tile_coord_mnkl)), int32_t(cute::get<1>(tile_coord_mnkl)),
                         sync_.tiles_n, 1);
     }
-    if (sync_.enabled && thread_idx < cutlass::NumThreadsPerWarp) {
+    // Only warp 0 of the math threads posts, and it decides that with values broadcast from lane 0: a
+    // branch the compiler can prove warp-uniform, with one elected lane doing the work. A per-thread
+    // condition here (threadIdx, or a field read through the parameters) made ptxas keep the math warps'
+    // wgmma descriptors out of uniform registers for the whole kernel (64 instead of 48 instructions per
+    // K-block; benchmarks/NOTES.md h2).
+    int const posting = __shfl_sync(0xffffffffu, int(sync_.enabled && thread_idx < cutlass::NumThreadsPerWarp), 0);
+    if (posting) {
       TileCoord const tile{int32_t(cute::get<0>(tile_coord_mnkl)), int32_t(cute::get<1>(tile_coord_mnkl))};
-      bool const lane0 = thread_idx == 0;
       if (sync_.output.enabled()) {
         asm volatile("cp.async.bulk.wait_group 0;" : : : "memory");
         asm volatile("fence.proxy.async.global;" : : : "memory");
-        __syncwarp();
-        if (lane0) {
+      }
+      __syncwarp();
+      if (cute::elect_one_sync()) {
+        if (sync_.output.enabled()) {
           // The epoch is fixed for the whole kernel: load it once, at the first post.
           if (!have_epoch_) {
             epoch_ = current_epoch(sync_.state);
@@ -81,11 +88,13 @@ struct PostingEpilogue : Base {
             post_add(sem, epoch_);
           }
         }
+        if (sync_.counts_finish) {
+          ptx::fence_acq_rel_gpu();
+          // No call in a warp-specialized kernel (see spin_wait_inline).
+          if (atomicAdd(&sync_.state->finished, 1u) == sync_.run_blocks - 1u) close_run_inline(sync_);
+        }
       }
-      if (sync_.counts_finish && lane0) {
-        ptx::fence_acq_rel_gpu();
-        if (atomicAdd(&sync_.state->finished, 1u) == sync_.run_blocks - 1u) close_run(sync_);
-      }
+      __syncwarp();
     }
     return next;
   }
