@@ -44,6 +44,9 @@ MAX_THREADS_PER_SM = 2048
 MAX_BLOCKS_PER_SM = 32
 MAX_THREADS_PER_BLOCK = 1024
 WARP_SIZE = 32
+#: A GEMM whose last wave fills less than this is computed by stream-K when no measured table applies
+#: (cusync::kStreamKBelowFill in templates/sm90/include/cusync/sm90/dispatch.h; a test keeps them equal).
+STREAMK_BELOW_FILL = 0.9
 SWIGLU_THREADS = 512  # the elementwise kernel's block (cusync::SwiGluStage::kThreads, checked there)
 ELEMENT_BYTES = 2  # fp16 and bf16
 SM90_THREADS = 384  # warp-specialized cooperative: a load warp group and two math warp groups
@@ -221,7 +224,37 @@ class ChainPlan:
         for s in config.stages:
             lines += _describe_stage(self, s, m)
         lines += _describe_optimizations(self, m)
+        if self.arch is Arch.SM90:
+            mode, why = self.run_mode(m)
+            lines.append(f"run() mode   {mode.value} on a GPU with {self.sms} SMs: {why}")
         return "\n".join(lines) + "\n"
+
+    def run_mode(self, m: int, sms: int | None = None) -> tuple[Mode, str]:
+        """How the sm90 library's run() computes the chain at M on a GPU with `sms` SMs (default: the
+        plan's), and why: cusync::Chain::mode() and cusync::default_mode (dispatch.h), which a test checks
+        against this."""
+        sms = sms or self.sms
+        table = self.dispatch
+        if table is not None and table.sms == sms and m <= table.modes[-1][0]:
+            m_max, mode = next(entry for entry in table.modes if m <= entry[0])
+            return mode, f"dispatch table (measured on {table.gpu}, {table.sms} SMs): M <= {m_max}"
+        gemms = [(s.name, -(-m // s.tile.m) * -(-s.n // s.tile.n)) for s in self.config_for(m).stages if s.op is Op.GEMM]
+        return default_mode(gemms, sms)
+
+
+def default_mode(gemms: list[tuple[str, int]], sms: int) -> tuple[Mode, str]:
+    """cusync::default_mode (dispatch.h) for GEMMs of (name, tiles): stream-K where a GEMM's last wave
+    fills less than STREAMK_BELOW_FILL of the SMs (the emptiest first), else stock; with its reason."""
+    worst, worst_fill = None, 1.0
+    for name, tiles in gemms:
+        fill = tiles / (-(-tiles // sms) * sms)
+        if fill < worst_fill:
+            worst, worst_fill = (name, tiles), fill
+    if worst is None or worst_fill >= STREAMK_BELOW_FILL:
+        return Mode.STOCK, (f"default rule: every GEMM's last wave fills at least {STREAMK_BELOW_FILL:.0%} of "
+                            f"the {sms} SMs, so CUTLASS's kernels back to back with PDL")
+    return Mode.STREAMK, (f"default rule: {worst[0]}'s last wave fills {worst_fill:.0%} of the {sms} SMs "
+                          f"({worst[1]} tiles), so stream-K spreads its tiles' K over every SM")
 
 
 def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:

@@ -41,3 +41,33 @@ def test_epoch_wrap_driver_compiles(tmp_path: Path) -> None:
                             str(REPO / "tests" / "runtime" / "epoch_wrap.cu"), "-o", str(tmp_path / "epoch_wrap.o")],
                            capture_output=True, text=True)
     assert build.returncode == 0, build.stderr[-3000:]
+
+
+def test_default_mode_rule_is_the_same_in_python_and_cpp(tmp_path: Path) -> None:
+    """`validate` explains run()'s mode with plan.default_mode; the library decides with
+    cusync::default_mode (dispatch.h). Both see the same cases and must say the same, reason included."""
+    import shutil as _shutil
+
+    from cusync_gen.plan import default_mode
+
+    cxx = _shutil.which("g++") or _shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    cases = [([("gemm1", 88), ("gemm2", 128)], 132), ([("a", 192), ("b", 384)], 132), ([("g", 264)], 132),
+             ([("up", 396), ("down", 1)], 132), ([("x", 131), ("y", 131)], 132), ([("g", 7)], 8),
+             ([("g", 119)], 132), ([("g", 118)], 132)]  # fills 0.902 (stock) and 0.894 (stream-K)
+    lines = []
+    for gemms, sms in cases:
+        tiles = ", ".join(str(t) for _, t in gemms)
+        names = ", ".join(f'"{n}"' for n, _ in gemms)
+        lines.append(f"  {{ int64_t t[] = {{{tiles}}}; char const* n[] = {{{names}}}; char r[256];\n"
+                     f"    cusync::Mode m = cusync::default_mode(t, n, {len(gemms)}, {sms}, r, 256);\n"
+                     f'    std::printf("%s|%s\\n", cusync::to_string(m), r); }}')
+    source = tmp_path / "rule.cpp"
+    source.write_text('#include "cusync/sm90/dispatch.h"\nint main() {\n' + "\n".join(lines) + "\n}\n")
+    exe = tmp_path / "rule"
+    build = subprocess.run([cxx, "-std=c++17", "-I", str(REPO / "templates" / "sm90" / "include"), str(source),
+                            "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert got == [f"{mode.value}|{why}" for mode, why in (default_mode(g, s) for g, s in cases)]
