@@ -27,6 +27,12 @@ from cusync_gen.spec import (
 )
 
 
+#: The most blocks one stage's grid may have: CUDA's gridDim.x limit, and what the generated library's `int`
+#: tile counts hold. The scores grid, batch * heads * ceil(s / tile M) * ceil(keys / tile N), passes it
+#: within the limit of each option (e.g. 96 heads with s = keys = 2^20), so the shape is checked as a whole.
+MAX_GRID_BLOCKS = (1 << 31) - 1
+
+
 @dataclass(frozen=True)
 class AttentionGemmPlan:
     """One GEMM stage; the notes are the comments of its generated translation unit."""
@@ -129,6 +135,17 @@ class AttentionPlan:
         if shape.keys % 8:
             raise UsageError(f"cached + new tokens = {shape.keys} is not a multiple of 8 (16-byte rows of S and P)",
                              f"e.g. cached tokens {shape.cache_tokens + (-shape.keys) % 8}")
+        self.check_grid_size(shape)
+
+    def check_grid_size(self, shape: AttentionShape) -> None:
+        """Every stage's grid within MAX_GRID_BLOCKS (the last of check_shape's rules)."""
+        for name, (rows, cols) in self._grids(shape).items():
+            if rows * cols > MAX_GRID_BLOCKS:
+                raise UsageError(
+                    f"batch {shape.batch} with {shape.new_tokens} new and {shape.cache_tokens} cached tokens: the {name} "
+                    f"grid would have {rows} x {cols} = {rows * cols} blocks, above CUDA's limit of 2^31 - 1 = "
+                    f"{MAX_GRID_BLOCKS}", "use fewer new tokens (--m), cached tokens (--cache) or sequences (--batch), "
+                    f"or fewer heads (attention.heads, {self.heads} now) in the spec")
 
     def splits(self, shape: AttentionShape) -> dict[str, int]:
         """Serial split-K slices of qkv and proj (the generated chain's split_k_for, on self.sms SMs)."""
@@ -141,6 +158,9 @@ class AttentionPlan:
         """(tile rows, tile columns) of each stage, in virtual rows z * tiles_m + m (z: the (sequence,
         head) pair of the batched stages, the K slice of qkv and proj)."""
         self.check_shape(shape)
+        return self._grids(shape)
+
+    def _grids(self, shape: AttentionShape) -> dict[str, tuple[int, int]]:
         z = shape.batch * self.heads
         t = {x.name: x.tile for x in self.gemms}
         per_z = math.ceil(shape.new_tokens / self.tile_m)

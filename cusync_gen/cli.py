@@ -7,6 +7,8 @@ for a traceback.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import shutil
 import sys
@@ -32,6 +34,9 @@ _state = {"verbose": False}
 
 DEFAULT_RUN_MS = "1,256,1024"
 DEFAULT_ATTENTION_MS = "512,1024,2048"  # prompt lengths (batch 1, no cache)
+MAX_COUNT = 1 << 24  # --repeats, --warmup, --rounds: the largest integer the bench takes (parse_args.cu.j2)
+MAX_JOBS = 1024      # --jobs: parallel nvcc processes (each takes up to a few GB)
+PICTURE_SUFFIXES = ("", ".png", ".svg", ".pdf")  # trace -o
 
 
 def _out() -> Console:
@@ -46,28 +51,73 @@ def _err() -> Console:
 # Option parsing shared by commands
 # --------------------------------------------------------------------------------------------------
 
-def parse_ms(text: str, option: str = "--m", minimum: int = 1) -> list[int]:
-    """`--m 1,256,1024` -> [1, 256, 1024]; anything else, or a value above spec.MAX_M (the largest M the
-    generated library is built for), is a UsageError (exit 2)."""
+def _parse_size(item: str, option: str, minimum: int, hint: str) -> int:
+    """One integer from minimum to spec.MAX_M (the largest M the generated library is built for)."""
     from cusync_gen.spec import MAX_M
 
-    values: list[int] = []
-    for item in text.split(","):
-        item = item.strip()
-        kind = "a positive integer" if minimum > 0 else "a non-negative integer"
-        bad = UsageError(f"{option}: {item[:40]!r} is not {kind}",
-                         hint=f"pass a comma-separated list of integers >= {minimum}, e.g. {option} 256,1024")
-        if not (item.isascii() and item.isdigit()):  # str.isdigit alone takes '²' and other Unicode digits
-            raise bad
-        digits = item.lstrip("0") or "0"
-        if len(digits) > len(str(MAX_M)) or int(digits) > MAX_M:  # int() refuses more than 4300 digits
-            shown = digits if len(digits) <= 20 else f"a {len(digits)}-digit number"
-            raise UsageError(f"{option}: {shown} is above the limit of {MAX_M}",
-                             hint=f"pass values of at most {MAX_M} (2^20, docs/spec-format.md, Limits)")
-        if int(digits) < minimum:
-            raise bad
-        values.append(int(digits))
-    return values
+    item = item.strip()
+    kind = "a positive integer" if minimum > 0 else "a non-negative integer"
+    bad = UsageError(f"{option}: {item[:40]!r} is not {kind}", hint=hint)
+    if not (item.isascii() and item.isdigit()):  # str.isdigit alone takes '²' and other Unicode digits
+        raise bad
+    digits = item.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_M)) or int(digits) > MAX_M:  # int() refuses more than 4300 digits
+        shown = digits if len(digits) <= 20 else f"a {len(digits)}-digit number"
+        raise UsageError(f"{option}: {shown} is above the limit of {MAX_M}",
+                         hint=f"pass values of at most {MAX_M} (2^20, docs/spec-format.md, Limits)")
+    if int(digits) < minimum:
+        raise bad
+    return int(digits)
+
+
+def parse_ms(text: str, option: str = "--m", minimum: int = 1) -> list[int]:
+    """`--m 1,256,1024` -> [1, 256, 1024]; anything else, or a value above spec.MAX_M, is a UsageError
+    (exit 2)."""
+    hint = f"pass a comma-separated list of integers >= {minimum}, e.g. {option} 256,1024"
+    return [_parse_size(item, option, minimum, hint) for item in text.split(",")]
+
+
+def parse_count(text: str, option: str, minimum: int = 1, example: int = 1024) -> int:
+    """The one value of --batch, --cache (validate) or trace's --m: parse_ms's rules and limit."""
+    hint = f"pass one integer >= {minimum}, e.g. {option} {example}"
+    if "," in text:
+        raise UsageError(f"{option} takes one value, got {_shown(text)}", hint=hint)
+    return _parse_size(text, option, minimum, hint)
+
+
+def _shown(text: str) -> str:
+    """A user string in an error line: quoted, escaped (a newline shows as \\n), cut short."""
+    return repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
+
+
+def check_target(value: str | None, option: str) -> str | None:
+    """--target (and --arch where a spec is generated for it): one of the targets a spec may name."""
+    from cusync_gen.spec import TARGETS
+
+    if value is not None and value not in TARGETS:
+        raise UsageError(f"{option} {_shown(value)} is not a target cusync-gen generates for",
+                         hint=f"use one of: {', '.join(TARGETS)}")
+    return value
+
+
+def check_output_file(path: Path | None, option: str, example: str) -> Path | None:
+    """A file the command will write (init's -o, trace's -o, run's --out): not a folder, not under a file.
+    Checked before any work, so a long run does not fail at its last step."""
+    if path is None:
+        return None
+    if path.is_dir():
+        raise UsageError(f"{option} {path} is a folder", hint=f"pass a file name for {option}, e.g. {option} "
+                         f"{path / example}")
+    for parent in path.parents:
+        if parent.exists() and not parent.is_dir():
+            raise UsageError(f"{option} {path}: {parent} is a file, not a folder",
+                             hint=f"pass a path in a folder for {option}")
+    return path
+
+
+def _write_error(err: OSError, path: Path, option: str) -> ToolError:
+    return ToolError(f"cannot write {option} {path}: {err.strerror or err}",
+                     hint=f"check that {path.parent} is writable and the disk is not full")
 
 
 def parse_policies(text: str | None) -> list[str] | None:
@@ -126,7 +176,9 @@ def _root(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show a 
 SpecArg = Annotated[str, typer.Argument(help="Spec file (YAML/JSON) or shipped example name.", show_default=False)]
 TargetOpt = Annotated[Optional[str], typer.Option("--target", help="Override the spec's target, e.g. sm_90.")]
 ArchOpt = Annotated[Optional[str], typer.Option("--arch", help="Build for this target instead, e.g. sm_90.")]
-JobsOpt = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel compile jobs.")]
+JobsOpt = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, max=MAX_JOBS, help="Parallel compile jobs.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Generate into a non-empty folder that is not a cusync-gen "
+                                        "project (same-named files are replaced, others kept).")]
 CutlassOpt = Annotated[Optional[Path], typer.Option("--cutlass-dir", help="CUTLASS root [$CUTLASS_DIR].")]
 
 
@@ -148,11 +200,14 @@ def init(
     source = paths.example_path(name)
     if source is None:
         raise _unknown_example(name)
-    dest = output or Path(f"{name}.yaml")
+    dest = check_output_file(output, "-o", f"{name}.yaml") or Path(f"{name}.yaml")
     if dest.exists() and not force:
         raise UsageError(f"{dest} already exists", hint="pass --force to overwrite it, or -o another file")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, dest)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, dest)
+    except OSError as err:
+        raise _write_error(err, dest, "-o") from err
     _out().print(f"wrote {escape(str(dest))}")
 
 
@@ -161,8 +216,8 @@ def validate(
     spec: SpecArg,
     m: Annotated[str, typer.Option("--m", help="Problem size(s) M to describe, comma-separated (attention: new "
                                    "tokens per sequence).")] = "1024",
-    batch: Annotated[int, typer.Option("--batch", min=1, help="Attention only: sequences.")] = 1,
-    cache: Annotated[int, typer.Option("--cache", min=0, help="Attention only: cached tokens per sequence.")] = 0,
+    batch: Annotated[str, typer.Option("--batch", metavar="N", help="Attention only: sequences.")] = "1",
+    cache: Annotated[str, typer.Option("--cache", metavar="N", help="Attention only: cached tokens per sequence.")] = "0",
     target: TargetOpt = None,
 ) -> None:
     """Check a spec, print the plan (tiles, grids, semaphores, occupancy) and prove its sync sound per M."""
@@ -170,6 +225,8 @@ def validate(
     from cusync_gen.spec import AttentionSpec, load_spec
 
     ms = parse_ms(m)
+    batches, cached = parse_count(batch, "--batch", example=4), parse_count(cache, "--cache", 0, example=1023)
+    check_target(target, "--target")
     loaded = load_spec(resolve_spec(spec))
     out = _out()
     if isinstance(loaded, AttentionSpec):
@@ -179,7 +236,7 @@ def validate(
         attention = make_attention_plan(loaded, target)
         output_files(attention)  # raises when two generated files would share a path
         for value in ms:
-            shape = AttentionShape(batch, value, cache)
+            shape = AttentionShape(batches, value, cached)
             out.print(attention.describe(shape), markup=False)
             out.print(verify_attention(attention, shape).describe() + "\n", markup=False)
         out.print("[green]OK[/]")
@@ -208,7 +265,7 @@ def generate(
     from cusync_gen.render import generate as render_generate
 
     # check: raises (exit 1) when stale
-    project = render_generate(resolve_spec(spec), output, target, check, force=force)
+    project = render_generate(resolve_spec(spec), output, check_target(target, "--target"), check, force=force)
     _out().print(f"{escape(str(output))} is up to date" if check else f"generated {escape(str(project))}")
 
 
@@ -229,9 +286,9 @@ def build_cmd(
     _out().print(f"built {escape(str(build_dir))}")
 
 
-def _project_of(target: str, output: Path | None, arch: str | None) -> Path:
+def _project_of(target: str, output: Path | None, arch: str | None, force: bool = False) -> Path:
     """A generated project folder as is; a spec file or example name is first generated into `output`
-    (default ./generated/<name>)."""
+    (default ./generated/<name>; `force`: also into a folder that is not a project of ours)."""
     project = Path(target)
     if (project / "manifest.json").is_file():
         return project
@@ -240,7 +297,7 @@ def _project_of(target: str, output: Path | None, arch: str | None) -> Path:
     from cusync_gen.spec import load_spec
 
     project = output or Path("generated") / load_spec(spec_path).name
-    render_generate(spec_path, project, arch, False)
+    render_generate(spec_path, project, check_target(arch, "--arch"), False, force=force)
     return project
 
 
@@ -257,11 +314,13 @@ def run_cmd(
         "--batch", help="Attention only: sequences, comma-separated (generation: with --m 1).")] = None,
     cache: Annotated[Optional[str], typer.Option(
         "--cache", help="Attention only: cached tokens per sequence, comma-separated.")] = None,
-    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed repetitions (median reported).")] = 50,
-    warmup: Annotated[int, typer.Option("--warmup", min=1, help="Untimed warm-up repetitions.")] = 10,
+    repeats: Annotated[int, typer.Option("--repeats", min=1, max=MAX_COUNT,
+                                         help="Timed repetitions (median reported).")] = 50,
+    warmup: Annotated[int, typer.Option("--warmup", min=1, max=MAX_COUNT, help="Untimed warm-up repetitions.")] = 10,
     arch: ArchOpt = None,
     output: Annotated[Optional[Path], typer.Option(
         "-o", "--output", help="Project folder for a spec or example [./generated/NAME].")] = None,
+    force: ForceOpt = False,
     jobs: JobsOpt = None,
     cutlass_dir: CutlassOpt = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Also write the result rows as JSON here.")] = None,
@@ -270,10 +329,11 @@ def run_cmd(
     from cusync_gen import build as builder
 
     policy_list = parse_policies(policies)
+    check_output_file(out, "--out", "results.json")
     if not builder.has_gpu():  # fail before minutes of compiling
         raise NoGpuError("no CUDA device found",
                          hint="build works without a GPU; run on a machine with an NVIDIA GPU")
-    project = _project_of(target, output, arch)
+    project = _project_of(target, output, arch, force)
     attention = builder.read_manifest(project).get("kind") == "attention"
     ms = parse_ms(m or (DEFAULT_ATTENTION_MS if attention else DEFAULT_RUN_MS))
     extra: list[str] = []
@@ -305,9 +365,9 @@ def tune_cmd(
                         "(the variants are their product). Default: a few common tiles, the same for every GEMM.")] = None,
     orders: Annotated[Optional[str], typer.Option(
         "--orders", help="Tile orders to time too (sm80: spec,ticket,hw; sm90: spec,row_major,column_major,banded).")] = None,
-    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed repetitions (median).")] = 20,
-    warmup: Annotated[int, typer.Option("--warmup", min=1, help="Untimed warm-up repetitions.")] = 5,
-    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Times every variant runs, round robin "
+    repeats: Annotated[int, typer.Option("--repeats", min=1, max=MAX_COUNT, help="Timed repetitions (median).")] = 20,
+    warmup: Annotated[int, typer.Option("--warmup", min=1, max=MAX_COUNT, help="Untimed warm-up repetitions.")] = 5,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, max=MAX_COUNT, help="Times every variant runs, round robin "
                                         "(the median counts: GPU clocks drift between binaries).")] = 3,
     out_dir: Annotated[Path, typer.Option("-o", "--out-dir", help="Variant projects and results (kept: "
                                           "unchanged variants are not rebuilt).")] = Path("build/tune"),
@@ -379,12 +439,13 @@ def tune_cmd(
 def trace_cmd(
     target: Annotated[str, typer.Argument(help="Generated project, spec file, example name, or a trace "
                                           ".jsonl the bench wrote.", show_default=False)],
-    m: Annotated[int, typer.Option("--m", min=1, help="Problem size M to trace.")] = 1024,
+    m: Annotated[str, typer.Option("--m", metavar="M", help="Problem size M to trace.")] = "1024",
     png: Annotated[Path, typer.Option("-o", "--png", help="Gantt chart to write (the Chrome trace goes "
                                       "beside it, .json).")] = Path("trace.png"),
     arch: ArchOpt = None,
     output: Annotated[Optional[Path], typer.Option(
         "--project", help="Project folder for a spec or example [./generated/NAME].")] = None,
+    force: ForceOpt = False,
     jobs: JobsOpt = None,
     cutlass_dir: CutlassOpt = None,
 ) -> None:
@@ -392,13 +453,20 @@ def trace_cmd(
     from cusync_gen import build as builder
     from cusync_gen import trace
 
+    rows = parse_count(m, "--m")
+    check_output_file(png, "-o", "trace.png")
+    if png.suffix.lower() not in PICTURE_SUFFIXES:  # matplotlib picks the format by the suffix
+        raise UsageError(f"-o {png}: {_shown(png.suffix)} is not a picture format trace writes",
+                         hint=f"use one of {', '.join(PICTURE_SUFFIXES[1:])} (none: .png), e.g. -o trace.png")
+    for path in (png.with_suffix(".json"), png.with_suffix(".jsonl")):  # written beside it
+        check_output_file(path, "-o", "trace.png")
     if target.endswith(".jsonl") and Path(target).is_file():  # render a trace recorded earlier
         records = trace.load_trace(Path(target))
     else:
         if not builder.has_gpu():
             raise NoGpuError("no CUDA device found", hint="trace a run on a machine with an NVIDIA GPU, "
                              "or pass a .jsonl the bench wrote with --trace")
-        project = _project_of(target, output, arch)
+        project = _project_of(target, output, arch, force)
         if builder.read_manifest(project).get("kind") == "attention":
             raise UsageError("tile traces are recorded by GEMM chains (stages:), not yet by the attention chain",
                              "trace a GEMM chain spec, e.g. gpt3_mlp or gpt3_mlp_sm90")
@@ -406,9 +474,12 @@ def trace_cmd(
                       progress=sys.stderr.isatty())
         jsonl = Path(png).with_suffix(".jsonl").resolve()
         jsonl.unlink(missing_ok=True)
-        builder.run(project, [m], None, repeats=1, warmup=1, extra_args=["--no-baselines", "--trace", str(jsonl)])
+        builder.run(project, [rows], None, repeats=1, warmup=1, extra_args=["--no-baselines", "--trace", str(jsonl)])
         records = trace.load_trace(jsonl)
-    picture, chrome = trace.write_outputs(records, png, m)
+    try:
+        picture, chrome = trace.write_outputs(records, png, rows)
+    except OSError as err:
+        raise _write_error(err, png, "-o") from err
     _out().print(f"wrote {escape(str(picture))} and {escape(str(chrome))} (open it in chrome://tracing or Perfetto)")
 
 
@@ -419,8 +490,11 @@ def _report_rows(rows: list[dict[str, Any]] | None, out: Path | None) -> None:
 
     _out().print(format_table(rows))
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(rows, indent=2) + "\n")
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(rows, indent=2) + "\n")
+        except OSError as err:
+            raise _write_error(err, out, "--out") from err
         _out().print(f"wrote {escape(str(out))}")
 
 
@@ -435,7 +509,9 @@ def fetch_cutlass_cmd(
     from cusync_gen.cutlass_fetch import CUTLASS_PIN, fetch_cutlass, is_fetched
 
     target = (dest or paths.default_cutlass_dir()).resolve()
-    already = not force and is_fetched(target)
+    already = False
+    with contextlib.suppress(OSError):  # an unusable --dest: fetch_cutlass says why
+        already = not force and is_fetched(target)
     root = fetch_cutlass(target, wheel=wheel, force=force)
     _out().print(f"{CUTLASS_PIN} {'already there' if already else 'fetched'}: {escape(str(root))}")
 
@@ -443,6 +519,11 @@ def fetch_cutlass_cmd(
 # --------------------------------------------------------------------------------------------------
 # Entry point
 # --------------------------------------------------------------------------------------------------
+
+def _one_line(text: str) -> str:
+    """Control characters (a newline in a user's value) escaped, so an error stays one line."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
 
 def _print_error(err: CusyncError) -> None:
     console = _err()
@@ -454,22 +535,56 @@ def _print_error(err: CusyncError) -> None:
         if command:
             console.print(escape("command: " + " ".join(str(c) for c in command)), style="dim")
     message = getattr(err, "message", None) or str(err)
-    console.print(f"[bold red]error:[/] [red]{escape(str(message))}[/]")
+    # one line each, whatever a path or value in them holds (a newline in a file name, say), except a
+    # report of one line per item (generate --check)
+    message = str(message) if getattr(err, "multiline", False) else _one_line(str(message))
+    console.print(f"[bold red]error:[/] [red]{escape(message)}[/]")
     hint = getattr(err, "hint", "")
     if hint:
-        console.print(escape(f"hint: {hint}"), style="dim")
+        console.print(escape(f"hint: {_one_line(str(hint))}"), style="dim")
+
+
+# click's error classes, as typer exposes them (its own copy of click, or click itself, by version)
+_CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+def _click_error(err: Exception) -> UsageError:
+    """A command-line parsing error of click (unknown option, missing argument, bad value) as ours."""
+    ctx = getattr(err, "ctx", None)
+    command = getattr(ctx, "command_path", "") or "cusync-gen"
+    usage = UsageError(_one_line(err.format_message()), hint=f"see `{_one_line(command)} --help`")  # type: ignore[attr-defined]
+    usage.exit_code = getattr(err, "exit_code", 2)
+    return usage
+
+
+def _os_error(err: OSError) -> CusyncError:
+    """An OSError no command turned into an error of ours (a path argument too long for the file system,
+    a folder it cannot read), as one line naming the path."""
+    path = str(err.filename) if err.filename is not None else ""
+    where = (path if len(path) <= 100 else f"{path[:60]}...{path[-37:]}") + ": " if path else ""
+    if err.errno == errno.ENAMETOOLONG:
+        return UsageError(f"{where}file name too long for the file system", hint="use a shorter path")
+    return ToolError(f"{where}{err.strerror or err}", hint="check the path and its permissions")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console script `cusync-gen`."""
     _state["verbose"] = False
     try:
-        app(args=argv, prog_name="cusync-gen")
-    except CusyncError as err:
+        code = app(args=argv, prog_name="cusync-gen", standalone_mode=False)
+    except _CLICK_ERROR as err:
+        if type(err).__name__ == "NoArgsIsHelpError":  # no arguments: the help (already printed by typer)
+            err.show()
+            sys.exit(err.exit_code)
+        _print_error(_click_error(err))
+        sys.exit(getattr(err, "exit_code", 2))
+    except (CusyncError, OSError) as err:
         if _state["verbose"]:
             raise
-        _print_error(err)
-        sys.exit(getattr(err, "exit_code", 1))
+        error = _os_error(err) if isinstance(err, OSError) else err
+        _print_error(error)
+        sys.exit(getattr(error, "exit_code", 1))
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -67,6 +67,7 @@ class GeneratedDiffers(CusyncError):
     """`generate --check` found files on disk that differ from what the generator emits now."""
 
     exit_code = 1
+    multiline = True  # the report: one line per difference (the CLI prints it as it is)
 
 
 def _stage_files(plan: ChainPlan) -> list[OutputFile]:

@@ -476,7 +476,11 @@ def load_spec(path: Path) -> ChainSpec:
     if suffix == ".json":
         data = _load_json(path, text)
     else:
-        loader = _StrictLoader(text, path)
+        try:
+            loader = _StrictLoader(text, path)  # refuses characters YAML does not allow (NUL, ...) right here
+        except yaml.reader.ReaderError as exc:
+            raise UsageError(_reader_error_message(path, text, exc), "remove it (YAML takes a control character only as "
+                             "an escape in a double-quoted string, e.g. \"\\t\")") from None
         try:
             data = loader.get_single_data()
         except yaml.YAMLError as exc:
@@ -1316,6 +1320,17 @@ class _StrictLoader(yaml.SafeLoader):
         finally:
             self.depth -= 1
 
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        """PyYAML's constructors for an explicit tag raise ValueError, KeyError or AttributeError on a value
+        they cannot read (`!!float abc`, `!!bool maybe`, `!!timestamp tomorrow`): a UsageError instead."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
+            value = _show(node.value) if isinstance(node, yaml.ScalarNode) else "this value"
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            raise self.fail(node, f"cannot read {value} as {_show(tag)}",
+                            "remove the tag (the !!... before the value): a spec needs none") from None
+
     def fail(self, node: yaml.Node, message: str, hint: str) -> UsageError:
         line = node.start_mark.line + 1
         return UsageError(f"{self.path}:{line}: {message} (line {line}, column {node.start_mark.column + 1})", hint)
@@ -1345,7 +1360,9 @@ _KEY_HINT = "keys are names such as n or stages; quote a key that YAML reads as 
 def _construct_int(loader: _StrictLoader, node: yaml.ScalarNode) -> int:
     try:
         return loader.construct_yaml_int(node)
-    except ValueError:  # more than 4300 digits
+    except ValueError:
+        if not node.value.lstrip("+-").replace("_", "").isdigit():
+            raise  # `!!int abc`: construct_object says it cannot read it
         raise loader.fail(node, f"the number {_show(node.value)} has too many digits", _NUMBER_HINT) from None
 
 
@@ -1359,6 +1376,15 @@ def _yaml_error_message(path: Path, exc: yaml.YAMLError) -> str:
     if mark is not None:
         return f"{path}:{mark.line + 1}: invalid YAML: {problem} (line {mark.line + 1}, column {mark.column + 1})"
     return f"{path}: invalid YAML: {problem}"
+
+
+def _reader_error_message(path: Path, text: str, exc: yaml.reader.ReaderError) -> str:
+    """A character YAML does not allow, by line and column (its str() is two lines and counts characters)."""
+    position = exc.position if isinstance(exc.position, int) else 0
+    line = text.count("\n", 0, position) + 1
+    column = position - (text.rfind("\n", 0, position) + 1) + 1
+    character = f"U+{exc.character:04X}" if isinstance(exc.character, int) else _show(exc.character)
+    return f"{path}:{line}: invalid YAML: the character {character} is not allowed (line {line}, column {column})"
 
 
 def _with_source(err: SpecError, source: str) -> SpecError:

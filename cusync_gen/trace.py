@@ -45,7 +45,7 @@ def load_trace(path: Path) -> list[TileRecord]:
             row: dict[str, Any] = json.loads(line)
             record = TileRecord(int(row["m"]), str(row["mode"]), str(row["stage"]), int(row["tile_m"]),
                                 int(row["tile_n"]), int(row["sm"]), float(row["taken_us"]), float(row["stored_us"]))
-        except (ValueError, KeyError, TypeError) as err:
+        except (ValueError, KeyError, TypeError, OverflowError) as err:  # OverflowError: int(Infinity)
             raise UsageError(f"{path}:{number}: not a tile trace line ({err})",
                              "pass the file the bench wrote with --trace") from None
         if record.taken_us >= 0 and record.stored_us >= record.taken_us:

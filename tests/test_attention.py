@@ -255,9 +255,12 @@ def test_the_read_counts_are_the_enumerated_ones_on_long_prompts(tiles: tuple[in
     assert (proof.tiles, proof.reads) == verify_attention_exhaustive(plan, shape)
 
 
-def test_attention_at_huge_sizes_is_proved_quickly() -> None:
+def test_attention_at_huge_sizes_is_proved_quickly(monkeypatch: pytest.MonkeyPatch) -> None:
     """heads 10**9, a 2**20-token prompt over a 10**9-token cache: the proof checks a few tiles, and the
-    counts are closed forms (they match the grids' products where those are easy to state)."""
+    counts are closed forms (they match the grids' products where those are easy to state). These grids
+    are far above the 2^31 - 1 blocks the library launches (check_shape refuses them): the bound is
+    lifted here, the proof's work does not depend on it."""
+    monkeypatch.setattr(AttentionPlan, "check_grid_size", lambda self, shape: None)
     plan = dataclasses.replace(plan_of(), heads=10**9, hidden=2**17)
     proof = va.verify_attention(plan, AttentionShape(1, 2**20, 10**9))
     grid = plan.grids(AttentionShape(1, 2**20, 10**9))
@@ -302,3 +305,49 @@ def test_run_rejects_batch_for_a_gemm_chain(tmp_path: Path, capsys: pytest.Captu
 def test_plan_is_a_pure_function_of_the_spec() -> None:
     a, b = plan_of(), plan_of()
     assert a == b and dataclasses.replace(a, heads=1) != a
+
+
+# --- grid size (issue 9) --------------------------------------------------------------------------
+
+def test_a_grid_above_2_31_blocks_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """96 heads with s = keys = 2^20: scores has 96 * 2^13 * 2^14 blocks, each option within its limit."""
+    from cusync_gen.attention_plan import MAX_GRID_BLOCKS
+
+    data = example_data()
+    data["attention"]["heads"] = 96
+    spec = parse_spec(data)
+    assert isinstance(spec, AttentionSpec)
+    plan = make_attention_plan(spec)
+    with pytest.raises(UsageError) as info:
+        plan.grids(AttentionShape(1, 2**20, 2**20 - 8))
+    message = info.value.message
+    assert "scores grid" in message and f"{MAX_GRID_BLOCKS}" in message and "2^31 - 1" in message
+    assert "--m" in info.value.hint and "--cache" in info.value.hint and "attention.heads" in info.value.hint
+    rows, cols = plan.grids(AttentionShape(1, 2**17, 2**17))["scores"]  # 96 * 2^10 * 2^10 blocks is fine
+    assert rows * cols <= MAX_GRID_BLOCKS
+    path = tmp_path / "wide.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert cli(["validate", str(path), "--m", str(2**20), "--cache", str(2**20 - 8)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "2^31 - 1" in err
+
+
+@pytest.mark.nvcc
+def test_the_library_refuses_a_grid_above_2_31_blocks(tmp_path: Path) -> None:
+    """The generated check() (through initialize(), before any CUDA call, so no GPU is needed) refuses what
+    check_shape refuses, and token counts past int, with kInvalidArgument (tests/runtime/attention_check.cu)."""
+    import shutil
+    import subprocess
+
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if not Path(nvcc).exists():
+        pytest.skip("nvcc not found")
+    project = REPO / "generated" / "gpt3_attention"
+    exe = tmp_path / "attention_check"
+    build = subprocess.run([nvcc, "-std=c++17", "-arch=sm_80", "-Werror=all-warnings", "-I", str(project / "include"),
+                            "-I", str(project / "src"), str(project / "src" / "gpt3_attention.cu"),
+                            str(REPO / "tests" / "runtime" / "attention_check.cu"), "-o", str(exe)],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "0 failures" in out.stdout, out.stdout[-3000:]

@@ -290,7 +290,8 @@ def test_run_example_generates_builds_runs(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.chdir(tmp_path)
     generated: list[tuple] = []
 
-    def fake_generate(spec_path: Path, out_dir: Path, target: str | None = None, check: bool = False) -> Path:
+    def fake_generate(spec_path: Path, out_dir: Path, target: str | None = None, check: bool = False,
+                      force: bool = False) -> Path:
         generated.append((Path(spec_path), Path(out_dir), target, check))
         make_built_project(Path(out_dir), json.dumps(ROW) + "\n")
         return Path(out_dir)

@@ -10,6 +10,7 @@
 #include "gpt3_attention.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <vector>
 
@@ -34,7 +35,7 @@ using detail::kProjTileN;
 static_assert(kScoresTileM == detail::kSoftmaxRows && kPvTileM == detail::kSoftmaxRows && kProjTileM == kPvTileM,
               "scores, softmax, pv and proj share their tile rows (the plan checks this)");
 
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
+int ceil_div(int a, int b) { return a / b + (a % b != 0); }  // a >= 0, b > 0; no overflow near INT_MAX
 cusync::Status from_cuda(cudaError_t err) { return err == cudaSuccess ? cusync::Status::kSuccess : cusync::Status::kCudaError; }
 
 // Serial split-K for qkv and proj when their M x N grid is small (a generation step's few rows): the
@@ -133,10 +134,24 @@ cusync::Status Gpt3Attention::check(Arguments const& a, int max_rows, int max_ke
   if (a.batch > 1 && a.new_tokens > 1)
     return invalid("several sequences each with several new tokens: run a prompt per sequence (batch = 1), or generate (new_tokens = 1)");
   if (a.new_tokens == 1 && a.batch > kMaxGenerationBatch) return invalid("generation batch is larger than kMaxGenerationBatch (one O tile row)");
-  if ((a.cache_tokens + a.new_tokens) % 8 != 0) return invalid("cache_tokens + new_tokens must be a multiple of 8 (16-byte rows of S and P)");
-  if (a.kv_capacity < a.cache_tokens + a.new_tokens) return invalid("kv_capacity must be >= cache_tokens + new_tokens");
+  int64_t const keys = int64_t(a.cache_tokens) + a.new_tokens;  // int64: both may be near INT_MAX
+  if (keys > INT_MAX) return invalid("cache_tokens + new_tokens must be below 2^31");
+  if (keys % 8 != 0) return invalid("cache_tokens + new_tokens must be a multiple of 8 (16-byte rows of S and P)");
+  if (a.kv_capacity < keys) return invalid("kv_capacity must be >= cache_tokens + new_tokens");
   if (max_rows > 0 && a.batch * a.new_tokens > max_rows) return invalid("batch * new_tokens exceeds initialize()'s max_rows");
-  if (max_keys > 0 && a.cache_tokens + a.new_tokens > max_keys) return invalid("cache_tokens + new_tokens exceeds initialize()'s max_keys");
+  if (max_keys > 0 && keys > max_keys) return invalid("cache_tokens + new_tokens exceeds initialize()'s max_keys");
+  // Every stage's grid within CUDA's 2^31 - 1 blocks (the int tile counts of Shape too); the plan's
+  // check_shape says the same. The scores grid, batch * heads * ceil(s / tile) * ceil(keys / tile), is the
+  // one that passes it (long prompts with many heads). Split-K only splits grids of at most 2 * SMs blocks.
+  auto tiles = [](int64_t n, int64_t tile) { return (n + tile - 1) / tile; };
+  auto fits = [](int64_t x, int64_t y, int64_t w) { return x <= INT_MAX / y / w; };  // x * y * w <= INT_MAX, all > 0
+  int64_t const rows = int64_t(a.batch) * a.new_tokens, z = int64_t(a.batch) * kHeads;
+  if (!fits(tiles(rows, kQkvTileM), tiles(3 * int64_t(kWidth), kQkvTileN), 1) ||
+      !fits(z, tiles(a.new_tokens, kScoresTileM), tiles(keys, kScoresTileN)) ||
+      !fits(z, tiles(a.new_tokens, detail::kSoftmaxRows), 1) ||
+      !fits(z, tiles(a.new_tokens, kPvTileM), tiles(kHeadDim, kPvTileN)) ||
+      !fits(tiles(rows, kProjTileM), tiles(kHidden, kProjTileN), 1))
+    return invalid("a stage's grid would have more than 2^31 - 1 blocks: use fewer new_tokens, cache_tokens or sequences");
   last_error_ = "";
   return cusync::Status::kSuccess;
 }
