@@ -32,6 +32,7 @@ struct Arguments {
 };
 
 namespace detail {
+struct StageLaunch;  // src/gpt3_mlp_stages.h
 // How a stage is launched relative to the kernel before it on the stream (sm90; all false on sm80).
 struct LaunchOrder {
   bool programmatic = false;          // programmatic dependent launch of the previous kernel
@@ -96,6 +97,8 @@ class Gpt3Mlp {
   cusync::Status set_epoch_for_testing(uint32_t epoch);
 
  private:
+  // One launch of `stage` on the current arguments, with no synchronization filled in yet.
+  detail::StageLaunch unsynced_launch(int stage, bool programmatic) const;
   cusync::Status launch_stage(int stage, bool synced, cudaStream_t stream, detail::LaunchOrder order = {});
   bool coresident(int consumer, int producer) const;
 

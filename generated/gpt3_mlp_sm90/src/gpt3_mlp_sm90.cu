@@ -218,13 +218,19 @@ cusync::Status Gpt3MlpSm90::set_epoch_for_testing(uint32_t epoch) {
   return from_cuda(cusync::set_chain_epoch(static_cast<cusync::ChainState*>(state_), epoch));
 }
 
+detail::StageLaunch Gpt3MlpSm90::unsynced_launch(int s, bool programmatic) const {
+  detail::StageLaunch launch{args_.m, input_of(args_, s), operand_b_of(args_, s), output_of(args_, s), {}};
+  launch.programmatic = programmatic;
+  launch.sms = sms_;
+  launch.config = config_;
+  launch.workspace = static_cast<char*>(streamk_workspace_) + streamk_offset_[s];
+  return launch;
+}
+
 cusync::Status Gpt3MlpSm90::launch_stage(int s, bool synced, cudaStream_t stream, detail::LaunchOrder order) {
   auto const* state = static_cast<cusync::ChainState*>(state_);
   Table const st = detail::kStages[config_];
-  detail::StageLaunch launch{args_.m, input_of(args_, s), operand_b_of(args_, s), output_of(args_, s), {}};
-  launch.programmatic = order.programmatic;
-  launch.sms = sms_;
-  launch.config = config_;
+  detail::StageLaunch launch = unsynced_launch(s, order.programmatic);
   cusync::StageSync& sync = launch.sync;
   sync.trigger_dependents = order.trigger_dependents;
   sync.wait_primary_at_exit = order.wait_primary_at_exit;
@@ -351,15 +357,6 @@ cusync::Status Gpt3MlpSm90::run_overlapped(cudaStream_t stream) {
     if (status != cusync::Status::kSuccess) return status;
   }
   return cusync::Status::kSuccess;
-}
-
-detail::StageLaunch Gpt3MlpSm90::unsynced_launch(int s, bool programmatic) const {
-  detail::StageLaunch launch{args_.m, input_of(args_, s), operand_b_of(args_, s), output_of(args_, s), {}};
-  launch.programmatic = programmatic;
-  launch.sms = sms_;
-  launch.config = config_;
-  launch.workspace = static_cast<char*>(streamk_workspace_) + streamk_offset_[s];
-  return launch;
 }
 
 // CUTLASS's own kernels (persistent, stream-K or in clusters: `kernels`) for the GEMMs, ours with

@@ -115,8 +115,9 @@ class LlamaMlpSm90 {
   cusync::Status set_epoch_for_testing(uint32_t epoch);
 
  private:
-  cusync::Status launch_stage(int stage, bool synced, cudaStream_t stream, detail::LaunchOrder order = {});
+  // One launch of `stage` on the current arguments, with no synchronization filled in yet.
   detail::StageLaunch unsynced_launch(int stage, bool programmatic) const;
+  cusync::Status launch_stage(int stage, bool synced, cudaStream_t stream, detail::LaunchOrder order = {});
   cusync::Status run_cutlass(cudaStream_t stream, bool programmatic, cusync::Mode kernels);
   cusync::Status run_overlapped(cudaStream_t stream);
   bool coresident(int consumer, int producer) const;

@@ -35,6 +35,7 @@ struct Arguments {
 };
 
 namespace detail {
+struct StageLaunch;  // src/llama_mlp_split_stages.h
 // How a stage is launched relative to the kernel before it on the stream (sm90; all false on sm80).
 struct LaunchOrder {
   bool programmatic = false;          // programmatic dependent launch of the previous kernel
@@ -99,6 +100,8 @@ class LlamaMlpSplit {
   cusync::Status set_epoch_for_testing(uint32_t epoch);
 
  private:
+  // One launch of `stage` on the current arguments, with no synchronization filled in yet.
+  detail::StageLaunch unsynced_launch(int stage, bool programmatic) const;
   cusync::Status launch_stage(int stage, bool synced, cudaStream_t stream, detail::LaunchOrder order = {});
   bool coresident(int consumer, int producer) const;
 

@@ -192,13 +192,18 @@ cusync::Status TwoGemm::set_epoch_for_testing(uint32_t epoch) {
   return from_cuda(cusync::set_chain_epoch(static_cast<cusync::ChainState*>(state_), epoch));
 }
 
+detail::StageLaunch TwoGemm::unsynced_launch(int s, bool programmatic) const {
+  detail::StageLaunch launch{args_.m, input_of(args_, s), operand_b_of(args_, s), output_of(args_, s), {}};
+  launch.programmatic = programmatic;
+  launch.sms = sms_;
+  launch.config = config_;
+  return launch;
+}
+
 cusync::Status TwoGemm::launch_stage(int s, bool synced, cudaStream_t stream, detail::LaunchOrder order) {
   auto const* state = static_cast<cusync::ChainState*>(state_);
   Table const st = detail::kStages[config_];
-  detail::StageLaunch launch{args_.m, input_of(args_, s), operand_b_of(args_, s), output_of(args_, s), {}};
-  launch.programmatic = order.programmatic;
-  launch.sms = sms_;
-  launch.config = config_;
+  detail::StageLaunch launch = unsynced_launch(s, order.programmatic);
   cusync::StageSync& sync = launch.sync;
   sync.trigger_dependents = order.trigger_dependents;
   sync.wait_primary_at_exit = order.wait_primary_at_exit;
