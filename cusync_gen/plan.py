@@ -47,6 +47,9 @@ WARP_SIZE = 32
 #: A GEMM whose last wave fills less than this is computed by stream-K when no measured table applies
 #: (cusync::kStreamKBelowFill in templates/sm90/include/cusync/sm90/dispatch.h; a test keeps them equal).
 STREAMK_BELOW_FILL = 0.9
+#: cusync::kPingpongTilesPerSm and the ping-pong kernel's tile side (dispatch.h, gemm.cuh).
+PINGPONG_TILES_PER_SM = 2
+PINGPONG_TILE = 128
 SWIGLU_THREADS = 512  # the elementwise kernel's block (cusync::SwiGluStage::kThreads, checked there)
 ELEMENT_BYTES = 2  # fp16 and bf16
 SM90_THREADS = 384  # warp-specialized cooperative: a load warp group and two math warp groups
@@ -238,15 +241,23 @@ class ChainPlan:
         if table is not None and table.sms == sms and m <= table.modes[-1][0]:
             m_max, mode = next(entry for entry in table.modes if m <= entry[0])
             return mode, f"dispatch table (measured on {table.gpu}, {table.sms} SMs): M <= {m_max}"
-        gemms = [(s.name, -(-m // s.tile.m) * -(-s.n // s.tile.n)) for s in self.config_for(m).stages if s.op is Op.GEMM]
+        gemms = [(s.name, -(-m // s.tile.m) * -(-s.n // s.tile.n), -(-m // PINGPONG_TILE) * -(-s.n // PINGPONG_TILE))
+                 for s in self.config_for(m).stages if s.op is Op.GEMM]
         return default_mode(gemms, sms)
 
 
-def default_mode(gemms: list[tuple[str, int]], sms: int) -> tuple[Mode, str]:
-    """cusync::default_mode (dispatch.h) for GEMMs of (name, tiles): stream-K where a GEMM's last wave
-    fills less than STREAMK_BELOW_FILL of the SMs (the emptiest first), else stock; with its reason."""
+def default_mode(gemms: list[tuple[str, int, int]], sms: int) -> tuple[Mode, str]:
+    """cusync::default_mode (dispatch.h) for GEMMs of (name, tiles, 128x128 tiles): ping-pong where every
+    GEMM has PINGPONG_TILES_PER_SM 128x128 tiles per SM; else stream-K where a GEMM's last wave fills less
+    than STREAMK_BELOW_FILL of the SMs (the emptiest first), else stock; with its reason."""
+    if gemms:
+        name, _, fewest = min(gemms, key=lambda g: g[2])
+        if fewest >= PINGPONG_TILES_PER_SM * sms:
+            return Mode.PINGPONG, (f"default rule: every GEMM has at least {PINGPONG_TILES_PER_SM} 128x128 tiles per "
+                                   f"SM ({name}: {fewest} on {sms} SMs), so CUTLASS's ping-pong kernels back to back "
+                                   f"with PDL")
     worst, worst_fill = None, 1.0
-    for name, tiles in gemms:
+    for name, tiles, _ in gemms:
         fill = tiles / (-(-tiles // sms) * sms)
         if fill < worst_fill:
             worst, worst_fill = (name, tiles), fill

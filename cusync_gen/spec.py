@@ -69,6 +69,7 @@ class Mode(str, Enum):
     STOCK = "stock"        # CUTLASS's persistent kernels, chained with PDL
     STREAMK = "streamk"    # CUTLASS's stream-K kernels, chained with PDL
     CLUSTER = "cluster"    # CUTLASS's persistent kernels in 2x1 clusters, chained with PDL
+    PINGPONG = "pingpong"  # CUTLASS's ping-pong kernels in 128x128 tiles, chained with PDL
 
 
 class BLayout(str, Enum):

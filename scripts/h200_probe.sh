@@ -111,7 +111,7 @@ if has torch; then
   export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$PWD/build/inductor-cache}
   [ -f "${INDUCTOR_TAR:-}" ] && mkdir -p "$TORCHINDUCTOR_CACHE_DIR" && tar xzf "$INDUCTOR_TAR" -C "$TORCHINDUCTOR_CACHE_DIR"
   timeout ${TORCH_TIMEOUT:-500} python3 scripts/torch_peers.py $(for e in $CHAINS; do echo generated/$e; done) --m "$MS" \
-    --compile "${COMPILE_MS:-256,1024,4096}" --repeats 30 | tee "$OUT/torch.jsonl"
+    --compile "${COMPILE_MS:-256,1024,4096}" --repeats 30 ${TORCH_ARGS:-} | tee "$OUT/torch.jsonl"
   echo "torch exit $?"
   tar czf "$OUT/inductor-cache.tgz" -C "$TORCHINDUCTOR_CACHE_DIR" . 2>/dev/null; ls -la "$OUT/inductor-cache.tgz"
 fi

@@ -6,8 +6,12 @@ in PyTorch and times, per M:
   - torch_compile: torch.compile(mode="max-autotune-no-cudagraphs", dynamic=False) of the same function
                    (Inductor autotunes each GEMM over Triton templates and cuBLAS and fuses the
                    activations; "-no-cudagraphs" so that we capture the graph ourselves, like the rest).
-Each is captured in one CUDA graph and timed as the median of `--repeats` replays (CUDA events) after
-warm-up, with inputs drawn fresh (never zeros). Run on the GPU machine right after the bench, in the same
+Each is captured in one CUDA graph; the graphs of one M are replayed round robin, back to back, with CUDA
+events around each replay and one synchronization per round, exactly as the bench times ours
+(`Interleaved`); the median of `--repeats` rounds after warm-up. Inputs are drawn fresh (never zeros).
+(Timing each replay alone, with the GPU idle between replays while the host synchronizes, read large
+GEMMs 10-20% faster on the H200 than back to back: the clocks recover in the gaps. The first results of
+issue 10 compared PyTorch timed that way with our chains timed back to back: benchmarks/NOTES.md h5.) Run on the GPU machine right after the bench, in the same
 call. One JSON line per (chain, M, variant) on stdout.
 
     python3 scripts/torch_peers.py generated/gpt3_mlp_sm90 generated/llama_mlp_sm90 --m 256,1024 \\
@@ -73,13 +77,18 @@ def weights_of(manifest: dict, dtype: torch.dtype) -> list[torch.Tensor]:
     return out
 
 
-def graph_median_us(fn, repeats: int, warmup: int = 5) -> float:
+def capture(fn, warmup: int = 5) -> torch.cuda.CUDAGraph:
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
+    return graph
+
+
+def isolated_median_us(graph: torch.cuda.CUDAGraph, repeats: int) -> float:
+    """One replay at a time, the host synchronizing after each (the GPU idles in between)."""
     times = []
     for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -92,12 +101,38 @@ def graph_median_us(fn, repeats: int, warmup: int = 5) -> float:
     return times[len(times) // 2]
 
 
+def interleaved_median_us(graphs: list[torch.cuda.CUDAGraph], repeats: int, warmup: int = 3) -> list[float]:
+    """The bench's Interleaved::run: rounds of A B C ..., back to back; median per graph."""
+    for _ in range(warmup):
+        for g in graphs:
+            g.replay()
+    times: list[list[float]] = [[] for _ in graphs]
+    for _ in range(repeats):
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in graphs]
+        for g, (start, end) in zip(graphs, events):
+            start.record()
+            g.replay()
+            end.record()
+        events[-1][1].synchronize()
+        for t, (start, end) in zip(times, events):
+            t.append(start.elapsed_time(end) * 1e3)
+    out = []
+    for t in times:
+        t.sort()
+        k = len(t)
+        out.append(t[k // 2] if k % 2 else 0.5 * (t[k // 2 - 1] + t[k // 2]))
+    return out
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("projects", nargs="+", type=Path)
     parser.add_argument("--m", default="256,512,1024,1536,2048,3072,4096,8192")
     parser.add_argument("--compile", default=None, help="M values at which torch.compile is timed (default: all)")
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--isolated", action="store_true",
+                        help="also time each graph alone, synchronizing after every replay (the old method), as "
+                             "<variant>_isolated")
     args = parser.parse_args(argv)
     ms = [int(m) for m in args.m.split(",")]
     compile_ms = ms if args.compile is None else [int(m) for m in args.compile.split(",") if m]
@@ -118,8 +153,7 @@ def main(argv: list[str]) -> int:
         for m in ms:
             x = torch.rand(m, k0, device="cuda", dtype=dtype) * 2 - 1
             row = {"chain": manifest["name"], "gpu": gpu, "m": m}
-            print(json.dumps({**row, "variant": "torch_eager", "us": round(graph_median_us(lambda: fn(x, *weights), args.repeats), 2)}),
-                  flush=True)
+            graphs, names, extra = [capture(lambda: fn(x, *weights))], ["torch_eager"], [{}]
             if m in compile_ms:
                 start = time.time()
                 reference = fn(x, *weights).float()
@@ -129,9 +163,15 @@ def main(argv: list[str]) -> int:
                 if seconds < 1.0 and m == compile_ms[0]:
                     print(f"warning: torch.compile of {manifest['name']} took {seconds:.1f} s: did it compile?",
                           file=sys.stderr)
-                us = graph_median_us(lambda: compiled(x, *weights), args.repeats)
-                print(json.dumps({**row, "variant": "torch_compile", "us": round(us, 2), "rel_err_vs_eager": err,
-                                  "compile_s": round(seconds, 1)}), flush=True)
+                graphs.append(capture(lambda: compiled(x, *weights)))
+                names.append("torch_compile")
+                extra.append({"rel_err_vs_eager": err, "compile_s": round(seconds, 1)})
+            for name, us, more in zip(names, interleaved_median_us(graphs, args.repeats), extra):
+                print(json.dumps({**row, "variant": name, "us": round(us, 2), **more}), flush=True)
+            if args.isolated:
+                for name, graph in zip(names, graphs):
+                    print(json.dumps({**row, "variant": name + "_isolated", "us": round(isolated_median_us(graph, args.repeats), 2)}),
+                          flush=True)
     return 0
 
 

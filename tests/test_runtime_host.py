@@ -53,15 +53,18 @@ def test_default_mode_rule_is_the_same_in_python_and_cpp(tmp_path: Path) -> None
     cxx = _shutil.which("g++") or _shutil.which("c++")
     if cxx is None:
         pytest.skip("no C++ compiler")
-    cases = [([("gemm1", 88), ("gemm2", 128)], 132), ([("a", 192), ("b", 384)], 132), ([("g", 264)], 132),
-             ([("up", 396), ("down", 1)], 132), ([("x", 131), ("y", 131)], 132), ([("g", 7)], 8),
-             ([("g", 119)], 132), ([("g", 118)], 132)]  # fills 0.902 (stock) and 0.894 (stream-K)
+    # (name, tiles in the spec's tile, 128x128 tiles): stream-K, stock, and ping-pong at its threshold
+    cases = [([("gemm1", 88, 176), ("gemm2", 128, 256)], 132), ([("a", 192, 384), ("b", 384, 768)], 132),
+             ([("g", 264, 263)], 132), ([("g", 264, 264)], 132), ([("up", 396, 800), ("down", 1, 2)], 132),
+             ([("x", 131, 300), ("y", 131, 200)], 132), ([("g", 7, 16)], 8), ([("g", 7, 15)], 8),
+             ([("g", 119, 10)], 132), ([("g", 118, 10)], 132)]  # fills 0.902 (stock) and 0.894 (stream-K)
     lines = []
     for gemms, sms in cases:
-        tiles = ", ".join(str(t) for _, t in gemms)
-        names = ", ".join(f'"{n}"' for n, _ in gemms)
-        lines.append(f"  {{ int64_t t[] = {{{tiles}}}; char const* n[] = {{{names}}}; char r[256];\n"
-                     f"    cusync::Mode m = cusync::default_mode(t, n, {len(gemms)}, {sms}, r, 256);\n"
+        tiles = ", ".join(str(t) for _, t, _ in gemms)
+        pingpong = ", ".join(str(p) for _, _, p in gemms)
+        names = ", ".join(f'"{n}"' for n, _, _ in gemms)
+        lines.append(f"  {{ int64_t t[] = {{{tiles}}}; int64_t p[] = {{{pingpong}}}; char const* n[] = {{{names}}};\n"
+                     f"    char r[256]; cusync::Mode m = cusync::default_mode(t, p, n, {len(gemms)}, {sms}, r, 256);\n"
                      f'    std::printf("%s|%s\\n", cusync::to_string(m), r); }}')
     source = tmp_path / "rule.cpp"
     source.write_text('#include "cusync/sm90/dispatch.h"\nint main() {\n' + "\n".join(lines) + "\n}\n")

@@ -77,6 +77,7 @@ constexpr WorkspaceFn kStreamKWorkspace[kNumStages] = { &detail::streamk_workspa
 constexpr LaunchFn kClearStreamK[kNumStages] = { &detail::clear_gemm1_streamk, &detail::clear_gemm2_streamk };
 constexpr LaunchFn kLaunchCluster[kNumStages] = { &detail::launch_gemm1_cluster, &detail::launch_gemm2_cluster };
 constexpr LaunchFn kLaunchStreamK[kNumStages] = { &detail::launch_gemm1_streamk, &detail::launch_gemm2_streamk };
+constexpr LaunchFn kLaunchPingpong[kNumStages] = { &detail::launch_gemm1_pingpong, &detail::launch_gemm2_pingpong };
 // Stream-K workspaces start at multiples of this many bytes.
 constexpr int64_t kWorkspaceAlignment = 256;
 
@@ -303,15 +304,16 @@ cusync::Mode Gpt3MlpSm90::mode() const {
     return detail::kDispatch[e].mode;
   }
   Table const st = detail::kStages[config_];
-  int64_t tiles[kNumStages];
+  int64_t tiles[kNumStages], pingpong_tiles[kNumStages];
   char const* names[kNumStages];
   int gemms = 0;
   for (int s = 0; s < kNumStages; ++s) {
     if (kLaunchStock[s] == nullptr) continue;  // GEMMs only: an elementwise stage is one short pass
     tiles[gemms] = int64_t(tiles_m(st, s, m)) * tiles_n(st, s);
+    pingpong_tiles[gemms] = int64_t(ceil_div(m, 128)) * ceil_div(st[s].n, 128);
     names[gemms++] = kTopology[s].name;
   }
-  return cusync::default_mode(tiles, names, gemms, sms_, mode_reason_, int(sizeof(mode_reason_)));
+  return cusync::default_mode(tiles, pingpong_tiles, names, gemms, sms_, mode_reason_, int(sizeof(mode_reason_)));
 }
 
 char const* Gpt3MlpSm90::mode_reason() const {
@@ -327,7 +329,8 @@ cusync::Status Gpt3MlpSm90::run_mode(cudaStream_t stream, cusync::Mode mode) {
     case cusync::Mode::kOverlap: return run_overlapped(stream);
     case cusync::Mode::kStock:
     case cusync::Mode::kStreamK:
-    case cusync::Mode::kCluster: return run_cutlass(stream, /*programmatic=*/true, mode);
+    case cusync::Mode::kCluster:
+    case cusync::Mode::kPingpong: return run_cutlass(stream, /*programmatic=*/true, mode);
     case cusync::Mode::kAuto: return run(stream);
   }
   return cusync::Status::kInvalidArgument;
@@ -359,7 +362,7 @@ cusync::Status Gpt3MlpSm90::run_overlapped(cudaStream_t stream) {
   return cusync::Status::kSuccess;
 }
 
-// CUTLASS's own kernels (persistent, stream-K or in clusters: `kernels`) for the GEMMs, ours with
+// CUTLASS's own kernels (persistent, stream-K, in clusters or ping-pong: `kernels`) for the GEMMs, ours with
 // synchronization off for the other stages. Programmatic: each GEMM is a programmatic dependent launch of
 // the kernel before it (CUTLASS waits for that kernel to finish before its first load).
 cusync::Status Gpt3MlpSm90::run_cutlass(cudaStream_t stream, bool programmatic, cusync::Mode kernels) {
@@ -370,7 +373,10 @@ cusync::Status Gpt3MlpSm90::run_cutlass(cudaStream_t stream, bool programmatic, 
     if (kClearStreamK[s] != nullptr && (status = kClearStreamK[s](unsynced_launch(s, false), stream)) != cusync::Status::kSuccess) return status;
   }
   for (int s = 0; s < kNumStages; ++s) {
-    LaunchFn const launch = streamk ? kLaunchStreamK[s] : kernels == cusync::Mode::kCluster ? kLaunchCluster[s] : kLaunchStock[s];
+    LaunchFn const launch = streamk                             ? kLaunchStreamK[s]
+                            : kernels == cusync::Mode::kCluster  ? kLaunchCluster[s]
+                            : kernels == cusync::Mode::kPingpong ? kLaunchPingpong[s]
+                                                                 : kLaunchStock[s];
     if (launch == nullptr) {  // not a GEMM: our kernel with synchronization off, a plain launch
       status = launch_stage(s, /*synced=*/false, stream);
     } else {

@@ -82,6 +82,7 @@ cusync::Status launch_gemm1(StageLaunch const& launch, cudaStream_t stream);
 cusync::Status prepare_gemm1_stock();
 cusync::Status launch_gemm1_stock(StageLaunch const& launch, cudaStream_t stream);
 cusync::Status launch_gemm1_cluster(StageLaunch const& launch, cudaStream_t stream);  // 2x1x1 clusters
+cusync::Status launch_gemm1_pingpong(StageLaunch const& launch, cudaStream_t stream);  // 128x128 ping-pong
 // CUTLASS's stream-K kernel for this stage: workspace bytes at M rows, clearing it, launching it.
 size_t streamk_workspace_gemm1(int m, int sms, int config);
 cusync::Status clear_gemm1_streamk(StageLaunch const& launch, cudaStream_t stream);
@@ -92,6 +93,7 @@ cusync::Status launch_gemm2(StageLaunch const& launch, cudaStream_t stream);
 cusync::Status prepare_gemm2_stock();
 cusync::Status launch_gemm2_stock(StageLaunch const& launch, cudaStream_t stream);
 cusync::Status launch_gemm2_cluster(StageLaunch const& launch, cudaStream_t stream);  // 2x1x1 clusters
+cusync::Status launch_gemm2_pingpong(StageLaunch const& launch, cudaStream_t stream);  // 128x128 ping-pong
 // CUTLASS's stream-K kernel for this stage: workspace bytes at M rows, clearing it, launching it.
 size_t streamk_workspace_gemm2(int m, int sms, int config);
 cusync::Status clear_gemm2_streamk(StageLaunch const& launch, cudaStream_t stream);

@@ -120,6 +120,45 @@ struct GemmConfig {
   using StreamKKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue, StreamKScheduler>;
 };
 
+// CUTLASS's ping-pong kernel (run() mode kPingpong) for the same GEMM, in 128x128 tiles whatever the
+// spec's tile: its two math warp groups take alternate tiles, so one group's epilogue runs under the
+// other's MMAs. Measured on the H200 (scripts/gemm_probe, benchmarks/NOTES.md h5) on the MLP shards'
+// GEMMs at M >= 1024: within 2% of cuBLASLt's best algorithm or faster, where the cooperative 128x256
+// kernel is 0.82x of it (geometric mean). Only CUTLASS's own kernels use it: the synced kernel's hooks
+// are written for the cooperative schedule.
+template <class Element, class LayoutB, template <class> class Activation>
+struct PingpongConfig {
+  static_assert(cute::sizeof_bits_v<Element> == 16, "dtype of an sm90 chain must be fp16 or bf16");
+  static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
+  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using Fusion = cutlass::epilogue::fusion::LinCombEltAct<Activation, Element, float, void, float>;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+      void, cutlass::layout::RowMajor, kAlignment,
+      Element, cutlass::layout::RowMajor, kAlignment,
+      cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+      Element, cutlass::layout::RowMajor, kAlignment,
+      Element, LayoutB, kAlignment,
+      float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+      cutlass::gemm::KernelTmaWarpSpecializedPingpong>::CollectiveOp;
+  using ProblemShape = cute::Shape<int, int, int, int>;
+  using StockKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue,
+                                                           cutlass::gemm::PersistentScheduler>;
+};
+
+// The tile order of CUTLASS's persistent scheduler: CUTLASS's defaults (heuristic raster order, no
+// swizzle) for the stock baseline; the ping-pong mode walks tiles down M in bands of 4 tile columns
+// (along M, swizzle 4: the measured best of orders {M, N} x swizzles {1, 2, 4, 8}; swizzle 8 lost up
+// to 2x where M has 12 tile rows).
+using RasterOrder = cutlass::gemm::kernel::detail::RasterOrderOptions;
+constexpr RasterOrder kPingpongRaster = RasterOrder::AlongM;
+constexpr int kPingpongSwizzle = 4;
+
 struct GemmProblem {
   int m, n, k;
   void const* a;  // [m, k] row-major
@@ -251,8 +290,9 @@ struct SyncedGemm {
   }
 };
 
-// CUTLASS's own kernel for the same configuration, for the back-to-back and PDL baselines.
-template <class Config>
+// CUTLASS's own kernel for the same configuration, for the back-to-back and PDL baselines (and, over
+// PingpongConfig, the ping-pong mode), its persistent tiles in the order kRaster, kSwizzle.
+template <class Config, RasterOrder kRaster = RasterOrder::Heuristic, int kSwizzle = 1>
 struct StockGemm {
   using Kernel = typename Config::StockKernel;
 
@@ -260,6 +300,8 @@ struct StockGemm {
 
   static Status launch(GemmProblem const& p, int sm_count, bool programmatic, cudaStream_t stream) {
     typename Kernel::Arguments args = make_arguments<Kernel>(p, sm_count);
+    args.scheduler.raster_order = kRaster;
+    args.scheduler.max_swizzle_size = kSwizzle;
     if (Kernel::can_implement(args) != true) return Status::kCutlassError;
     typename Kernel::Params const params = Kernel::to_underlying_arguments(args, nullptr);
     return KernelLauncher<Kernel>::launch(params, Kernel::get_grid_shape(params), programmatic, stream);
