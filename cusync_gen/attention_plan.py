@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from cusync_gen.errors import UsageError
 from cusync_gen.plan import DEFAULT_SMS, TilePlan, tile_plan
-from cusync_gen.spec import (
+from cusync_gen.spec.model import (
     ATTENTION_GEMMS,
     TARGETS,
     Arch,

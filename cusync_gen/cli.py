@@ -53,7 +53,7 @@ def _err() -> Console:
 
 def _parse_size(item: str, option: str, minimum: int, hint: str) -> int:
     """One integer from minimum to spec.MAX_M (the largest M the generated library is built for)."""
-    from cusync_gen.spec import MAX_M
+    from cusync_gen.spec.limits import MAX_M
 
     item = item.strip()
     kind = "a positive integer" if minimum > 0 else "a non-negative integer"
@@ -92,7 +92,7 @@ def _shown(text: str) -> str:
 
 def check_target(value: str | None, option: str) -> str | None:
     """--target (and --arch where a spec is generated for it): one of the targets a spec may name."""
-    from cusync_gen.spec import TARGETS
+    from cusync_gen.spec.model import TARGETS
 
     if value is not None and value not in TARGETS:
         raise UsageError(f"{option} {_shown(value)} is not a target cusync-gen generates for",
@@ -222,7 +222,8 @@ def validate(
 ) -> None:
     """Check a spec, print the plan (tiles, grids, semaphores, occupancy) and prove its sync sound per M."""
     from cusync_gen.render import output_files
-    from cusync_gen.spec import AttentionSpec, load_spec
+    from cusync_gen.spec.loading import load_spec
+    from cusync_gen.spec.model import AttentionSpec
 
     ms = parse_ms(m)
     batches, cached = parse_count(batch, "--batch", example=4), parse_count(cache, "--cache", 0, example=1023)
@@ -294,7 +295,7 @@ def _project_of(target: str, output: Path | None, arch: str | None, force: bool 
         return project
     spec_path = resolve_spec(target)
     from cusync_gen.render import generate as render_generate
-    from cusync_gen.spec import load_spec
+    from cusync_gen.spec.loading import load_spec
 
     project = output or Path("generated") / load_spec(spec_path).name
     render_generate(spec_path, project, check_target(arch, "--arch"), False, force=force)
@@ -384,7 +385,8 @@ def tune_cmd(
 
     from cusync_gen import build as builder
     from cusync_gen import tune
-    from cusync_gen.spec import AttentionSpec, load_spec
+    from cusync_gen.spec.loading import load_spec
+    from cusync_gen.spec.model import AttentionSpec
 
     ms = parse_ms(m)
     spec_path = resolve_spec(spec)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from cusync_gen.spec import BLayout, Dtype, Epilogue, Mode, Order, Policy
+from cusync_gen.spec.model import BLayout, Dtype, Epilogue, Mode, Order, Policy
 
 CUTLASS_ELEMENT: dict[Dtype, str] = {Dtype.FP16: "cutlass::half_t", Dtype.BF16: "cutlass::bfloat16_t"}
 CUDA_ELEMENT: dict[Dtype, str] = {Dtype.FP16: "__half", Dtype.BF16: "__nv_bfloat16"}

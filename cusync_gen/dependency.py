@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cusync_gen.errors import SpecError
-from cusync_gen.spec import ChainSpec, Op, Policy, StageSpec, producer_width, stage_index
+from cusync_gen.spec.model import ChainSpec, Op, Policy, StageSpec, producer_width, stage_index
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from cusync_gen import dependency  # noqa: I001 - imports spec, as this module does
 from cusync_gen.errors import SpecError, UsageError
-from cusync_gen.spec import (
-    MAX_M,
+from cusync_gen.spec.limits import MAX_M
+from cusync_gen.spec.model import (
     TARGETS,
     Mode,
     Arch,
@@ -25,16 +25,15 @@ from cusync_gen.spec import (
     Order,
     Policy,
     StageSpec,
-    check_rules,
     consumers_of,
     edge_policy,
     output_policy,
-    policy_problem,
     resolve_defaults,
     spec_hash,
     stage_index,
     with_tiles,
 )
+from cusync_gen.spec.rules import check_rules, policy_problem
 
 #: Usable shared memory per SM in bytes; also the opt-in per-block limit on these parts.
 SMEM_PER_SM: dict[str, int] = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448}

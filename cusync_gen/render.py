@@ -32,7 +32,8 @@ from cusync_gen.errors import CusyncError, SpecError, UsageError
 from cusync_gen.paths import default_cutlass_dir, templates_dir
 from cusync_gen.attention_plan import AttentionPlan, make_attention_plan
 from cusync_gen.plan import ChainPlan, make_plan
-from cusync_gen.spec import Arch, AttentionSpec, ChainSpec, Op, load_spec
+from cusync_gen.spec.loading import load_spec
+from cusync_gen.spec.model import Arch, AttentionSpec, ChainSpec, Op
 from cusync_gen.verify import representative_ms, verify
 from cusync_gen.verify_attention import verify_attention_plan
 

@@ -30,7 +30,8 @@ import yaml
 
 from cusync_gen.errors import CusyncError, SpecError, UsageError
 from cusync_gen.plan import ChainPlan, make_plan
-from cusync_gen.spec import Arch, ChainSpec, Op, parse_spec, spec_hash
+from cusync_gen.spec.loading import parse_spec
+from cusync_gen.spec.model import Arch, ChainSpec, Op, spec_hash
 
 #: Relative time difference within which two candidates tie (run-to-run drift between binaries).
 TIE = 0.02

@@ -69,7 +69,7 @@ from dataclasses import dataclass
 
 from cusync_gen.errors import SpecError
 from cusync_gen.plan import ChainPlan, EdgePlan, StagePlan
-from cusync_gen.spec import Arch, Op, Policy
+from cusync_gen.spec.model import Arch, Op, Policy
 
 
 class VerificationError(SpecError):

@@ -1,0 +1,284 @@
+"""Reading a spec: the only code that knows the file formats (YAML, JSON). `load_spec` reads a file
+within the limits (size, nesting, values: no file can hang or crash it), `parse_spec` turns its data
+into a canonical spec in three steps: the model checks shapes and types, `resolve_defaults` makes
+omitted tile fields explicit, and the rules check what crosses fields.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from cusync_gen.errors import SpecError, UsageError
+from cusync_gen.spec.limits import MAX_M, MAX_SPEC_BYTES, MAX_SPEC_DEPTH, MAX_SPEC_VALUES
+from cusync_gen.spec.messages import clip, from_validation_error, show, with_source
+from cusync_gen.spec.model import (
+    ATTENTION_GEMMS,
+    AttentionSpec,
+    AttentionTiles,
+    ChainSpec,
+    default_sm80_tile,
+    resolve_defaults,
+)
+from cusync_gen.spec.rules import check_attention_rules, check_rules
+
+# ---------------------------------------------------------------------------------------------------
+# Data -> spec
+
+
+def parse_spec(data: Any, source: str = "<spec>") -> ChainSpec:
+    """Validate raw data into a canonical ChainSpec; the first violation becomes one SpecError."""
+    if not isinstance(data, dict):
+        kind = "nothing (the file is empty)" if data is None else type(data).__name__
+        raise with_source(
+            SpecError(
+                "<root>",
+                f"the top level of {source} must be a mapping, got {kind}",
+                "start the file with 'name: ...', 'stages: ...' (see docs/spec-format.md)",
+            ),
+            source,
+        )
+    if "attention" in data:
+        return _parse_attention(data, source)
+    try:
+        spec = ChainSpec.model_validate(data)
+    except ValidationError as exc:
+        raise with_source(from_validation_error(exc), source) from None
+    spec = resolve_defaults(spec)
+    try:
+        check_rules(spec)
+    except SpecError as exc:
+        raise with_source(exc, source) from None
+    return spec
+
+
+def _parse_attention(data: dict[str, Any], source: str) -> AttentionSpec:
+    if "stages" in data:
+        raise with_source(SpecError("attention", "a spec has either stages: (a GEMM chain) or attention:, not both",
+                                    "split it into two spec files"), source)
+    try:
+        spec = AttentionSpec.model_validate(data)
+    except ValidationError as exc:
+        raise with_source(from_validation_error(exc, AttentionSpec), source) from None
+    tiles = {name: default_sm80_tile(getattr(spec.attention.tiles, name)) for name in ATTENTION_GEMMS}
+    spec = spec.model_copy(update={"attention": spec.attention.model_copy(
+        update={"tiles": AttentionTiles(**tiles)})})
+    try:
+        check_attention_rules(spec)
+    except SpecError as exc:
+        raise with_source(exc, source) from None
+    return spec
+
+
+# ---------------------------------------------------------------------------------------------------
+# File -> data
+
+
+def load_spec(path: Path) -> ChainSpec:
+    """Read a .yaml/.yml/.json file; problems with the file itself are UsageErrors, not SpecErrors.
+
+    No file can make this hang or crash: its size, nesting and number of values (YAML aliases
+    included) are capped before the spec model sees the data (LIMITS)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".yaml", ".yml", ".json"):
+        raise UsageError(
+            f"{path}: unknown spec file type '{suffix or '(none)'}'",
+            "name the spec file *.yaml, *.yml or *.json",
+        )
+    text = _read_spec_text(path)
+    if suffix == ".json":
+        data = _load_json(path, text)
+    else:
+        try:
+            loader = _StrictLoader(text, path)  # refuses characters YAML does not allow (NUL, ...) right here
+        except yaml.reader.ReaderError as exc:
+            raise UsageError(_reader_error_message(path, text, exc), "remove it (YAML takes a control character only as "
+                             "an escape in a double-quoted string, e.g. \"\\t\")") from None
+        try:
+            data = loader.get_single_data()
+        except yaml.YAMLError as exc:
+            raise UsageError(_yaml_error_message(path, exc), "fix the YAML syntax at that line") from None
+        finally:
+            loader.dispose()
+    _check_size(data, path)
+    return parse_spec(data, source=str(path))
+
+
+def _read_spec_text(path: Path) -> str:
+    try:
+        with path.open("rb") as file:
+            raw = file.read(MAX_SPEC_BYTES + 1)
+    except FileNotFoundError:
+        raise UsageError(f"spec file {path} not found", "check the path (relative to the current directory)") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a directory, not a spec file", "pass the path of a .yaml or .json file") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read spec file {path}: {exc}", "check the file's permissions") from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise UsageError(f"{path} is larger than 1 MiB, the limit for a spec file",
+                         "a spec is a few KiB: check that this is the spec (docs/spec-format.md, Limits)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"cannot read spec file {path}: {exc}", "save the file as UTF-8") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as text mode reads them
+
+
+def _load_json(path: Path, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            "fix the JSON syntax at that line",
+        ) from None
+    except RecursionError:
+        raise _too_deep(path) from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise UsageError(f"{path}: invalid JSON: {clip(str(exc))}", _NUMBER_HINT) from None
+
+
+_NUMBER_HINT = f"no number in a spec is above {MAX_M} (docs/spec-format.md, Limits)"
+
+
+def _too_deep(path: Path, line: int | None = None) -> UsageError:
+    where = f"{path}:{line}" if line is not None else str(path)
+    return UsageError(f"{where}: the spec nests mappings and lists deeper than {MAX_SPEC_DEPTH} levels",
+                      "a spec needs at most 5 levels: check the brackets (and that no YAML alias contains itself)")
+
+
+def _too_many(path: Path, line: int | None = None) -> UsageError:
+    where = f"{path}:{line}" if line is not None else str(path)
+    return UsageError(f"{where}: the spec holds more than {MAX_SPEC_VALUES} values (counting what each YAML alias "
+                      "repeats)", "a spec needs a few hundred: remove the extra data or the repeated aliases "
+                      "(docs/spec-format.md, Limits)")
+
+
+def _check_size(data: Any, path: Path) -> None:
+    """At most MAX_SPEC_DEPTH levels and MAX_SPEC_VALUES values, counting each YAML alias as what it
+    repeats (an alias is the same Python object, so each is counted once and reused: linear time)."""
+    done: dict[int, tuple[int, int]] = {}  # id -> (values, levels) of a finished mapping or list
+
+    def walk(node: Any, level: int) -> tuple[int, int]:
+        if not isinstance(node, (dict, list, tuple)):  # tuples: YAML's !!pairs and !!omap
+            return 1, 0
+        if id(node) in done:
+            values, levels = done[id(node)]
+        else:
+            if level > MAX_SPEC_DEPTH:  # also ends a self-containing alias (&a [*a])
+                raise _too_deep(path)
+            values, levels = 1, 1
+            children = [v for pair in node.items() for v in pair] if isinstance(node, dict) else node
+            for child in children:
+                child_values, child_levels = walk(child, level + 1)
+                values += child_values
+                levels = max(levels, child_levels + 1)
+                if values > MAX_SPEC_VALUES:
+                    break
+            done[id(node)] = (values, levels)
+        if level + levels - 1 > MAX_SPEC_DEPTH:
+            raise _too_deep(path)
+        if values > MAX_SPEC_VALUES:
+            raise _too_many(path)
+        return values, levels
+
+    walk(data, 1)
+
+
+# ---------------------------------------------------------------------------------------------------
+# YAML: a strict loader, and its errors by line and column
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader for spec files: rejects duplicate keys (which plain YAML resolves to the last one),
+    keys that are not strings, integers too long for int(), and nesting deeper than MAX_SPEC_DEPTH
+    (the composer recurses once per level, so 100k brackets were a RecursionError)."""
+
+    def __init__(self, stream: str, path: Path) -> None:
+        super().__init__(stream)
+        self.path = path
+        self.depth = 0
+        self.nodes = 0  # composed so far: stop early (1 MiB of YAML takes PyYAML half a minute to compose)
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self.depth += 1
+        self.nodes += 1
+        try:
+            if self.depth > MAX_SPEC_DEPTH + 1:  # + 1: the scalars inside the deepest mapping or list
+                raise _too_deep(self.path, self.peek_event().start_mark.line + 1)
+            if self.nodes > MAX_SPEC_VALUES:  # _check_size counts aliases too, after construction
+                raise _too_many(self.path, self.peek_event().start_mark.line + 1)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        """PyYAML's constructors for an explicit tag raise ValueError, KeyError or AttributeError on a value
+        they cannot read (`!!float abc`, `!!bool maybe`, `!!timestamp tomorrow`): a UsageError instead."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
+            value = show(node.value) if isinstance(node, yaml.ScalarNode) else "this value"
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            raise self.fail(node, f"cannot read {value} as {show(tag)}",
+                            "remove the tag (the !!... before the value): a spec needs none") from None
+
+    def fail(self, node: yaml.Node, message: str, hint: str) -> UsageError:
+        line = node.start_mark.line + 1
+        return UsageError(f"{self.path}:{line}: {message} (line {line}, column {node.start_mark.column + 1})", hint)
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[str] = set()
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            kind = "list" if isinstance(key_node, yaml.SequenceNode) else "mapping"
+            raise loader.fail(key_node, f"a {kind} is used as a mapping key", _KEY_HINT)
+        key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, str):
+            raise loader.fail(key_node, f"the mapping key {show(key)} is not a string", _KEY_HINT)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark, f"found duplicate key {show(key)}",
+                key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_KEY_HINT = "keys are names such as n or stages; quote a key that YAML reads as a number, null or true"
+
+
+def _construct_int(loader: _StrictLoader, node: yaml.ScalarNode) -> int:
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:
+        if not node.value.lstrip("+-").replace("_", "").isdigit():
+            raise  # `!!int abc`: construct_object says it cannot read it
+        raise loader.fail(node, f"the number {show(node.value)} has too many digits", _NUMBER_HINT) from None
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
+def _yaml_error_message(path: Path, exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = clip(getattr(exc, "problem", None) or str(exc))  # may quote a tag or token of the file
+    if mark is not None:
+        return f"{path}:{mark.line + 1}: invalid YAML: {problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return f"{path}: invalid YAML: {problem}"
+
+
+def _reader_error_message(path: Path, text: str, exc: yaml.reader.ReaderError) -> str:
+    """A character YAML does not allow, by line and column (its str() is two lines and counts characters)."""
+    position = exc.position if isinstance(exc.position, int) else 0
+    line = text.count("\n", 0, position) + 1
+    column = position - (text.rfind("\n", 0, position) + 1) + 1
+    character = f"U+{exc.character:04X}" if isinstance(exc.character, int) else show(exc.character)
+    return f"{path}:{line}: invalid YAML: the character {character} is not allowed (line {line}, column {column})"

@@ -1,0 +1,402 @@
+"""The spec's schema: enums, the backends' tile tables, the pydantic models (GEMM chain and attention),
+their defaults and the queries later layers ask of a parsed spec. Knows nothing of files or YAML
+(`loading`), of the cross-field rules (`rules`) or of how errors read (`messages`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from enum import Enum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from cusync_gen.spec.limits import (
+    MAX_DIM,
+    MAX_DISPATCH_ENTRIES,
+    MAX_GPU_NAME,
+    MAX_HEAD_DIM,
+    MAX_M,
+    MAX_PIPELINE_STAGES,
+    MAX_SMS,
+    MAX_STAGES,
+    MAX_TILE_CONFIGS,
+    MAX_TILE_DIM,
+)
+
+# ---------------------------------------------------------------------------------------------------
+# Enums and the small tables that go with them
+
+
+class Dtype(str, Enum):
+    FP16 = "fp16"
+    BF16 = "bf16"
+
+
+class Arch(str, Enum):
+    SM80 = "sm80"
+    SM90 = "sm90"
+
+
+class Op(str, Enum):
+    GEMM = "gemm"
+    SWIGLU = "swiglu"
+
+
+class Epilogue(str, Enum):
+    IDENTITY = "identity"
+    RELU = "relu"
+    GELU = "gelu"
+    SILU = "silu"
+
+
+class Policy(str, Enum):
+    TILE = "tile"
+    ROW = "row"
+    STRIDED = "strided"
+    NONE = "none"
+    AUTO = "auto"  # the plan picks the policy from the tiles (plan.resolve_auto_policies)
+
+
+class Order(str, Enum):
+    ROW_MAJOR = "row_major"
+    COLUMN_MAJOR = "column_major"
+    BANDED = "banded"  # bands of 4 tile rows, column-major inside a band
+
+
+class Mode(str, Enum):
+    """How the library computes an sm90 chain at a given M (templates/sm90/include/cusync/sm90/dispatch.h)."""
+
+    OVERLAP = "overlap"    # tile-synced kernels (cuSync)
+    STOCK = "stock"        # CUTLASS's persistent kernels, chained with PDL
+    STREAMK = "streamk"    # CUTLASS's stream-K kernels, chained with PDL
+    CLUSTER = "cluster"    # CUTLASS's persistent kernels in 2x1 clusters, chained with PDL
+    PINGPONG = "pingpong"  # CUTLASS's ping-pong kernels in 128x128 tiles, chained with PDL
+
+
+class BLayout(str, Enum):
+    ROW = "row"
+    COL = "col"
+
+
+Target = Literal["sm_80", "sm_86", "sm_89", "sm_90"]
+TARGETS: tuple[str, ...] = ("sm_80", "sm_86", "sm_89", "sm_90")
+
+#: mma.sync shapes the sm80 backend instantiates for 16-bit inputs with fp32 accumulation.
+SM80_INSTRUCTIONS: tuple[tuple[int, int, int], ...] = ((16, 8, 16),)
+DEFAULT_INSTRUCTION: tuple[int, int, int] = (16, 8, 16)
+DEFAULT_PIPELINE_STAGES = 3
+MIN_PIPELINE_STAGES = 3  # cp.async multistage mainloops in CUTLASS 2.x need at least 3 on sm80
+ALIGNMENT = 8  # 8 x 16-bit elements = one 16-byte vector access
+
+#: sm90 (CUTLASS 3.x, warp-specialized cooperative): two math warp groups split BLK_M, so M is 128 or
+#: 256; wgmma N is a multiple of 8 up to 256 (these are the widths CUTLASS's builder tiles well); BLK_K
+#: of 64 fp16/bf16 elements is one 128-byte swizzle atom.
+SM90_TILE_M: tuple[int, ...] = (128, 256)
+SM90_TILE_N: tuple[int, ...] = (64, 128, 192, 256)
+SM90_TILE_K: tuple[int, ...] = (64,)
+SM90_SCHEDULES: tuple[str, ...] = ("cooperative",)
+
+#: SwiGluStage (templates/runtime/include/cusync/swiglu.cuh): threads per block and elements per access.
+SWIGLU_BLOCK_THREADS = 512
+SWIGLU_VECTOR = 8
+#: Swiglu tile widths that both fit its thread layout and allow rows <= MAX_TILE_DIM (cols 8 needs 512 rows).
+SWIGLU_COLS: tuple[int, ...] = (16, 32, 64, 128, 256)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Field types, bounded by the limits
+
+
+PosInt = Annotated[int, Field(strict=True, gt=0, le=MAX_DIM)]
+TileDim = Annotated[int, Field(strict=True, gt=0, le=MAX_TILE_DIM)]
+Triple = tuple[TileDim, TileDim, TileDim]
+PipelineStages = Annotated[int, Field(strict=True, gt=0, le=MAX_PIPELINE_STAGES)]
+SmCount = Annotated[int, Field(strict=True, gt=0, le=MAX_SMS)]
+Rows = Annotated[int, Field(strict=True, gt=0, le=MAX_M)]
+HeadDim = Annotated[int, Field(strict=True, gt=0, le=MAX_HEAD_DIM)]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+# ---------------------------------------------------------------------------------------------------
+# Models
+
+
+class TileSpec(BaseModel):
+    """Tile shapes; warp/instruction/stages are optional so the common case stays one line."""
+
+    model_config = _FROZEN
+
+    threadblock: Triple
+    warp: Triple | None = None
+    instruction: Triple | None = None
+    stages: PipelineStages | None = None
+    cluster: Triple | None = None      # sm90 only: thread block cluster shape
+    schedule: str | None = None        # sm90 only: kernel schedule (cooperative)
+
+
+class Optimizations(BaseModel):
+    """cuSync's optional optimizations; all off by default because each has a legality condition."""
+
+    model_config = _FROZEN
+
+    no_atomic_add: bool = Field(default=False, strict=True)
+    avoid_wait_kernel: bool = Field(default=False, strict=True)
+    avoid_custom_order: bool = Field(default=False, strict=True)
+    reorder_tile_loads: bool = Field(default=False, strict=True)
+
+
+class StridedCols(BaseModel):
+    """`cols: {strided: S, count: C}`: a tile reads C column blocks S apart (gate | up halves: C = 2)."""
+
+    model_config = _FROZEN
+
+    strided: PosInt
+    count: PosInt = 2
+
+
+class ReadsSpec(BaseModel):
+    """What each tile of a stage reads of its producer (cusync_gen/dependency.py). Optional: the plan
+    derives it from the op, and checks a declared one against it."""
+
+    model_config = _FROZEN
+
+    cols: Literal["k_range", "same"] | StridedCols
+    halo: int = Field(default=0, strict=True, ge=0, le=MAX_DIM)
+
+
+class StageSpec(BaseModel):
+    """One GEMM or SwiGLU stage; `a` names where its input comes from, `sync` how it waits for it."""
+
+    model_config = _FROZEN
+
+    name: str
+    op: Op
+    a: str
+    n: PosInt
+    k: PosInt | None = None
+    b_layout: BLayout = BLayout.ROW
+    epilogue: Epilogue = Epilogue.IDENTITY
+    order: Order = Order.ROW_MAJOR
+    tile: TileSpec
+    split_k: PosInt = 1
+    sync: Policy | None = None
+    b: str | None = None          # swiglu only: a second producer holding `up` (then `a` holds `gate`)
+    sync_b: Policy | None = None  # policy of the edge from `b` (default: the same as `sync`)
+    reads: ReadsSpec | None = None  # the tile dependency on the producer (default: derived from the op)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _swiglu_two_dim_threadblock(cls, data: Any) -> Any:
+        """A swiglu tile is [rows, cols]; accept that spelling by filling the unused K with 1."""
+        if not isinstance(data, dict) or data.get("op") != Op.SWIGLU.value:
+            return data
+        tile = data.get("tile")
+        if not isinstance(tile, dict):
+            return data
+        tb = tile.get("threadblock")
+        if isinstance(tb, (list, tuple)) and len(tb) == 2:
+            return {**data, "tile": {**tile, "threadblock": [*tb, 1]}}
+        return data
+
+
+class TileConfigSpec(BaseModel):
+    """Other tile shapes for M up to m_max: the library picks a configuration by M at run time."""
+
+    model_config = _FROZEN
+
+    m_max: Rows
+    tiles: dict[str, Triple]  # stage name -> threadblock; stages not listed keep their own tile
+
+
+class DispatchEntrySpec(BaseModel):
+    """Up to m_max rows, run() computes the chain this way."""
+
+    model_config = _FROZEN
+
+    m_max: Rows
+    mode: Mode
+
+
+class DispatchSpec(BaseModel):
+    """A dispatch table measured by `cusync-gen tune`: the mode per M on one GPU (used on GPUs with `sms`)."""
+
+    model_config = _FROZEN
+
+    gpu: str = Field(max_length=MAX_GPU_NAME)
+    sms: SmCount
+    modes: list[DispatchEntrySpec] = Field(min_length=1, max_length=MAX_DISPATCH_ENTRIES)
+
+
+class _SpecHead(BaseModel):
+    """The keys every spec starts with, GEMM chain or attention."""
+
+    model_config = _FROZEN
+
+    name: str
+    arch: Arch = Arch.SM80
+    target: Target = "sm_80"
+    dtype: Dtype = Dtype.FP16
+
+
+class ChainSpec(_SpecHead):
+    """A whole chain: the producers come first, every later stage reads `input` or an earlier stage."""
+
+    sms: SmCount | None = None
+    optimizations: Optimizations = Optimizations()
+    stages: list[StageSpec] = Field(min_length=1, max_length=MAX_STAGES)
+    tile_configs: list[TileConfigSpec] = Field(default_factory=list, max_length=MAX_TILE_CONFIGS)
+    dispatch: DispatchSpec | None = None
+
+
+class AttentionTiles(BaseModel):
+    """Tile shapes of the attention chain's four GEMMs (the softmax stage takes scores' tile rows)."""
+
+    model_config = _FROZEN
+
+    qkv: TileSpec
+    scores: TileSpec
+    pv: TileSpec
+    proj: TileSpec
+
+
+class AttentionBlock(BaseModel):
+    """One layer's attention on one GPU: X W_qkv -> Q K^T -> softmax -> P V -> O W_o."""
+
+    model_config = _FROZEN
+
+    hidden: PosInt            # model width: X and Y are [tokens, hidden]
+    heads: PosInt             # heads on this GPU
+    head_dim: HeadDim
+    causal: bool = Field(default=True, strict=True)
+    tiles: AttentionTiles
+
+
+class AttentionSpec(_SpecHead):
+    """A spec with an `attention:` block instead of `stages:` (docs/spec-format.md, "Attention")."""
+
+    attention: AttentionBlock
+
+
+#: The attention chain's GEMMs in chain order, and what each computes (for messages and docs).
+ATTENTION_GEMMS: tuple[str, ...] = ("qkv", "scores", "pv", "proj")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Defaults: what an omitted tile field means (parse_spec makes them explicit: one canonical spec)
+
+
+#: Largest sm80 warp tile in M and N. Measured on the H200 (`cusync-gen tune`, benchmarks/NOTES.md t2):
+#: a 64x128 warp tile (the old default for a 128x256 threadblock) computed wrong results and a 128x64
+#: one ran 40x slower (register spills); 64x64 is CUTLASS's own choice for its large sm80 tiles.
+MAX_WARP_MN = 64
+
+
+def default_warp(threadblock: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Half the threadblock in M and N, at most 64 (4 warps up to 128x128, 8 for 128x256)."""
+    m, n, k = threadblock
+    return (max(min(m // 2, MAX_WARP_MN), 1), max(min(n // 2, MAX_WARP_MN), 1), k)
+
+
+def default_sm80_tile(tile: TileSpec) -> TileSpec:
+    """An sm80 GEMM tile with its omitted warp, instruction and stages filled in."""
+    if tile.warp is not None and tile.instruction is not None and tile.stages is not None:
+        return tile
+    return tile.model_copy(update={
+        "warp": tile.warp if tile.warp is not None else default_warp(tile.threadblock),
+        "instruction": tile.instruction if tile.instruction is not None else DEFAULT_INSTRUCTION,
+        "stages": tile.stages if tile.stages is not None else DEFAULT_PIPELINE_STAGES,
+    })
+
+
+def resolve_defaults(spec: ChainSpec) -> ChainSpec:
+    """Fill omitted gemm tile fields so the hash and the plan see the same explicit values."""
+    stages: list[StageSpec] = []
+    changed = False
+    for stage in spec.stages:
+        tile = stage.tile
+        if stage.op is Op.GEMM and spec.arch is Arch.SM90:
+            if tile.cluster is None or tile.schedule is None:
+                tile = tile.model_copy(
+                    update={
+                        "cluster": tile.cluster if tile.cluster is not None else (1, 1, 1),
+                        "schedule": tile.schedule if tile.schedule is not None else SM90_SCHEDULES[0],
+                    }
+                )
+                stage = stage.model_copy(update={"tile": tile})
+                changed = True
+        elif stage.op is Op.GEMM and (tile.warp is None or tile.instruction is None or tile.stages is None):
+            stage = stage.model_copy(update={"tile": default_sm80_tile(tile)})
+            changed = True
+        stages.append(stage)
+    return spec.model_copy(update={"stages": stages}) if changed else spec
+
+
+# ---------------------------------------------------------------------------------------------------
+# Queries on a parsed spec
+
+
+def spec_hash(spec: ChainSpec) -> str:
+    """Short content hash: names generated output so regeneration is deterministic and traceable."""
+    data = spec.model_dump(mode="json")
+    for stage in data.get("stages", []):  # an absent `reads` leaves the hash (and generated files) as before
+        if stage.get("reads") is None:
+            stage.pop("reads", None)
+    if data.get("dispatch", 0) is None:  # likewise an absent dispatch table
+        data.pop("dispatch")
+    canonical = json.dumps(data, sort_keys=True)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:12]
+
+
+def producer_width(spec: ChainSpec, index: int) -> int:
+    """Width of stage `index`'s output tensor (both ops write [M, n])."""
+    return spec.stages[index].n
+
+
+def stage_index(spec: ChainSpec) -> dict[str, int]:
+    return {stage.name: i for i, stage in enumerate(spec.stages)}
+
+
+def consumers_of(spec: ChainSpec, index: int) -> list[int]:
+    """Indices of the stages that read stage `index`'s output (through `a` or `b`)."""
+    name = spec.stages[index].name
+    return [i for i, s in enumerate(spec.stages) if name in (s.a, s.b)]
+
+
+def edge_policy(stage: StageSpec, producer: str) -> Policy:
+    """The policy with which `stage` waits for `producer` (its `a` edge, or its `b` edge)."""
+    if stage.b is not None and stage.b == producer and stage.a != producer:
+        return stage.sync_b or stage.sync or Policy.NONE
+    return stage.sync or Policy.NONE
+
+
+def output_policy(spec: ChainSpec, index: int) -> Policy | None:
+    """The policy stage `index` posts with: that of its consumers (check_rules makes them agree)."""
+    users = consumers_of(spec, index)
+    if not users:
+        return None
+    return edge_policy(spec.stages[users[0]], spec.stages[index].name)
+
+
+def with_tiles(spec: ChainSpec, tiles: dict[str, tuple[int, int, int]]) -> ChainSpec:
+    """The spec with some stages' threadblocks replaced (a tile configuration), and no other configs."""
+    stages = [
+        s.model_copy(update={"tile": s.tile.model_copy(update={"threadblock": tuple(tiles[s.name])})})
+        if s.name in tiles
+        else s
+        for s in spec.stages
+    ]
+    return spec.model_copy(update={"stages": stages, "tile_configs": []})
+
+
+def attention_gemm_shape(spec: AttentionSpec, name: str) -> tuple[str, str, str]:
+    """(M, N, K) of one attention GEMM, as text: s is new tokens, keys = cached + new, z = (sequence, head)."""
+    a = spec.attention
+    d = a.heads * a.head_dim
+    return {
+        "qkv": ("batch*s", str(3 * d), str(a.hidden)),
+        "scores": ("s", "keys", str(a.head_dim)),
+        "pv": ("s", str(a.head_dim), "keys"),
+        "proj": ("batch*s", str(a.hidden), str(d)),
+    }[name]

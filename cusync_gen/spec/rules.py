@@ -1,0 +1,625 @@
+"""The spec's cross-field rules (docs/spec-format.md): what pydantic's per-field checks cannot see, such
+as a stage reading a later one, a warp that does not divide its threadblock or a policy whose tiles do
+not line up. Each raises the first violation as one SpecError that names the field to change.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from cusync_gen.errors import SpecError
+from cusync_gen.spec.limits import MAX_DIM, MAX_NAME_LENGTH
+from cusync_gen.spec.messages import show, show_key
+from cusync_gen.spec.model import (
+    ALIGNMENT,
+    ATTENTION_GEMMS,
+    DEFAULT_INSTRUCTION,
+    DEFAULT_PIPELINE_STAGES,
+    MAX_WARP_MN,
+    MIN_PIPELINE_STAGES,
+    SM80_INSTRUCTIONS,
+    SM90_SCHEDULES,
+    SM90_TILE_K,
+    SM90_TILE_M,
+    SM90_TILE_N,
+    SWIGLU_BLOCK_THREADS,
+    SWIGLU_COLS,
+    SWIGLU_VECTOR,
+    Arch,
+    AttentionSpec,
+    BLayout,
+    ChainSpec,
+    Epilogue,
+    Op,
+    Policy,
+    StageSpec,
+    consumers_of,
+    default_warp,
+    edge_policy,
+    output_policy,
+    producer_width,
+    with_tiles,
+)
+
+#: "input" names the external A tensor, so no stage may be called that.
+RESERVED_NAMES = frozenset({"input"})
+#: C++ keywords a name would collide with in the generated code (the ones plausible as names).
+CPP_KEYWORDS = frozenset(
+    "alignas alignof and asm auto bool break case catch char class const constexpr continue default "
+    "delete do double else enum explicit export extern false float for friend goto if inline int long "
+    "mutable namespace new noexcept not nullptr operator or private protected public register return "
+    "short signed sizeof static struct switch template this throw true try typedef typename union "
+    "unsigned using virtual void volatile while half".split()
+)
+
+#: ASCII only, matched with fullmatch (`$` would also match before a final newline).
+_C_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SNAKE = re.compile(r"[a-z][a-z0-9_]*")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Entry points
+
+
+def check_rules(spec: ChainSpec) -> None:
+    """Apply the cross-field rules of docs/spec-format.md in spec order; raise the first violation."""
+    _check_chain_name(spec.name)
+    _check_arch(spec)
+    seen: dict[str, int] = {}
+    for i, stage in enumerate(spec.stages):
+        _check_stage_name(i, stage, seen)
+        seen[stage.name] = i
+        producer = _check_source(spec, i, stage, seen)
+        _check_sync_presence(i, stage, producer)
+        _check_widths(spec, i, stage, producer)
+        if stage.op is Op.GEMM and spec.arch is Arch.SM90:
+            _check_sm90_gemm_tile(i, stage)
+        elif stage.op is Op.GEMM:
+            _check_gemm_tile(i, stage)
+        else:
+            _check_swiglu_stage(i, stage)
+        if producer is not None and stage.sync not in (None, Policy.NONE, Policy.AUTO):
+            _check_policy(spec, i, stage, producer, stage.sync, "sync")
+        if stage.b is not None or stage.sync_b is not None:
+            _check_second_producer(spec, i, stage, seen, producer)
+        if stage.split_k != 1:
+            raise SpecError(
+                f"stages[{i}].split_k",
+                f"split_k={stage.split_k} is not supported; only 1 is supported for now",
+                "remove split_k (or set split_k: 1)",
+            )
+    _check_output_policies(spec)
+    _check_no_atomic_add(spec)
+    _check_tile_configs(spec)
+    _check_dispatch(spec)
+
+
+def check_attention_rules(spec: AttentionSpec) -> None:
+    """The attention chain's cross-field rules, each naming the field to change."""
+    _check_chain_name(spec.name)
+    if spec.arch is not Arch.SM80:
+        raise SpecError("arch", "the attention chain is built on the sm80 backend (CUTLASS 2.x kernels, which run "
+                        "on Hopper too)", "set arch: sm80 (and target: sm_90 to build for H100/H200)")
+    a = spec.attention
+    d = a.heads * a.head_dim
+    if d > MAX_DIM:  # before the tile rules, which build a StageSpec with k = D
+        raise SpecError("attention.heads", f"heads * head_dim = {a.heads} * {a.head_dim} = {d} is above the limit of "
+                        f"{MAX_DIM} (D, the width of Q, K, V and O, is a C++ int dimension)",
+                        f"use at most {MAX_DIM // a.head_dim} heads of {a.head_dim} (the heads on one GPU)")
+    for key, value in (("hidden", a.hidden), ("head_dim", a.head_dim)):
+        if value % ALIGNMENT:
+            raise SpecError(f"attention.{key}", f"{key}={value} is not a multiple of {ALIGNMENT} (16-byte vector accesses)",
+                            f"use a multiple of {ALIGNMENT}, e.g. {_round_up(value, ALIGNMENT)}")
+    for name in ATTENTION_GEMMS:
+        tile = getattr(a.tiles, name)
+        base = f"attention.tiles.{name}"
+        for key in ("cluster", "schedule"):
+            if getattr(tile, key) is not None:
+                raise SpecError(f"{base}.{key}", f"{key} is a Hopper kernel setting; the attention chain uses sm80 kernels",
+                                f"remove {key}")
+        k = {"qkv": a.hidden, "scores": a.head_dim, "pv": None, "proj": d}[name]
+        stage = StageSpec(name=name, op=Op.GEMM, a="input", n=8, k=k, tile=tile)
+        _check_gemm_tile(0, stage, base=base)
+    t = a.tiles
+    if (3 * d) % t.qkv.threadblock[1]:
+        raise SpecError("attention.tiles.qkv.threadblock",
+                        f"qkv's tile N ({t.qkv.threadblock[1]}) must divide 3 * heads * head_dim = {3 * d}",
+                        "use a tile N that divides it, e.g. 128")
+    if a.head_dim % t.pv.threadblock[1]:
+        raise SpecError("attention.tiles.pv.threadblock",
+                        f"pv's tile N ({t.pv.threadblock[1]}) must divide head_dim={a.head_dim}: a pv tile writes one head",
+                        f"use threadblock N = {a.head_dim} (or a divisor of it)")
+    rows = t.scores.threadblock[0]
+    for name in ("pv", "proj"):
+        if getattr(t, name).threadblock[0] != rows:
+            raise SpecError(f"attention.tiles.{name}.threadblock",
+                            f"{name}'s tile M ({getattr(t, name).threadblock[0]}) must equal scores' ({rows}): the softmax "
+                            "rows, the pv tiles and the O row semaphores that proj waits on are one grid of rows",
+                            f"set threadblock M = {rows}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Cross-field rules
+
+
+def _check_tile_configs(spec: ChainSpec) -> None:
+    """Each configuration must be a valid chain on its own; configurations are listed by growing m_max."""
+    if not spec.tile_configs:
+        return
+    if spec.arch is not Arch.SM90:
+        raise SpecError("tile_configs", "tile_configs (tiles picked by M at run time) are an sm90 feature",
+                        "remove tile_configs, or set arch: sm90")
+    names = [s.name for s in spec.stages]
+    previous = 0
+    for c, config in enumerate(spec.tile_configs):
+        field = f"tile_configs[{c}]"
+        if config.m_max <= previous:
+            raise SpecError(f"{field}.m_max", f"m_max={config.m_max} must be larger than the previous entry's ({previous})",
+                            "list tile_configs by growing m_max")
+        previous = config.m_max
+        for name, tb in config.tiles.items():
+            if name not in names:
+                raise SpecError(f"{field}.tiles.{show_key(name)}", f"unknown stage {show(name)}",
+                                f"use one of: {', '.join(names)}")
+            stage = next(s for s in spec.stages if s.name == name)
+            if stage.op is Op.SWIGLU and tb[2] != 1:
+                raise SpecError(f"{field}.tiles.{name}", "a swiglu tile is [rows, cols, 1]", f"write [{tb[0]}, {tb[1]}, 1]")
+        try:
+            check_rules(with_tiles(spec, dict(config.tiles)))
+        except SpecError as exc:
+            raise SpecError(f"{field}: {exc.field}", exc.message[len(exc.field) + 2 :], exc.hint) from None
+
+
+_GPU_NAME = re.compile(r"[A-Za-z0-9 ._()-]+")
+
+
+def _check_dispatch(spec: ChainSpec) -> None:
+    """A measured table: sm90 only, rows by growing m_max, a GPU name that is safe to print and embed."""
+    table = spec.dispatch
+    if table is None:
+        return
+    if spec.arch is not Arch.SM90:
+        raise SpecError("dispatch", "dispatch (how run() computes the chain, by M) is an sm90 feature",
+                        "remove dispatch, or set arch: sm90")
+    if not _GPU_NAME.fullmatch(table.gpu):
+        raise SpecError("dispatch.gpu", f"{show(table.gpu)} is not a GPU name of letters, digits, spaces and ._()-",
+                        "write the name CUDA reports, e.g. gpu: NVIDIA H200")
+    previous = 0
+    for e, entry in enumerate(table.modes):
+        if entry.m_max <= previous:
+            raise SpecError(f"dispatch.modes[{e}].m_max", f"m_max={entry.m_max} must be larger than the previous "
+                            f"entry's ({previous})", "list the modes by growing m_max")
+        previous = entry.m_max
+
+
+def _check_name(field: str, name: str, pattern: re.Pattern[str], what: str, hint: str) -> None:
+    """Names become file names, C++ identifiers and CMake targets: ASCII identifiers of bounded length."""
+    if not name.isascii():
+        raise SpecError(field, f"{show(name)} is not an ASCII {what}", hint)
+    if not pattern.fullmatch(name):
+        raise SpecError(field, f"{show(name)} is not a {what}", hint)
+    if len(name) > MAX_NAME_LENGTH:
+        raise SpecError(field, f"{show(name)} is {len(name)} characters long, above the limit of {MAX_NAME_LENGTH}",
+                        f"use a name of at most {MAX_NAME_LENGTH} characters")
+
+
+def _check_chain_name(name: str) -> None:
+    _check_name("name", name, _SNAKE, "lower snake case C identifier",
+                "use lower case letters, digits and underscores, starting with a letter (e.g. gpt3_mlp)")
+    if name in CPP_KEYWORDS:
+        raise SpecError("name", f"'{name}' is a C++ keyword", "pick another name, e.g. my_" + name)
+
+
+def _check_arch(spec: ChainSpec) -> None:
+    """sm90 kernels use wgmma and TMA: Hopper only, and the sm80-only optimizations do not apply."""
+    if spec.arch is Arch.SM90:
+        if spec.target != "sm_90":
+            raise SpecError(
+                "target",
+                f"arch: sm90 builds Hopper kernels (TMA, wgmma), which need target sm_90, not {spec.target}",
+                "set target: sm_90, or use arch: sm80 for other GPUs",
+            )
+        opt = spec.optimizations
+        for key, why in (
+            ("avoid_wait_kernel", "sm90 launches each consumer with programmatic dependent launch, not a wait kernel"),
+            ("avoid_custom_order", "sm90 kernels are persistent and always take tiles from the ordered ticket queue"),
+            ("reorder_tile_loads", "the sm90 load warp already runs ahead of the math by the whole pipeline"),
+        ):
+            if getattr(opt, key):
+                raise SpecError(f"optimizations.{key}", f"{key} does not apply to arch: sm90: {why}", f"remove {key}")
+        return
+    for i, stage in enumerate(spec.stages):
+        for key in ("cluster", "schedule"):
+            if getattr(stage.tile, key) is not None:
+                raise SpecError(
+                    f"stages[{i}].tile.{key}",
+                    f"{key} is a Hopper kernel setting and does not apply to arch: {spec.arch.value}",
+                    f"remove {key}, or set arch: sm90",
+                )
+
+
+def _check_sm90_gemm_tile(i: int, stage: StageSpec) -> None:
+    tile = stage.tile
+    base = f"stages[{i}].tile"
+    for key, why in (
+        ("warp", "the math warp groups are laid out by CUTLASS's CollectiveBuilder"),
+        ("instruction", "wgmma shapes follow from the tile"),
+        ("stages", "the pipeline is sized by CUTLASS to fill shared memory"),
+    ):
+        if getattr(tile, key) is not None:
+            raise SpecError(f"{base}.{key}", f"{key} is an sm80 setting; on sm90 {why}", f"remove {key}")
+    m, n, k = tile.threadblock
+    for value, allowed, dim in ((m, SM90_TILE_M, "M"), (n, SM90_TILE_N, "N"), (k, SM90_TILE_K, "K")):
+        if value not in allowed:
+            raise SpecError(
+                f"{base}.threadblock",
+                f"threadblock {dim}={value} is not supported by the sm90 backend",
+                f"use {dim} in {{{', '.join(map(str, allowed))}}}, e.g. threadblock: [128, 256, 64]",
+            )
+    if tile.cluster is not None and tuple(tile.cluster) != (1, 1, 1):
+        raise SpecError(
+            f"{base}.cluster",
+            f"cluster {_fmt(tile.cluster)} is not supported: synced kernels take one tile per CTA from the ticket queue",
+            "set cluster: [1, 1, 1] (or omit it)",
+        )
+    if tile.schedule is not None and tile.schedule not in SM90_SCHEDULES:
+        raise SpecError(
+            f"{base}.schedule",
+            f"schedule {show(tile.schedule)} is not supported: in a ping-pong kernel the two math warp groups work on "
+            "different tiles, which the ticket queue does not hand out",
+            "set schedule: cooperative (or omit it)",
+        )
+    if stage.k is not None and stage.k % k:
+        raise SpecError(
+            f"{base}.threadblock",
+            f"k={stage.k} is not a multiple of threadblock K={k}",
+            f"pad k to a multiple of {k}, e.g. {_round_up(stage.k, k)}",
+        )
+
+
+def _check_stage_name(i: int, stage: StageSpec, seen: dict[str, int]) -> None:
+    field = f"stages[{i}].name"
+    _check_name(field, stage.name, _C_IDENT, "C identifier",
+                "use letters, digits and underscores, not starting with a digit (e.g. gemm1)")
+    if stage.name in RESERVED_NAMES:
+        raise SpecError(
+            field, f"'{stage.name}' is reserved for the external input tensor", "rename the stage, e.g. gemm_in"
+        )
+    if stage.name in CPP_KEYWORDS:
+        raise SpecError(field, f"'{stage.name}' is a C++ keyword", f"rename the stage, e.g. {stage.name}_stage")
+    if stage.name in seen:
+        raise SpecError(
+            field,
+            f"'{stage.name}' is already the name of stages[{seen[stage.name]}]",
+            "give every stage a unique name",
+        )
+
+
+def _check_source(spec: ChainSpec, i: int, stage: StageSpec, earlier: dict[str, int]) -> int | None:
+    """Resolve `a` to an earlier stage index (None for input); later names are an order error."""
+    field = f"stages[{i}].a"
+    if stage.a == "input":
+        return None
+    if stage.a == stage.name:
+        raise SpecError(
+            field,
+            f"stage '{stage.name}' reads its own output (a cycle)",
+            "set a: input or the name of an earlier stage",
+        )
+    if stage.a in earlier:
+        return earlier[stage.a]
+    later = [s.name for s in spec.stages[i + 1 :]]
+    if stage.a in later:
+        raise SpecError(
+            field,
+            f"'{stage.a}' is listed after '{stage.name}'; stages must be listed producers first "
+            "(this also rules out dependency cycles)",
+            f"move stage '{stage.a}' before '{stage.name}'",
+        )
+    if i == 0:
+        raise SpecError(
+            field, f"unknown stage {show(stage.a)}; the first stage must read the external input", "set a: input"
+        )
+    names = ", ".join(s.name for s in spec.stages[:i])
+    raise SpecError(field, f"unknown stage {show(stage.a)}", f"use 'input' or one of: {names}")
+
+
+def _check_sync_presence(i: int, stage: StageSpec, producer: int | None) -> None:
+    field = f"stages[{i}].sync"
+    if producer is not None and stage.sync is None:
+        raise SpecError(
+            field,
+            f"stage '{stage.name}' reads stage '{stage.a}' but has no sync policy",
+            "add sync: row (or tile; strided for a swiglu; none to wait for the whole producer kernel)",
+        )
+    if producer is None and stage.sync not in (None, Policy.NONE):
+        raise SpecError(
+            field,
+            f"stage '{stage.name}' reads 'input', which no stage produces, "
+            f"so sync: {stage.sync.value} has nothing to wait for",
+            "remove sync (or set sync: none)",
+        )
+
+
+def _check_widths(spec: ChainSpec, i: int, stage: StageSpec, producer: int | None) -> None:
+    if stage.n % ALIGNMENT:
+        raise SpecError(
+            f"stages[{i}].n",
+            f"n={stage.n} is not a multiple of {ALIGNMENT} (16-byte vector accesses)",
+            f"round n to a multiple of {ALIGNMENT}, e.g. {_round_up(stage.n, ALIGNMENT)}",
+        )
+    if stage.op is Op.SWIGLU:
+        if stage.k is not None:
+            raise SpecError(f"stages[{i}].k", "swiglu takes no k: its input width is always 2*n", "remove k")
+        if producer is not None and stage.b is None:  # with b, _check_second_producer checks both widths
+            pn = producer_width(spec, producer)
+            if pn != 2 * stage.n:
+                fix = f"set n: {pn // 2}" if pn % 2 == 0 else f"make producer '{stage.a}' n even"
+                raise SpecError(
+                    f"stages[{i}].n",
+                    f"swiglu n={stage.n} needs a producer of width 2*n={2 * stage.n}, but '{stage.a}' has n={pn}",
+                    f"{fix} (half the producer's n), or set the producer's n to {2 * stage.n}",
+                )
+        return
+    field = f"stages[{i}].k"
+    if stage.k is None:
+        fix = "set k to the width of the input tensor"
+        if producer is not None:
+            fix = f"set k: {producer_width(spec, producer)}"
+        raise SpecError(field, "gemm stages need k (the reduction width)", fix)
+    if producer is not None and stage.k != producer_width(spec, producer):
+        pn = producer_width(spec, producer)
+        raise SpecError(
+            field,
+            f"{stage.k} does not match the output width of producer '{stage.a}' (n={pn})",
+            f"set k: {pn}",
+        )
+    if stage.k % ALIGNMENT:
+        raise SpecError(
+            field,
+            f"k={stage.k} is not a multiple of {ALIGNMENT} (16-byte vector accesses)",
+            f"pad k to a multiple of {ALIGNMENT}, e.g. {_round_up(stage.k, ALIGNMENT)}",
+        )
+
+
+def _check_gemm_tile(i: int, stage: StageSpec, base: str | None = None) -> None:
+    tile = stage.tile
+    base = base or f"stages[{i}].tile"
+    tb = tile.threadblock
+    warp = tile.warp if tile.warp is not None else default_warp(tb)
+    inst = tile.instruction if tile.instruction is not None else DEFAULT_INSTRUCTION
+    pipe = tile.stages if tile.stages is not None else DEFAULT_PIPELINE_STAGES
+    if inst not in SM80_INSTRUCTIONS:
+        allowed = " or ".join(_fmt(s) for s in SM80_INSTRUCTIONS)
+        raise SpecError(
+            f"{base}.instruction",
+            f"instruction {_fmt(inst)} is not supported for 16-bit inputs on sm80",
+            f"use instruction: {allowed} (or omit it)",
+        )
+    for d, dim in enumerate("MNK"):
+        if tb[d] % warp[d]:
+            example = _divisor_hint(tb[d], default_warp(tb)[d], inst[d])
+            raise SpecError(
+                f"{base}.warp",
+                f"threadblock {_fmt(tb)} is not a multiple of warp {_fmt(warp)} in {dim}",
+                f"use a warp {dim} that divides {tb[d]} (e.g. {example})",
+            )
+    for d, dim in enumerate("MN"):
+        if warp[d] > MAX_WARP_MN:
+            raise SpecError(
+                f"{base}.warp",
+                f"warp {_fmt(warp)} is larger than {MAX_WARP_MN} in {dim}: on the H200 a 64x128 warp tile computed "
+                "wrong results and a 128x64 one spilled registers (40x slower)",
+                f"use a warp of at most {MAX_WARP_MN} in M and N, e.g. warp: [64, 64, {warp[2]}]",
+            )
+    for d, dim in enumerate("MNK"):
+        if warp[d] % inst[d]:
+            raise SpecError(
+                f"{base}.warp",
+                f"warp {_fmt(warp)} is not a multiple of instruction {_fmt(inst)} in {dim}",
+                f"use a warp {dim} that is a multiple of {inst[d]}",
+            )
+    if pipe < MIN_PIPELINE_STAGES:
+        raise SpecError(
+            f"{base}.stages",
+            f"stages={pipe} is below the minimum of {MIN_PIPELINE_STAGES} for sm80 multistage pipelines",
+            f"set stages: {MIN_PIPELINE_STAGES} (or omit it)",
+        )
+    if stage.k is not None and stage.k % tb[2]:
+        raise SpecError(
+            f"{base}.threadblock",
+            f"k={stage.k} is not a multiple of threadblock K={tb[2]}",
+            f"use a threadblock K that divides {stage.k} (e.g. {math.gcd(stage.k, 32)}), or pad k",
+        )
+
+
+def _check_swiglu_stage(i: int, stage: StageSpec) -> None:
+    base = f"stages[{i}]"
+    tile = stage.tile
+    if tile.threadblock[2] != 1:
+        raise SpecError(
+            f"{base}.tile.threadblock",
+            f"a swiglu tile is [rows, cols]; the third value must be 1, got {tile.threadblock[2]}",
+            f"write threadblock: [{tile.threadblock[0]}, {tile.threadblock[1]}] (or [..., ..., 1])",
+        )
+    for key in ("warp", "instruction", "stages", "cluster", "schedule"):
+        if getattr(tile, key) is not None:
+            raise SpecError(f"{base}.tile.{key}", f"swiglu is elementwise and does not use {key}", f"remove {key}")
+    _check_swiglu_tile(f"{base}.tile.threadblock", tile.threadblock)
+    if stage.epilogue is not Epilogue.IDENTITY:
+        raise SpecError(f"{base}.epilogue", "swiglu applies silu itself and takes no epilogue", "remove epilogue")
+    if stage.b_layout is not BLayout.ROW:
+        raise SpecError(f"{base}.b_layout", "swiglu has no B operand", "remove b_layout")
+
+
+def _check_swiglu_tile(field: str, threadblock: tuple[int, int, int]) -> None:
+    """The static_asserts of SwiGluStage (templates/runtime/include/cusync/swiglu.cuh), as spec errors:
+    each of its SWIGLU_BLOCK_THREADS threads moves one 16-byte vector per row pass."""
+    rows, cols = threadblock[0], threadblock[1]
+    fits = ", ".join(str(c) for c in SWIGLU_COLS)
+    if cols % SWIGLU_VECTOR:
+        raise SpecError(field, f"swiglu tile cols={cols} is not a multiple of {SWIGLU_VECTOR} (16-byte vector "
+                        "accesses)", f"use cols in {{{fits}}}")
+    per_row = cols // SWIGLU_VECTOR
+    if SWIGLU_BLOCK_THREADS % per_row:
+        raise SpecError(field, f"swiglu tile cols={cols} needs {per_row} threads per row, which do not divide the "
+                        f"kernel's {SWIGLU_BLOCK_THREADS} threads (cols must divide "
+                        f"{SWIGLU_BLOCK_THREADS * SWIGLU_VECTOR})", f"use cols in {{{fits}}}")
+    per_pass = SWIGLU_BLOCK_THREADS // per_row
+    if rows % per_pass:
+        raise SpecError(field, f"swiglu tile rows={rows} is not a multiple of {per_pass}: the kernel's "
+                        f"{SWIGLU_BLOCK_THREADS} threads cover {per_pass} rows of {cols} columns per pass",
+                        f"use rows = a multiple of {per_pass}, e.g. {_round_up(rows, per_pass)}, or wider cols")
+
+
+def policy_problem(spec: ChainSpec, i: int, producer: int, policy: Policy, key: str = "sync") -> SpecError | None:
+    """Why `policy` cannot guard stage i's edge from `producer` (its tiles do not line up), or None."""
+    try:
+        _check_policy(spec, i, spec.stages[i], producer, policy, key)
+    except SpecError as err:
+        return err
+    return None
+
+
+def _check_policy(spec: ChainSpec, i: int, stage: StageSpec, producer: int, policy: Policy, key: str) -> None:
+    """Each policy maps a consumer tile onto producer tiles; these are the shapes where it can."""
+    prod = spec.stages[producer]
+    ptb, ctb = prod.tile.threadblock, stage.tile.threadblock
+    if policy is Policy.STRIDED and (stage.op is not Op.SWIGLU or stage.b is not None):
+        raise SpecError(
+            f"stages[{i}].{key}",
+            "sync: strided is only for swiglu stages reading the gate and up halves of one producer",
+            "use sync: row or tile",
+        )
+    if policy is Policy.TILE and stage.op is Op.SWIGLU:
+        if ptb[1] % ctb[1]:
+            raise SpecError(
+                f"stages[{i}].tile.threadblock",
+                f"sync: tile needs the swiglu tile cols ({ctb[1]}) to divide producer '{prod.name}' threadblock N "
+                f"({ptb[1]}), so each tile waits on one producer tile",
+                f"set threadblock: [{ctb[0]}, {ptb[1]}]",
+            )
+        if stage.b is None and stage.n % ptb[1]:
+            raise SpecError(
+                f"stages[{i}].n",
+                f"sync: tile needs n={stage.n} to be a multiple of producer '{prod.name}' threadblock N ({ptb[1]}), "
+                "so the up columns j + n line up with producer tiles",
+                "use sync: strided or row",
+            )
+    if ptb[0] % ctb[0]:
+        raise SpecError(
+            f"stages[{i}].tile.threadblock",
+            f"sync: {policy.value} needs the threadblock M ({ctb[0]}) to divide producer '{prod.name}' threadblock M "
+            f"({ptb[0]}), so each tile waits on one producer row of tiles",
+            f"use a threadblock M that divides {ptb[0]} (e.g. {ptb[0]})",
+        )
+    if policy is Policy.TILE and stage.op is Op.GEMM and ptb[1] % ctb[2]:
+        raise SpecError(
+            f"stages[{i}].tile.threadblock",
+            f"sync: tile needs the threadblock K ({ctb[2]}) to divide producer '{prod.name}' threadblock N ({ptb[1]})",
+            f"use a threadblock K that divides {ptb[1]} (e.g. 32), or use sync: row",
+        )
+    if policy is Policy.STRIDED:
+        if ctb[1] != ptb[1]:
+            raise SpecError(
+                f"stages[{i}].tile.threadblock",
+                f"sync: strided needs tile cols ({ctb[1]}) equal to producer '{prod.name}' threadblock N ({ptb[1]})",
+                f"set threadblock: [{ctb[0]}, {ptb[1]}, 1]",
+            )
+        if stage.n % ptb[1]:
+            raise SpecError(
+                f"stages[{i}].n",
+                f"sync: strided needs n={stage.n} to be a multiple of producer '{prod.name}' threadblock N ({ptb[1]}), "
+                "so gate tile j and up tile j + n/N line up",
+                f"use a producer threadblock N that divides {stage.n}, or use sync: row",
+            )
+
+
+def _check_second_producer(spec: ChainSpec, i: int, stage: StageSpec, seen: dict[str, int],
+                           producer: int | None) -> None:
+    """`b`: a swiglu whose gate and up come from two different producers (a consumer of several)."""
+    base = f"stages[{i}]"
+    if stage.b is None:
+        raise SpecError(f"{base}.sync_b", "sync_b is the policy of the edge from b, but there is no b", "remove sync_b")
+    if stage.op is not Op.SWIGLU:
+        raise SpecError(f"{base}.b", "only swiglu stages take a second producer", "remove b (B of a gemm is a weight)")
+    if producer is None:
+        raise SpecError(f"{base}.a", "a two-producer swiglu reads gate from a stage, not from 'input'",
+                        "set a to the stage that computes gate")
+    if stage.b not in seen or stage.b == stage.name:
+        names = ", ".join(s.name for s in spec.stages[:i])
+        raise SpecError(f"{base}.b", f"unknown or later stage {show(stage.b)}", f"use one of: {names}")
+    if stage.b == stage.a:
+        raise SpecError(f"{base}.b", "b names the same stage as a", "remove b to read gate | up halves of one producer")
+    up = seen[stage.b]
+    for key, index in (("a", producer), ("b", up)):
+        width = producer_width(spec, index)
+        if width != stage.n:
+            raise SpecError(
+                f"{base}.n",
+                f"a two-producer swiglu with n={stage.n} needs [M, n] inputs, but {key}: '{spec.stages[index].name}' "
+                f"has n={width}",
+                f"set n: {width}, or the producer's n to {stage.n}",
+            )
+    policy = stage.sync_b or stage.sync or Policy.NONE
+    if policy not in (Policy.NONE, Policy.AUTO):
+        _check_policy(spec, i, stage, up, policy, "sync_b" if stage.sync_b is not None else "sync")
+
+
+def _check_output_policies(spec: ChainSpec) -> None:
+    """A producer posts in one way only, so all its consumers must wait in that way."""
+    for p in range(len(spec.stages)):
+        users = consumers_of(spec, p)
+        if len(users) < 2:
+            continue
+        name = spec.stages[p].name
+        first = spec.stages[users[0]]
+        for u in users[1:]:
+            stage = spec.stages[u]
+            if Policy.AUTO in (edge_policy(stage, name), edge_policy(first, name)):
+                continue  # decided by the plan, which picks one policy per producer
+            if edge_policy(stage, name) != edge_policy(first, name):
+                want = edge_policy(first, name).value
+                raise SpecError(
+                    f"stages[{u}].sync",
+                    f"'{spec.stages[p].name}' is already consumed with sync: {want} by '{first.name}'; "
+                    "all consumers of one stage must use the same policy",
+                    f"set sync: {want}",
+                )
+
+
+def _check_no_atomic_add(spec: ChainSpec) -> None:
+    """A release store can replace the atomic only where every semaphore gets exactly one post."""
+    if not spec.optimizations.no_atomic_add:
+        return
+    for p, prod in enumerate(spec.stages):
+        policy = output_policy(spec, p)
+        if policy in (None, Policy.NONE, Policy.TILE, Policy.AUTO):
+            continue
+        raise SpecError(
+            "optimizations.no_atomic_add",
+            f"stage '{prod.name}' posts with sync: {policy.value}, where several tiles post to one semaphore, "
+            "so the posts must be atomic",
+            "set no_atomic_add: false, or use sync: tile on every edge",
+        )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Small helpers
+
+
+def _fmt(values: tuple[int, ...]) -> str:
+    return "[" + ",".join(str(v) for v in values) + "]"
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _divisor_hint(total: int, preferred: int, multiple_of: int) -> int:
+    """Suggest the default warp size if it fits, else the largest fitting divisor."""
+    if preferred > 0 and total % preferred == 0 and preferred % multiple_of == 0:
+        return preferred
+    fits = [d for d in range(multiple_of, total + 1, multiple_of) if total % d == 0]
+    return fits[-1] if fits else total
