@@ -51,6 +51,8 @@ MODE: dict[Mode, str] = {
     Mode.STOCK: "cusync::Mode::kStock",
     Mode.STREAMK: "cusync::Mode::kStreamK",
     Mode.CLUSTER: "cusync::Mode::kCluster",
+    Mode.PINGPONG: "cusync::Mode::kPingpong",
+    Mode.CUBLASLT: "cusync::Mode::kCublasLt",
 }
 
 

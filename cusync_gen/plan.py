@@ -43,10 +43,9 @@ MAX_THREADS_PER_SM = 2048
 MAX_BLOCKS_PER_SM = 32
 MAX_THREADS_PER_BLOCK = 1024
 WARP_SIZE = 32
-#: A GEMM whose last wave fills less than this is computed by stream-K when no measured table applies
-#: (cusync::kStreamKBelowFill in templates/sm90/include/cusync/sm90/dispatch.h; a test keeps them equal).
-STREAMK_BELOW_FILL = 0.9
-#: cusync::kPingpongTilesPerSm and the ping-pong kernel's tile side (dispatch.h, gemm.cuh).
+#: With no measured table, run() uses ping-pong where every GEMM has this many 128x128 tiles per SM, else
+#: cuBLASLt (cusync::kPingpongTilesPerSm in templates/sm90/include/cusync/sm90/dispatch.h, the ping-pong
+#: tile side in gemm.cuh; a test keeps the rule equal in both languages).
 PINGPONG_TILES_PER_SM = 2
 PINGPONG_TILE = 128
 SWIGLU_THREADS = 512  # the elementwise kernel's block (cusync::SwiGluStage::kThreads, checked there)
@@ -240,31 +239,26 @@ class ChainPlan:
         if table is not None and table.sms == sms and m <= table.modes[-1][0]:
             m_max, mode = next(entry for entry in table.modes if m <= entry[0])
             return mode, f"dispatch table (measured on {table.gpu}, {table.sms} SMs): M <= {m_max}"
-        gemms = [(s.name, -(-m // s.tile.m) * -(-s.n // s.tile.n), -(-m // PINGPONG_TILE) * -(-s.n // PINGPONG_TILE))
-                 for s in self.config_for(m).stages if s.op is Op.GEMM]
+        gemms = [(s.name, -(-m // PINGPONG_TILE) * -(-s.n // PINGPONG_TILE)) for s in self.stages if s.op is Op.GEMM]
         return default_mode(gemms, sms)
 
 
-def default_mode(gemms: list[tuple[str, int, int]], sms: int) -> tuple[Mode, str]:
-    """cusync::default_mode (dispatch.h) for GEMMs of (name, tiles, 128x128 tiles): ping-pong where every
-    GEMM has PINGPONG_TILES_PER_SM 128x128 tiles per SM; else stream-K where a GEMM's last wave fills less
-    than STREAMK_BELOW_FILL of the SMs (the emptiest first), else stock; with its reason."""
-    if gemms:
-        name, _, fewest = min(gemms, key=lambda g: g[2])
-        if fewest >= PINGPONG_TILES_PER_SM * sms:
-            return Mode.PINGPONG, (f"default rule: every GEMM has at least {PINGPONG_TILES_PER_SM} 128x128 tiles per "
-                                   f"SM ({name}: {fewest} on {sms} SMs), so CUTLASS's ping-pong kernels back to back "
-                                   f"with PDL")
-    worst, worst_fill = None, 1.0
-    for name, tiles, _ in gemms:
-        fill = tiles / (-(-tiles // sms) * sms)
-        if fill < worst_fill:
-            worst, worst_fill = (name, tiles), fill
-    if worst is None or worst_fill >= STREAMK_BELOW_FILL:
-        return Mode.STOCK, (f"default rule: every GEMM's last wave fills at least {STREAMK_BELOW_FILL:.0%} of "
-                            f"the {sms} SMs, so CUTLASS's kernels back to back with PDL")
-    return Mode.STREAMK, (f"default rule: {worst[0]}'s last wave fills {worst_fill:.0%} of the {sms} SMs "
-                          f"({worst[1]} tiles), so stream-K spreads its tiles' K over every SM")
+def default_mode(gemms: list[tuple[str, int]], sms: int, cublaslt: bool = True) -> tuple[Mode, str]:
+    """cusync::default_mode (dispatch.h) for GEMMs of (name, 128x128 tiles): ping-pong where every GEMM has
+    PINGPONG_TILES_PER_SM tiles per SM, else cuBLASLt (stream-K in a library built without it), naming the
+    GEMM with the fewest; with its reason."""
+    if not gemms:
+        return Mode.STOCK, "default rule: no GEMM, so CUTLASS's kernels back to back"
+    name, fewest = min(gemms, key=lambda g: g[1])
+    if fewest >= PINGPONG_TILES_PER_SM * sms:
+        return Mode.PINGPONG, (f"default rule: every GEMM has at least {PINGPONG_TILES_PER_SM} 128x128 tiles per "
+                               f"SM ({name}: {fewest} on {sms} SMs), so CUTLASS's ping-pong kernels back to back "
+                               f"with PDL")
+    then = ("cuBLASLt's kernels (split K, narrow tiles)" if cublaslt
+            else "stream-K (the library was built without cuBLASLt)")
+    return (Mode.CUBLASLT if cublaslt else Mode.STREAMK), (
+        f"default rule: {name} has fewer than {PINGPONG_TILES_PER_SM} 128x128 tiles per SM ({fewest} on {sms} SMs), "
+        f"so {then}")
 
 
 def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:

@@ -46,7 +46,7 @@ POLICY_RANK = {"spec": 0, "row": 1, "tile": 2}
 #: own overlapped time (its policy and order). Ties go to the simpler mode: CUTLASS's kernels as they are
 #: first, tile synchronization last.
 MODE_COLUMNS: dict[str, str] = {"stock": "stock_pdl_us", "pingpong": "pingpong_us", "cluster": "cluster_us",
-                                "streamk": "streamk_us", "overlap": "overlapped_us"}
+                                "streamk": "streamk_us", "cublaslt": "cublaslt_us", "overlap": "overlapped_us"}
 MODE_RANK = {mode: rank for rank, mode in enumerate(MODE_COLUMNS)}
 #: Modes of one row were timed round robin in one binary: two timings of one graph there differ by under
 #: 1% (benchmarks/NOTES.md h2), so a narrower tie than TIE, which covers drift between binaries.
@@ -227,7 +227,7 @@ def mode_times(row: dict[str, Any]) -> dict[str, float]:
     run, stream-K within the bench's tolerance of it."""
     ok = {"stock": row.get("stock_bitwise", True), "cluster": row.get("cluster_bitwise", True),
           "streamk": row.get("streamk_rel_diff", 0.0) < 1e-2, "pingpong": row.get("pingpong_rel_diff", 0.0) < 1e-2,
-          "overlap": True}
+          "cublaslt": row.get("cublaslt_rel_diff", 0.0) < 1e-2, "overlap": True}
     return {mode: float(row[column]) for mode, column in MODE_COLUMNS.items()
             if ok[mode] and float(row.get(column, 0.0) or 0.0) > 0.0}
 

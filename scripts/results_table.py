@@ -96,7 +96,7 @@ def sm90_table(paths: list[Path]) -> str:
         over_floor = ours / (r["gemm_flops"] / (floor * 1e12) * 1e6) if floor else float("nan")
         ok = (r["bitwise_equal"] and r["graph_ok"] and r["sync_error"] is None and r.get("stock_bitwise", True)
               and r.get("run_ok", True) and r.get("cluster_bitwise", True) and r.get("streamk_rel_diff", 0) < 1e-2
-              and r.get("pingpong_rel_diff", 0) < 1e-2)
+              and r.get("pingpong_rel_diff", 0) < 1e-2 and r.get("cublaslt_rel_diff", 0) < 1e-2)
         checks = f"{'ok' if ok else 'FAILED'}, ref err {r['ref_rel_err']:.1e}"
         cell = lambda v: f"{v:.1f}" if v > 0 else "-"  # noqa: E731
         out.append(f"| {chain} | {m} | {cell(peers['cuBLAS'])} | {cell(peers['CUTLASS b2b'])} | "

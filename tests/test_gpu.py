@@ -108,9 +108,10 @@ def test_every_run_mode_is_correct_on_gpu(name: str, built: dict[str, Path]) -> 
     rows = [r for r in _rows(out.stdout) if "m" in r]
     assert len(rows) == 4
     for row in rows:
-        assert row["mode"] in ("overlap", "stock", "streamk", "cluster", "pingpong") and row["mode_reason"], row
+        assert row["mode"] in ("overlap", "stock", "streamk", "cluster", "pingpong", "cublaslt") and row["mode_reason"], row
         assert row["run_ok"] and row["stock_bitwise"] and row["cluster_bitwise"], row
         assert row["streamk_rel_diff"] < 1e-2 and row["pingpong_rel_diff"] < 1e-2 and row["sync_error"] is None, row
+        assert row["cublaslt_rel_diff"] < 1e-2, row
 
 
 @pytest.mark.parametrize("name", ["two_gemm", "two_gemm_sm90"])

@@ -53,18 +53,16 @@ def test_default_mode_rule_is_the_same_in_python_and_cpp(tmp_path: Path) -> None
     cxx = _shutil.which("g++") or _shutil.which("c++")
     if cxx is None:
         pytest.skip("no C++ compiler")
-    # (name, tiles in the spec's tile, 128x128 tiles): stream-K, stock, and ping-pong at its threshold
-    cases = [([("gemm1", 88, 176), ("gemm2", 128, 256)], 132), ([("a", 192, 384), ("b", 384, 768)], 132),
-             ([("g", 264, 263)], 132), ([("g", 264, 264)], 132), ([("up", 396, 800), ("down", 1, 2)], 132),
-             ([("x", 131, 300), ("y", 131, 200)], 132), ([("g", 7, 16)], 8), ([("g", 7, 15)], 8),
-             ([("g", 119, 10)], 132), ([("g", 118, 10)], 132)]  # fills 0.902 (stock) and 0.894 (stream-K)
+    # (name, 128x128 tiles): below, at and above the ping-pong threshold, the fewest named
+    cases = [([("gemm1", 176), ("gemm2", 256)], 132), ([("a", 384), ("b", 768)], 132), ([("g", 263)], 132),
+             ([("g", 264)], 132), ([("up", 800), ("down", 2)], 132), ([("g", 16)], 8), ([("g", 15)], 8), ([], 132)]
+    cases = [(g, s, lt) for g, s in cases for lt in (True, False)]
     lines = []
-    for gemms, sms in cases:
-        tiles = ", ".join(str(t) for _, t, _ in gemms)
-        pingpong = ", ".join(str(p) for _, _, p in gemms)
-        names = ", ".join(f'"{n}"' for n, _, _ in gemms)
-        lines.append(f"  {{ int64_t t[] = {{{tiles}}}; int64_t p[] = {{{pingpong}}}; char const* n[] = {{{names}}};\n"
-                     f"    char r[256]; cusync::Mode m = cusync::default_mode(t, p, n, {len(gemms)}, {sms}, r, 256);\n"
+    for gemms, sms, lt in cases:
+        pingpong = ", ".join(str(p) for _, p in gemms) or "0"
+        names = ", ".join(f'"{n}"' for n, _ in gemms) or "nullptr"
+        lines.append(f"  {{ int64_t p[] = {{{pingpong}}}; char const* n[] = {{{names}}}; char r[256];\n"
+                     f"    cusync::Mode m = cusync::default_mode(p, n, {len(gemms)}, {sms}, {str(lt).lower()}, r, 256);\n"
                      f'    std::printf("%s|%s\\n", cusync::to_string(m), r); }}')
     source = tmp_path / "rule.cpp"
     source.write_text('#include "cusync/sm90/dispatch.h"\nint main() {\n' + "\n".join(lines) + "\n}\n")
@@ -73,4 +71,4 @@ def test_default_mode_rule_is_the_same_in_python_and_cpp(tmp_path: Path) -> None
                             "-o", str(exe)], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr[-3000:]
     got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
-    assert got == [f"{mode.value}|{why}" for mode, why in (default_mode(g, s) for g, s in cases)]
+    assert got == [f"{mode.value}|{why}" for mode, why in (default_mode(g, s, lt) for g, s, lt in cases)]

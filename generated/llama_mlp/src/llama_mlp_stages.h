@@ -23,6 +23,7 @@ struct StageLaunch {
   int sms = 0;                // multiprocessors of the device (sm90 persistent grids)
   int config = 0;             // the tile configuration (index into kStages)
   void* workspace = nullptr;  // sm90 stream-K kernels: this stage's workspace
+  void const* lt = nullptr;   // sm90 mode kCublasLt: the chain's cusync::sm90::LtContext
 };
 
 struct StageInfo {

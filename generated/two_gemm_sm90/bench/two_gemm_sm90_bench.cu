@@ -473,9 +473,9 @@ int main(int argc, char** argv) {
     // Baselines on the same buffers: CUTLASS's stock kernels back to back and with PDL (the same tiles
     // and epilogues, so bitwise equal to ours), and cuBLAS (its own accumulation order: timed only).
     int stock_id[2] = {-1, -1};
-    int cublas_id = -1, streamk_id = -1, cluster_id = -1, pingpong_id = -1;
+    int cublas_id = -1, streamk_id = -1, cluster_id = -1, pingpong_id = -1, cublaslt_id = -1;
     bool stock_bitwise = true, cluster_bitwise = true, pingpong_bitwise = true;
-    double streamk_diff = 0.0, pingpong_diff = 0.0;
+    double streamk_diff = 0.0, pingpong_diff = 0.0, cublaslt_diff = 0.0;
     if (o.baselines) {
       for (bool const pdl : {false, true}) {
         poison(b, m, stream);
@@ -503,6 +503,14 @@ int main(int argc, char** argv) {
       pingpong_diff = outputs_difference(b, expected);
       pingpong_bitwise = outputs_equal(b, expected);
       pingpong_id = timer.add(capture(stream, [&] { return chain.run_mode(stream, cusync::Mode::kPingpong); }));
+      // cuBLASLt's GEMMs (another summation order): by relative error; -1 where not built in.
+      if (chain.cublaslt_available()) {
+        poison(b, m, stream);
+        BENCH_STATUS(chain.run_mode(stream, cusync::Mode::kCublasLt));
+        BENCH_CUDA(cudaStreamSynchronize(stream));
+        cublaslt_diff = outputs_difference(b, expected);
+        cublaslt_id = timer.add(capture(stream, [&] { return chain.run_mode(stream, cusync::Mode::kCublasLt); }));
+      }
 #if defined(CUSYNC_BENCH_CUBLAS)
       if (blas.ok) cublas_id = timer.add(capture(stream, [&] { return cublas_chain(blas, b, m, stream); }));
 #endif
@@ -517,7 +525,8 @@ int main(int argc, char** argv) {
     BENCH_CUDA(cudaStreamSynchronize(stream));
     // Stream-K sums in another order and ping-pong has other tiles: by relative error; every other mode
     // computes each tile exactly as run_sequential().
-    bool const by_difference = picked == cusync::Mode::kStreamK || picked == cusync::Mode::kPingpong;
+    bool const by_difference =
+        picked == cusync::Mode::kStreamK || picked == cusync::Mode::kPingpong || picked == cusync::Mode::kCublasLt;
     bool const run_ok = chain.check_sync_error() == cusync::Status::kSuccess &&
                         (by_difference ? outputs_difference(b, expected) < kTolerance : outputs_equal(b, expected));
     int const run_id = timer.add(capture(stream, [&] { return chain.run(stream); }));
@@ -580,7 +589,7 @@ int main(int argc, char** argv) {
       if (timing_timeout && !r.timed_out) std::snprintf(r.sync_error, sizeof(r.sync_error), "\"timeout during timing\"");
       double const overlapped_us = r.overlapped_id >= 0 ? time_of(r.overlapped_id) : 0.0;
       double const hooks_serial_us = r.hooks_id >= 0 ? time_of(r.hooks_id) : 0.0;
-      bool const ok = !r.timed_out && r.bitwise && r.graph_ok && ref_err < kTolerance && stock_bitwise && cluster_bitwise && streamk_diff < kTolerance && pingpong_diff < kTolerance && run_ok;
+      bool const ok = !r.timed_out && r.bitwise && r.graph_ok && ref_err < kTolerance && stock_bitwise && cluster_bitwise && streamk_diff < kTolerance && pingpong_diff < kTolerance && cublaslt_diff < kTolerance && run_ok;
       if (r.timed_out || std::strcmp(r.sync_error, "null") != 0) exit_code = 4;
       else if (!ok && exit_code == 0) exit_code = 5;
       std::printf(
@@ -588,13 +597,14 @@ int main(int argc, char** argv) {
           "\"overlapped_us\": %.2f, \"speedup\": %.4f, \"overlaps\": %s, \"hooks_serial_us\": %.2f, \"bitwise_equal\": %s, \"graph_ok\": %s, "
           "\"ref_rel_err\": %.3e, \"sync_error\": %s, \"repeats\": %d, \"stock_us\": %.2f, \"stock_pdl_us\": %.2f, \"stock_bitwise\": %s, \"streamk_us\": %.2f, \"streamk_rel_diff\": %.3e, \"cluster_us\": %.2f, \"cluster_bitwise\": %s, "
           "\"pingpong_us\": %.2f, \"pingpong_rel_diff\": %.3e, \"pingpong_bitwise\": %s, "
+          "\"cublaslt_us\": %.2f, \"cublaslt_rel_diff\": %.3e, "
           "\"cublas_us\": %.2f, \"gemm_flops\": %.0f, \"run_us\": %.2f, \"run_ok\": %s, \"mode\": \"%s\", \"mode_reason\": \"%s\"}\n",
           prop.name, prop.multiProcessorCount, m, r.policy.c_str(), r.order.c_str(), sequential_us, overlapped_us,
           overlapped_us > 0 ? sequential_us / overlapped_us : 0.0, chain.overlaps() ? "true" : "false", hooks_serial_us, r.bitwise ? "true" : "false",
           r.graph_ok ? "true" : "false", json_number(ref_err), r.sync_error, o.repeats, time_of(stock_id[0]), time_of(stock_id[1]),
           stock_bitwise ? "true" : "false", time_of(streamk_id), json_number(streamk_diff), time_of(cluster_id),
           cluster_bitwise ? "true" : "false", time_of(pingpong_id), json_number(pingpong_diff),
-          pingpong_bitwise ? "true" : "false", time_of(cublas_id), gemm_flops(m), time_of(run_id), run_ok ? "true" : "false",
+          pingpong_bitwise ? "true" : "false", time_of(cublaslt_id), json_number(cublaslt_diff), time_of(cublas_id), gemm_flops(m), time_of(run_id), run_ok ? "true" : "false",
           cusync::to_string(picked), reason.c_str());
       std::fflush(stdout);
     }

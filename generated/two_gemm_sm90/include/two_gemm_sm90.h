@@ -71,6 +71,8 @@ class TwoGemmSm90 {
   cusync::Status run_mode(cudaStream_t stream, cusync::Mode mode);
   cusync::Mode mode() const;
   char const* mode_reason() const;
+  // Whether this build has mode kCublasLt (CMake found cuBLASLt); without it run() never picks it.
+  bool cublaslt_available() const;
   void set_mode(cusync::Mode mode) { mode_override_ = mode; }
   void set_sequential_fallback(bool enabled) { mode_override_ = enabled ? cusync::Mode::kAuto : cusync::Mode::kOverlap; }
   bool overlaps() const { return mode() == cusync::Mode::kOverlap; }
@@ -138,6 +140,7 @@ class TwoGemmSm90 {
   int config_ = 0;                             // the tile configuration for args_.m
   int64_t semaphore_offset_[kNumConfigs][kNumStages] = {};
   void* streamk_workspace_ = nullptr;          // every GEMM stage's stream-K workspace
+  void* lt_ = nullptr;                         // cusync::sm90::LtContext (mode kCublasLt)
   int64_t streamk_offset_[kNumStages] = {};
   cudaStream_t side_stream_ = nullptr;
   cudaEvent_t fork_ = nullptr;

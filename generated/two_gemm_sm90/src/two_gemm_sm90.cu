@@ -12,6 +12,7 @@
 #include <cstdio>
 
 #include "two_gemm_sm90_stages.h"
+#include "cusync/sm90/cublaslt_context.h"
 
 namespace two_gemm_sm90 {
 namespace {
@@ -78,6 +79,7 @@ constexpr LaunchFn kClearStreamK[kNumStages] = { &detail::clear_gemm1_streamk, &
 constexpr LaunchFn kLaunchCluster[kNumStages] = { &detail::launch_gemm1_cluster, &detail::launch_gemm2_cluster };
 constexpr LaunchFn kLaunchStreamK[kNumStages] = { &detail::launch_gemm1_streamk, &detail::launch_gemm2_streamk };
 constexpr LaunchFn kLaunchPingpong[kNumStages] = { &detail::launch_gemm1_pingpong, &detail::launch_gemm2_pingpong };
+constexpr LaunchFn kLaunchCublasLt[kNumStages] = { &detail::launch_gemm1_cublaslt, &detail::launch_gemm2_cublaslt };
 // Stream-K workspaces start at multiples of this many bytes.
 constexpr int64_t kWorkspaceAlignment = 256;
 
@@ -124,6 +126,7 @@ TwoGemmSm90::~TwoGemmSm90() {
   if (side_stream_ != nullptr) cudaStreamDestroy(side_stream_);
   if (semaphores_ != nullptr) cudaFree(semaphores_);
   if (streamk_workspace_ != nullptr) cudaFree(streamk_workspace_);
+  cusync::sm90::destroy_lt_context(static_cast<cusync::sm90::LtContext*>(lt_));
   if (state_ != nullptr) cudaFree(state_);
 }
 
@@ -179,6 +182,12 @@ cusync::Status TwoGemmSm90::initialize(Arguments const& args, int max_m) {
     streamk_bytes += (most + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
   }
   if ((status = from_cuda(cudaMalloc(&streamk_workspace_, size_t(std::max<int64_t>(streamk_bytes, 1))))) != cusync::Status::kSuccess) return status;
+  {
+    cusync::sm90::LtContext* lt = nullptr;
+    status = cusync::sm90::create_lt_context(&lt);
+    lt_ = lt;
+    if (status != cusync::Status::kSuccess) return status;
+  }
   return from_cuda(cudaDeviceSynchronize());
 }
 
@@ -225,6 +234,7 @@ detail::StageLaunch TwoGemmSm90::unsynced_launch(int s, bool programmatic) const
   launch.sms = sms_;
   launch.config = config_;
   launch.workspace = static_cast<char*>(streamk_workspace_) + streamk_offset_[s];
+  launch.lt = lt_;
   return launch;
 }
 
@@ -299,22 +309,26 @@ cusync::Mode TwoGemmSm90::mode() const {
   if (detail::kNumDispatch > 0 && sms_ == detail::kDispatchSms && m <= detail::kDispatch[detail::kNumDispatch - 1].m_max) {
     int e = 0;
     while (m > detail::kDispatch[e].m_max) ++e;
-    std::snprintf(mode_reason_, sizeof(mode_reason_), "dispatch table (measured on %s, %d SMs): M <= %d",
-                  detail::kDispatchGpu, detail::kDispatchSms, detail::kDispatch[e].m_max);
-    return detail::kDispatch[e].mode;
+    cusync::Mode const mode = detail::kDispatch[e].mode;
+    bool const unavailable = mode == cusync::Mode::kCublasLt && !cusync::sm90::kHaveCublasLt;
+    std::snprintf(mode_reason_, sizeof(mode_reason_), "dispatch table (measured on %s, %d SMs): M <= %d%s",
+                  detail::kDispatchGpu, detail::kDispatchSms, detail::kDispatch[e].m_max,
+                  unavailable ? ": cublaslt, built without cuBLASLt, so stream-K" : "");
+    return unavailable ? cusync::Mode::kStreamK : mode;
   }
-  Table const st = detail::kStages[config_];
-  int64_t tiles[kNumStages], pingpong_tiles[kNumStages];
+  int64_t pingpong_tiles[kNumStages];
   char const* names[kNumStages];
   int gemms = 0;
   for (int s = 0; s < kNumStages; ++s) {
     if (kLaunchStock[s] == nullptr) continue;  // GEMMs only: an elementwise stage is one short pass
-    tiles[gemms] = int64_t(tiles_m(st, s, m)) * tiles_n(st, s);
-    pingpong_tiles[gemms] = int64_t(ceil_div(m, 128)) * ceil_div(st[s].n, 128);
+    pingpong_tiles[gemms] = int64_t(ceil_div(m, 128)) * ceil_div(kTopology[s].n, 128);
     names[gemms++] = kTopology[s].name;
   }
-  return cusync::default_mode(tiles, pingpong_tiles, names, gemms, sms_, mode_reason_, int(sizeof(mode_reason_)));
+  return cusync::default_mode(pingpong_tiles, names, gemms, sms_, cusync::sm90::kHaveCublasLt, mode_reason_,
+                              int(sizeof(mode_reason_)));
 }
+
+bool TwoGemmSm90::cublaslt_available() const { return cusync::sm90::kHaveCublasLt; }
 
 char const* TwoGemmSm90::mode_reason() const {
   mode();  // fills mode_reason_ for the current M
@@ -330,7 +344,8 @@ cusync::Status TwoGemmSm90::run_mode(cudaStream_t stream, cusync::Mode mode) {
     case cusync::Mode::kStock:
     case cusync::Mode::kStreamK:
     case cusync::Mode::kCluster:
-    case cusync::Mode::kPingpong: return run_cutlass(stream, /*programmatic=*/true, mode);
+    case cusync::Mode::kPingpong:
+    case cusync::Mode::kCublasLt: return run_cutlass(stream, /*programmatic=*/true, mode);
     case cusync::Mode::kAuto: return run(stream);
   }
   return cusync::Status::kInvalidArgument;
@@ -362,7 +377,7 @@ cusync::Status TwoGemmSm90::run_overlapped(cudaStream_t stream) {
   return cusync::Status::kSuccess;
 }
 
-// CUTLASS's own kernels (persistent, stream-K, in clusters or ping-pong: `kernels`) for the GEMMs, ours with
+// CUTLASS's own kernels (persistent, stream-K, in clusters or ping-pong: `kernels`) or cuBLASLt's for the GEMMs, ours with
 // synchronization off for the other stages. Programmatic: each GEMM is a programmatic dependent launch of
 // the kernel before it (CUTLASS waits for that kernel to finish before its first load).
 cusync::Status TwoGemmSm90::run_cutlass(cudaStream_t stream, bool programmatic, cusync::Mode kernels) {
@@ -376,6 +391,7 @@ cusync::Status TwoGemmSm90::run_cutlass(cudaStream_t stream, bool programmatic, 
     LaunchFn const launch = streamk                             ? kLaunchStreamK[s]
                             : kernels == cusync::Mode::kCluster  ? kLaunchCluster[s]
                             : kernels == cusync::Mode::kPingpong ? kLaunchPingpong[s]
+                            : kernels == cusync::Mode::kCublasLt ? kLaunchCublasLt[s]
                                                                  : kLaunchStock[s];
     if (launch == nullptr) {  // not a GEMM: our kernel with synchronization off, a plain launch
       status = launch_stage(s, /*synced=*/false, stream);

@@ -24,6 +24,7 @@ struct StageLaunch {
   int sms = 0;                // multiprocessors of the device (sm90 persistent grids)
   int config = 0;             // the tile configuration (index into kStages)
   void* workspace = nullptr;  // sm90 stream-K kernels: this stage's workspace
+  void const* lt = nullptr;   // sm90 mode kCublasLt: the chain's cusync::sm90::LtContext
 };
 
 struct StageInfo {
@@ -72,6 +73,7 @@ cusync::Status prepare_gemm1_stock();
 cusync::Status launch_gemm1_stock(StageLaunch const& launch, cudaStream_t stream);
 cusync::Status launch_gemm1_cluster(StageLaunch const& launch, cudaStream_t stream);  // 2x1x1 clusters
 cusync::Status launch_gemm1_pingpong(StageLaunch const& launch, cudaStream_t stream);  // 128x128 ping-pong
+cusync::Status launch_gemm1_cublaslt(StageLaunch const& launch, cudaStream_t stream);  // cuBLASLt
 // CUTLASS's stream-K kernel for this stage: workspace bytes at M rows, clearing it, launching it.
 size_t streamk_workspace_gemm1(int m, int sms, int config);
 cusync::Status clear_gemm1_streamk(StageLaunch const& launch, cudaStream_t stream);
@@ -83,6 +85,7 @@ cusync::Status prepare_gemm2_stock();
 cusync::Status launch_gemm2_stock(StageLaunch const& launch, cudaStream_t stream);
 cusync::Status launch_gemm2_cluster(StageLaunch const& launch, cudaStream_t stream);  // 2x1x1 clusters
 cusync::Status launch_gemm2_pingpong(StageLaunch const& launch, cudaStream_t stream);  // 128x128 ping-pong
+cusync::Status launch_gemm2_cublaslt(StageLaunch const& launch, cudaStream_t stream);  // cuBLASLt
 // CUTLASS's stream-K kernel for this stage: workspace bytes at M rows, clearing it, launching it.
 size_t streamk_workspace_gemm2(int m, int sms, int config);
 cusync::Status clear_gemm2_streamk(StageLaunch const& launch, cudaStream_t stream);

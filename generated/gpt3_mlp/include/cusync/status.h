@@ -10,6 +10,7 @@ enum class Status : int {
   kCutlassError = 3,      // CUTLASS rejected the problem (alignment, workspace)
   kSyncTimeout = 4,       // a spin-wait gave up; SyncErrorInfo names the stage and tile
   kNotInitialized = 5,    // run() before initialize()
+  kLibraryError = 6,      // sm90 mode kCublasLt: cuBLASLt found no algorithm or failed
 };
 
 inline char const* to_string(Status status) {
@@ -20,6 +21,7 @@ inline char const* to_string(Status status) {
     case Status::kCutlassError: return "CUTLASS error";
     case Status::kSyncTimeout: return "tile sync timeout";
     case Status::kNotInitialized: return "not initialized";
+    case Status::kLibraryError: return "cuBLASLt error";
   }
   return "unknown";
 }
