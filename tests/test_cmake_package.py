@@ -1,10 +1,10 @@
-"""The generated project as a CMake package (issue 12, item 1).
+"""The generated project as a CMake package (issue 12, item 1), and the repository's superbuild.
 
 Fast: what the rendered CMakeLists.txt says for every shipped example (alias target, usage requirements,
 install and export, options); the installed headers are exactly the public header and what it includes,
 and compile with a plain host compiler; the architecture check, run in cmake's script mode; configure-only
 runs (cmake and nvcc, nothing compiled) of a parent project that takes two_gemm by FetchContent after
-setting 75 and then 80.
+setting 75 and then 80, and of the top-level superbuild.
 `nvcc` tier: two_gemm built, installed, and used by a host-only C++ project through find_package.
 """
 
@@ -21,12 +21,13 @@ import pytest
 
 from conftest import EXAMPLES, REPO
 from cusync_gen import __version__
-from cusync_gen.build import find_tool
+from cusync_gen.build import find_tool, read_manifest
 from cusync_gen.errors import ToolError
 from cusync_gen.render import generate, output_files, plan_of_spec, render_project
 from cusync_gen.spec import load_spec
 
 SPECS = REPO / "cusync_gen" / "examples"
+HOPPER = {"90a"}  # the cuda_arch of the sm90 backend
 
 
 @functools.lru_cache(maxsize=None)
@@ -205,7 +206,7 @@ def test_architecture_check(name: str, archs: str, accepted: bool, tmp_path: Pat
 
 
 # --------------------------------------------------------------------------------------------------
-# Configure-only runs: a parent project
+# Configure-only runs: a parent project, and the superbuild
 
 PARENT = """\
 cmake_minimum_required(VERSION 3.24)
@@ -239,6 +240,27 @@ def test_parent_project_takes_it_by_fetchcontent_and_must_build_for_80(tmp_path:
     assert out.returncode == 0, out.stderr[-3000:]
     listed = run([tool("ctest"), "--test-dir", str(build), "-N"])
     assert "Total Tests: 0" in listed.stdout, listed.stdout
+
+
+def _checks(name: str) -> set[str]:
+    return set(re.findall(r"add_test\(NAME (\S+)", (REPO / "generated" / name / "CMakeLists.txt").read_text()))
+
+
+def test_superbuild_configures_every_generated_project(tmp_path: Path, cutlass_dir: Path) -> None:
+    projects = sorted(p.name for p in (REPO / "generated").iterdir() if (p / "manifest.json").is_file())
+    build = tmp_path / "build"
+    out = configure(REPO, build, f"CUTLASS_DIR={cutlass_dir}", "CMAKE_CUDA_ARCHITECTURES=90")
+    assert out.returncode == 0, out.stderr[-3000:]
+    for name in projects:  # the sm80 backend takes the architecture given, sm90 keeps 90a
+        manifest = read_manifest(REPO / "generated" / name)
+        archs = manifest["cuda_arch"] if manifest["cuda_arch"] in HOPPER else "90"
+        assert f"-- {name}: {manifest['arch']} backend, CUDA architectures {archs}\n" in out.stdout
+    listed = run([tool("ctest"), "--test-dir", str(build), "-N"])
+    found = set(re.findall(r"Test +#\d+: (\S+)", listed.stdout))
+    assert found == set().union(*map(_checks, projects)) and len(found) >= len(projects)
+    out = configure(REPO, build, "CUSYNC_PROJECTS=two_gemm;no_such_project")
+    assert out.returncode != 0
+    assert "CUSYNC_PROJECTS names no_such_project, but generated/ has no such project" in " ".join(out.stderr.split())
 
 
 # --------------------------------------------------------------------------------------------------
