@@ -89,12 +89,18 @@ def _stage_files(plan: ChainPlan) -> list[OutputFile]:
     return files
 
 
+def _config_file(name: str) -> OutputFile:
+    """What CMakeLists.txt configures into <name>Config.cmake, the file find_package(<name> CONFIG) reads."""
+    return OutputFile(f"cmake/{name}Config.cmake.in", "project/cmake/Config.cmake.in.j2", True, field="name")
+
+
 def project_files(plan: ChainPlan) -> list[OutputFile]:
     """Every file of the project, in a fixed order."""
     name = plan.name
     backend = plan.arch.value
     files = [
         OutputFile("CMakeLists.txt", "project/CMakeLists.txt.j2", True),
+        _config_file(name),
         OutputFile("README.md", "project/README.md.j2", True),
         OutputFile(f"include/{name}.h", "project/include/chain.h.j2", True, field="name"),
         *(OutputFile(f"include/cusync/{h}", f"runtime/include/cusync/{h}", False) for h in RUNTIME_HEADERS),
@@ -118,6 +124,7 @@ def attention_files(plan: AttentionPlan) -> list[OutputFile]:
     name = plan.name
     return [
         OutputFile("CMakeLists.txt", "attention/CMakeLists.txt.j2", True),
+        _config_file(name),
         OutputFile("README.md", "attention/README.md.j2", True),
         OutputFile(f"include/{name}.h", "attention/include/attention.h.j2", True, field="name"),
         *(OutputFile(f"include/cusync/{h}", f"runtime/include/cusync/{h}", False) for h in ATTENTION_RUNTIME_HEADERS),
