@@ -4,6 +4,9 @@
 #                then the epoch wrap (tests/runtime/epoch_wrap.cu) on both two_gemm chains;
 #   PHASE=bench: every sm90 MLP chain's bench at MS with orders ORDERS: ours (sequential and overlapped,
 #                each in every order), CUTLASS stock / +PDL / stream-K, cuBLAS, all interleaved;
+#   PHASE=altblas: the same benches at ALT_MS with PyTorch's own cuBLAS (its wheel's libcublas/libcublasLt
+#                first on LD_LIBRARY_PATH) instead of the toolkit's: is a peer faster by its cuBLAS version?
+#   PHASE=check: every sm90 bench at M = 1, 200, 1000, 3000 (every mode checked against our back-to-back run);
 #   PHASE=ncu:   ncu of our GEMM kernels (synchronization off, static tiles) against CUTLASS's stock ones
 #                (llama_mlp_sm90 at M = NCU_M: the first four CUTLASS kernels the bench launches);
 #   PHASE=torch: scripts/torch_peers.py (PyTorch eager and torch.compile max-autotune) on the same chains;
@@ -67,6 +70,23 @@ for f in sorted(out.glob("bench-*.jsonl")):
               f"{r.get('stock_us', 0):>7.1f} {r.get('stock_pdl_us', 0):>7.1f} {r.get('streamk_us', 0):>7.1f} "
               f"{r.get('cublas_us', 0):>7.1f} {r.get('streamk_rel_diff', 0):>8.1e} {ok}")
 PY
+fi
+if has altblas; then
+  site=$(python3 -c 'import site; print(site.getsitepackages()[0])')
+  lib=$(dirname "$(find "$site/nvidia" -name 'libcublasLt.so*' 2>/dev/null | head -1)")
+  echo "PyTorch's cuBLAS: $lib: $(ls "$lib" | grep -i cublas | tr '\n' ' ')"
+  echo "toolkit cuBLAS: $(ls /usr/local/cuda/lib64/ 2>/dev/null | grep -i 'cublasLt.so' | tr '\n' ' ')"
+  for e in $CHAINS; do
+    LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}" timeout 200 ./build/gpu/$e/${e}_bench --m "${ALT_MS:-2048,4096}" --policies spec \
+      --repeats "$REPEATS" --warmup 3 > "$OUT/altblas-$e.jsonl" 2> "$OUT/altblas-$e.err"
+    echo "altblas $e exit $?"
+  done
+fi
+if has check; then
+  for e in two_gemm_sm90 $CHAINS; do
+    timeout 200 ./build/gpu/$e/${e}_bench --m 1,200,1000,3000 --policies spec,tile --repeats 2 --warmup 1 > "$OUT/check-$e.jsonl" 2>&1
+    echo "check $e exit $?: $(grep -c '"m"' "$OUT/check-$e.jsonl") rows, modes: $(grep -o '"mode": "[a-z]*"' "$OUT/check-$e.jsonl" | sort | uniq -c | tr '\n' ' ')"
+  done
 fi
 if has ncu; then
   timeout 300 ncu --clock-control none -k regex:device_kernel --launch-count 4 \
