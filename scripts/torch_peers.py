@@ -101,8 +101,20 @@ def isolated_median_us(graph: torch.cuda.CUDAGraph, repeats: int) -> float:
     return times[len(times) // 2]
 
 
-def interleaved_median_us(graphs: list[torch.cuda.CUDAGraph], repeats: int, warmup: int = 3) -> list[float]:
-    """The bench's Interleaved::run: rounds of A B C ..., back to back; median per graph."""
+def interleaved_median_us(graphs: list[torch.cuda.CUDAGraph], repeats: int, warmup: int = 3,
+                          preheat_s: float = 0.0, idle_s: float = 0.0) -> list[float]:
+    """The bench's Interleaved::run: rounds of A B C ..., back to back; median per graph. idle_s: the GPU
+    idles this long first; preheat_s: the graphs run round robin this long first (the bench's GPU has
+    been busy for a while when it times a point; a GPU fresh from idle runs a short burst at a higher
+    clock)."""
+    if idle_s > 0:
+        torch.cuda.synchronize()
+        time.sleep(idle_s)
+    deadline = time.time() + preheat_s
+    while time.time() < deadline:
+        for g in graphs:
+            g.replay()
+        torch.cuda.synchronize()
     for _ in range(warmup):
         for g in graphs:
             g.replay()
@@ -130,6 +142,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--m", default="256,512,1024,1536,2048,3072,4096,8192")
     parser.add_argument("--compile", default=None, help="M values at which torch.compile is timed (default: all)")
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--preheat", type=float, default=0.0, help="seconds of replays before timing each M")
+    parser.add_argument("--idle", type=float, default=0.0, help="seconds of idle GPU before timing each M")
     parser.add_argument("--isolated", action="store_true",
                         help="also time each graph alone, synchronizing after every replay (the old method), as "
                              "<variant>_isolated")
@@ -166,7 +180,8 @@ def main(argv: list[str]) -> int:
                 graphs.append(capture(lambda: compiled(x, *weights)))
                 names.append("torch_compile")
                 extra.append({"rel_err_vs_eager": err, "compile_s": round(seconds, 1)})
-            for name, us, more in zip(names, interleaved_median_us(graphs, args.repeats), extra):
+            for name, us, more in zip(names, interleaved_median_us(graphs, args.repeats, preheat_s=args.preheat,
+                                                                      idle_s=args.idle), extra):
                 print(json.dumps({**row, "variant": name, "us": round(us, 2), **more}), flush=True)
             if args.isolated:
                 for name, graph in zip(names, graphs):
