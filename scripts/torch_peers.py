@@ -9,9 +9,11 @@ in PyTorch and times, per M:
 Each is captured in one CUDA graph; the graphs of one M are replayed round robin, back to back, with CUDA
 events around each replay and one synchronization per round, exactly as the bench times ours
 (`Interleaved`); the median of `--repeats` rounds after warm-up. Inputs are drawn fresh (never zeros).
-(Timing each replay alone, with the GPU idle between replays while the host synchronizes, read large
-GEMMs 10-20% faster on the H200 than back to back: the clocks recover in the gaps. The first results of
-issue 10 compared PyTorch timed that way with our chains timed back to back: benchmarks/NOTES.md h5.) Run on the GPU machine right after the bench, in the same
+Before timing each M the graphs run round robin for `--preheat` seconds (default 2): the bench's GPU has
+been busy for a while when it times a point, and an H200 fresh from idle (here: after Inductor's
+autotuning, which is mostly host work) runs a short burst of large GEMMs 15-20% faster than it runs them
+sustained (measured: benchmarks/NOTES.md h5; `--idle` reproduces it). The first results of issue 10
+compared PyTorch timed that way with our chains timed sustained. Run on the GPU machine right after the bench, in the same
 call. One JSON line per (chain, M, variant) on stdout.
 
     python3 scripts/torch_peers.py generated/gpt3_mlp_sm90 generated/llama_mlp_sm90 --m 256,1024 \\
@@ -142,7 +144,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--m", default="256,512,1024,1536,2048,3072,4096,8192")
     parser.add_argument("--compile", default=None, help="M values at which torch.compile is timed (default: all)")
     parser.add_argument("--repeats", type=int, default=30)
-    parser.add_argument("--preheat", type=float, default=0.0, help="seconds of replays before timing each M")
+    parser.add_argument("--preheat", type=float, default=2.0,
+                        help="seconds of replays before timing each M (the bench's GPU is busy when it times; 0: none)")
     parser.add_argument("--idle", type=float, default=0.0, help="seconds of idle GPU before timing each M")
     parser.add_argument("--isolated", action="store_true",
                         help="also time each graph alone, synchronizing after every replay (the old method), as "
