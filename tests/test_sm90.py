@@ -155,6 +155,11 @@ def test_dispatch_table_is_emitted_and_keeps_hashes_of_specs_without_one() -> No
     stages = render_project(plan, "/cutlass")["src/h_stages.h"]
     assert "constexpr int kDispatchSms = 132;" in stages and 'kDispatchGpu = "NVIDIA H200";' in stages
     assert "{384, cusync::Mode::kStreamK}," in stages and "{4096, cusync::Mode::kOverlap}," in stages
+    every = {**TABLE, "modes": [{"m_max": 128 * (i + 1), "mode": m} for i, m in
+                                enumerate(["overlap", "stock", "streamk", "cluster", "pingpong", "cublaslt"])]}
+    emitted = render_project(make_plan(parse_spec(two(dispatch=every))), "/cutlass")["src/h_stages.h"]
+    for mode in ("kOverlap", "kStock", "kStreamK", "kCluster", "kPingpong", "kCublasLt"):  # every mode renders
+        assert f"cusync::Mode::{mode}}}," in emitted
     without = render_project(make_plan(parse_spec(two())), "/cutlass")["src/h_stages.h"]
     assert "constexpr int kNumDispatch = 0;" in without
     # an absent table does not change the spec hash (every committed project keeps its name and banner)

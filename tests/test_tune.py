@@ -3,6 +3,7 @@ the plot, with `build` and `run` replaced by fakes. Its GPU run is recorded in b
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -188,3 +189,41 @@ def test_warp_tiles_above_64_are_rejected_and_not_the_default() -> None:
     with pytest.raises(SpecError) as info:
         parse_spec(data)
     assert info.value.field == "stages[0].tile.warp" and "at most 64" in info.value.hint
+
+
+def test_pingpong_and_cublaslt_modes_count_only_when_checked() -> None:
+    """The ping-pong and cuBLASLt modes win on time, but never when their relative difference from our
+    back-to-back run is off tolerance; ties within MODE_TIE go to the simpler mode (ping-pong before
+    cuBLASLt)."""
+    row = {"overlapped_us": 100.0, "stock_pdl_us": 99.0, "pingpong_us": 90.0, "pingpong_rel_diff": 0.0,
+           "cublaslt_us": 89.5, "cublaslt_rel_diff": 4e-4}
+    assert tune.best_mode(row) == ("pingpong", 90.0)
+    assert tune.best_mode({**row, "cublaslt_us": 80.0}) == ("cublaslt", 80.0)
+    assert tune.best_mode({**row, "cublaslt_us": 80.0, "cublaslt_rel_diff": 0.5}) == ("pingpong", 90.0)
+    assert tune.best_mode({**row, "pingpong_rel_diff": 0.5, "cublaslt_rel_diff": 0.5}) == ("stock", 99.0)
+    assert tune.best_mode({**row, "cublaslt_us": -1.0, "pingpong_us": -1.0}) == ("stock", 99.0)  # not built in
+
+
+def test_dispatch_table_script_rewrites_only_the_dispatch_block(tmp_path: Path) -> None:
+    """scripts/dispatch_table.py: the spec's `dispatch:` from a bench run's rows, the rest kept as written."""
+    import subprocess
+    import sys
+
+    rows = tmp_path / "bench.jsonl"
+    base = {"policy": "spec", "order": "spec", "bitwise_equal": True, "sync_error": None, "gpu": "FakeGPU",
+            "sms": 132, "overlapped_us": 200.0, "stock_pdl_us": 150.0, "stock_bitwise": True, "cluster_us": 160.0,
+            "cluster_bitwise": True, "streamk_us": 170.0, "streamk_rel_diff": 1e-4, "pingpong_us": 140.0,
+            "pingpong_rel_diff": 0.0, "cublaslt_us": 120.0, "cublaslt_rel_diff": 4e-4}
+    lines = ["not json", json.dumps({**base, "m": 256}), json.dumps({**base, "m": 1024, "cublaslt_us": 145.0}),
+             json.dumps({**base, "m": 4096, "cublaslt_us": 145.0})]
+    rows.write_text("\n".join(lines) + "\n")
+    spec = tmp_path / "s.yaml"
+    spec.write_text((REPO / "cusync_gen" / "examples" / "gpt3_mlp_sm90.yaml").read_text())
+    before = spec.read_text().split("dispatch:")[0]
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / "dispatch_table.py"), str(rows), "--spec", str(spec)],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert spec.read_text().split("dispatch:")[0] == before
+    tuned = load_spec(spec)
+    assert tuned.dispatch is not None
+    assert [(e.m_max, e.mode.value) for e in tuned.dispatch.modes] == [(512, "cublaslt"), (4096, "pingpong")]
