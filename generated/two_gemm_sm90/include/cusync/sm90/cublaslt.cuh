@@ -3,11 +3,12 @@
 // Where cuBLAS's own kernels are faster than every CUTLASS configuration we instantiate (measured on the
 // H200 at small M, where cuBLAS splits K or picks narrow tiles: benchmarks/NOTES.md h5), run() can compute
 // the chain with them. D[M, N] = Activation(A[M, K] x B) as cuBLASLt's column-major D^T = B^T A^T, fp32
-// accumulation, the first algorithm of cuBLASLt's heuristic for the shape (cached per M and device), then
+// accumulation, the first algorithm of cuBLASLt's heuristic for the shape (the last 64 shapes cached), then
 // the activation in place with the same CUTLASS functor the fused epilogues use (cuBLASLt has no erf GELU
 // or SiLU epilogue). Another summation order than CUTLASS's: checked by relative error, not bitwise.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -70,13 +71,20 @@ struct LtGemm {
     }
   };
 
-  static Plan const* plan_for(LtContext const& ctx, int device, int m, int n, int k) {
-    static std::mutex mutex;
-    static std::vector<std::unique_ptr<Plan>> plans;
-    std::lock_guard<std::mutex> lock(mutex);
-    for (auto const& p : plans) {
-      if (p->device == device && p->m == m && p->n == n && p->k == k) return p->ok ? p.get() : nullptr;
+  // The shapes seen last (most recent at the back), at most kMaxPlans: an application that runs many M
+  // keeps the memory bounded (a shape evicted is planned again when it comes back).
+  static constexpr size_t kMaxPlans = 64;
+
+  // Finds or makes the plan of (device, m, n, k); the caller holds the mutex.
+  static Plan const* plan_locked(std::vector<std::unique_ptr<Plan>>& plans, LtContext const& ctx, int device, int m,
+                                 int n, int k) {
+    for (size_t i = 0; i < plans.size(); ++i) {
+      if (plans[i]->device == device && plans[i]->m == m && plans[i]->n == n && plans[i]->k == k) {
+        std::rotate(plans.begin() + i, plans.begin() + i + 1, plans.end());  // most recent last
+        return plans.back()->ok ? plans.back().get() : nullptr;
+      }
     }
+    if (plans.size() >= kMaxPlans) plans.erase(plans.begin());
     auto p = std::make_unique<Plan>();
     p->device = device, p->m = m, p->n = n, p->k = k;
     // Column-major view: D^T [n, m] = op(B^T) [n, k] x A^T [k, m]; B^T is B [n, k] transposed when B is [N, K].
@@ -108,12 +116,18 @@ struct LtGemm {
     if (ctx == nullptr || ctx->handle == nullptr) return Status::kNotInitialized;
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess) return Status::kCudaError;
-    Plan const* plan = plan_for(*ctx, device, p.m, p.n, p.k);
-    if (plan == nullptr) return Status::kLibraryError;
-    float const alpha = 1.0f, beta = 0.0f;
-    if (cublasLtMatmul(ctx->handle, plan->op, &alpha, p.b, plan->a, p.a, plan->b, &beta, p.d, plan->d, p.d, plan->d,
-                       &plan->algo, ctx->workspace, ctx->workspace_bytes, stream) != CUBLAS_STATUS_SUCCESS) {
-      return Status::kLibraryError;
+    {
+      // The plan is used (the GEMM enqueued) under the lock, so that no other thread evicts it meanwhile.
+      static std::mutex mutex;
+      static std::vector<std::unique_ptr<Plan>> plans;
+      std::lock_guard<std::mutex> lock(mutex);
+      Plan const* plan = plan_locked(plans, *ctx, device, p.m, p.n, p.k);
+      if (plan == nullptr) return Status::kLibraryError;
+      float const alpha = 1.0f, beta = 0.0f;
+      if (cublasLtMatmul(ctx->handle, plan->op, &alpha, p.b, plan->a, p.a, plan->b, &beta, p.d, plan->d, p.d, plan->d,
+                         &plan->algo, ctx->workspace, ctx->workspace_bytes, stream) != CUBLAS_STATUS_SUCCESS) {
+        return Status::kLibraryError;
+      }
     }
     if constexpr (!kIdentity) {
       int64_t const count = int64_t(p.m) * p.n;
