@@ -171,9 +171,10 @@ class ChainPlan:
         """(producer, consumer) pairs, in consumer order; a two-producer stage appears twice."""
         return [(self.stages[e.producer], s) for s in self.stages for e in s.input_edges()]
 
-    def no_atomic_add_legal(self) -> tuple[bool, str]:
-        """A release store is enough only where every semaphore receives exactly one post."""
-        for s in self.stages:
+    def no_atomic_add_legal(self, m: int | None = None) -> tuple[bool, str]:
+        """A release store is enough only where every semaphore receives exactly one post (in the tile
+        configuration that runs at M; the policies, and so the verdict, are the same in every one)."""
+        for s in (self.stages if m is None else self.config_for(m).stages):
             if s.out_policy not in (None, Policy.NONE, Policy.TILE):
                 return False, (
                     f"stage '{s.name}' semaphores get {s.posts_per_semaphore} posts each "
@@ -566,7 +567,7 @@ def _describe_optimizations(plan: ChainPlan, m: int) -> list[str]:
     def state(on: bool) -> str:
         return "on" if on else "off"
 
-    atomic_ok, atomic_why = plan.no_atomic_add_legal()
+    atomic_ok, atomic_why = plan.no_atomic_add_legal(m)
     if plan.arch is Arch.SM90:
         return [
             "launch",

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from conftest import REPO
 from cusync_gen.errors import SpecError, UsageError
 from cusync_gen.plan import ChainPlan, make_plan
 from cusync_gen.spec import Op, Policy, parse_spec, spec_hash
@@ -396,3 +397,13 @@ def test_two_producer_stage_lists_both_edges() -> None:
     assert [(p.name, c.name) for p, c in plan.edges()] == [("gate", "glu"), ("up", "glu")]
     assert [e.operand for e in plan.stages[2].input_edges()] == ["a", "b"]
     assert not plan.has_unsynced_edge
+
+
+def test_no_atomic_add_verdict_counts_posts_in_the_configuration_of_m() -> None:
+    """validate --m 512 describes the 128x128 configuration that runs there (48 posts per row semaphore),
+    not the default 128x256 one (24)."""
+    from cusync_gen.spec import load_spec as _load
+
+    plan = make_plan(_load(REPO / "cusync_gen" / "examples" / "gpt3_mlp_sm90.yaml"))
+    assert "48 posts" in plan.no_atomic_add_legal(512)[1]
+    assert "24 posts" in plan.no_atomic_add_legal(4096)[1]
