@@ -42,7 +42,7 @@ e, inc = sys.argv[1], sys.argv[2]
 m = json.load(open(f"generated/{e}/manifest.json"))
 g1, g2 = m["stages"]
 open(f"{inc}/chain_under_test.h", "w").write(
-    f'#include "{e}.h"\n#define CHAIN_NS {e}\n#define CHAIN_CLASS {m["class_name"]}\n'
+    f'#include "{e}_testing.h"\n#define CHAIN_NS {e}\n#define CHAIN_CLASS {m["class_name"]}\n'
     f'#define INPUT_WIDTH {g1["k"]}\n#define GEMM1_N {g1["n"]}\n#define GEMM2_N {g2["n"]}\n')
 PY
     nvcc -std=c++17 -gencode=arch=compute_$arch,code=sm_$arch -Igenerated/$e/include -I$inc tests/runtime/epoch_wrap.cu \

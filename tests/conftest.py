@@ -47,7 +47,7 @@ def cutlass_dir() -> Path:
 
 
 def epoch_wrap_header(name: str, into: Path) -> Path:
-    """chain_under_test.h for tests/runtime/epoch_wrap.cu (a chain gemm1 -> gemm2): the chain's header,
+    """chain_under_test.h for tests/runtime/epoch_wrap.cu (a chain gemm1 -> gemm2): the chain's testing header,
     namespace, class and widths. Returns the folder to put on the include path."""
     from cusync_gen.plan import make_plan
     from cusync_gen.spec import load_spec
@@ -56,6 +56,6 @@ def epoch_wrap_header(name: str, into: Path) -> Path:
     gemm1, gemm2 = plan.stages
     into.mkdir(parents=True, exist_ok=True)
     (into / "chain_under_test.h").write_text(
-        f'#include "{name}.h"\n#define CHAIN_NS {name}\n#define CHAIN_CLASS {plan.class_name}\n'
+        f'#include "{name}_testing.h"\n#define CHAIN_NS {name}\n#define CHAIN_CLASS {plan.class_name}\n'
         f"#define INPUT_WIDTH {gemm1.k}\n#define GEMM1_N {gemm1.n}\n#define GEMM2_N {gemm2.n}\n")
     return into

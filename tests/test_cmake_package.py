@@ -1,11 +1,11 @@
 """The generated project as a CMake package (issue 12, item 1), and the repository's superbuild.
 
 Fast: what the rendered CMakeLists.txt says for every shipped example (alias target, usage requirements,
-install and export, options); the installed headers are exactly the public header and what it includes,
-and compile with a plain host compiler; the architecture check, run in cmake's script mode; configure-only
+install and export, options); the installed headers are exactly the public C++ and C headers and what
+they include (never <name>_testing.h), and compile with a plain host compiler (the C one as C89 and C99); the architecture check, run in cmake's script mode; configure-only
 runs (cmake and nvcc, nothing compiled) of a parent project that takes two_gemm by FetchContent after
 setting 75 and then 80, and of the top-level superbuild.
-`nvcc` tier: two_gemm built, installed, and used by a host-only C++ project through find_package.
+`nvcc` tier: two_gemm built, installed, and used by a host-only C++ and C project through find_package.
 """
 
 from __future__ import annotations
@@ -137,11 +137,13 @@ def test_bench_and_checks_only_under_their_options(name: str) -> None:
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_installed_headers_are_the_public_header_and_what_it_includes(name: str, tmp_path: Path) -> None:
     """Exactly those headers are installed, each where the header's #include finds it; none is a kernel
-    header or touches CUTLASS; from that installed tree alone, a host C++ compiler compiles the header."""
+    header or touches CUTLASS; from that installed tree alone, a host C++ compiler compiles the header and a C
+    compiler (C89 and C99, pedantic) the C ABI's."""
     files = rendered(name)
     installed = {f: d for f, d in install_files(files["CMakeLists.txt"]).items() if f.startswith("include/")}
-    closure = header_closure(files, f"{name}.h")
+    closure = header_closure(files, f"{name}.h") | header_closure(files, f"{name}_c.h")
     assert {f.removeprefix("include/") for f in installed} == closure
+    assert f"{name}_testing.h" not in closure and f"include/{name}_testing.h" in files
     for header in closure:
         assert header.endswith(".h") and not re.search(r'#include\s*[<"](cutlass|cute)/', files[f"include/{header}"]), header
         folder = str(Path(header).parent)
@@ -158,6 +160,15 @@ def test_installed_headers_are_the_public_header_and_what_it_includes(name: str,
     main.write_text(f'#include "{name}.h"\nint main() {{ return 0; }}\n')
     out = run([cxx, "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", f"-I{prefix}", f"-I{cuda_include}", str(main)])
     assert out.returncode == 0, out.stderr[-3000:]
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no host C compiler")
+    main_c = tmp_path / "main.c"
+    main_c.write_text(f'#include "{name}_c.h"\nint main(void) {{ return 0; }}\n')
+    for std in ("c89", "c99"):  # CUDA's own headers are not pedantic-clean: -isystem
+        out = run([cc, f"-std={std}", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only", f"-I{prefix}",
+                   "-isystem", str(cuda_include), str(main_c)])
+        assert out.returncode == 0, (std, out.stderr[-3000:])
 
 
 def _cuda_include_candidates() -> list[Path]:
@@ -268,10 +279,13 @@ def test_superbuild_configures_every_generated_project(tmp_path: Path, cutlass_d
 
 CONSUMER = """\
 cmake_minimum_required(VERSION 3.24)
-project(consumer LANGUAGES CXX)
+project(consumer LANGUAGES C CXX)
 find_package(two_gemm 0.1 CONFIG REQUIRED)
 add_executable(consumer main.cpp)
 target_link_libraries(consumer PRIVATE two_gemm::two_gemm)
+add_executable(consumer_c main.c)
+set_target_properties(consumer_c PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON)
+target_link_libraries(consumer_c PRIVATE two_gemm::two_gemm)
 """
 
 CONSUMER_MAIN = """\
@@ -294,6 +308,34 @@ int main(int argc, char**) {
 """
 
 
+CONSUMER_C = """\
+#include <stdio.h>
+
+#include "two_gemm_c.h"
+
+/* Links every C entry point; calls into CUDA only with an argument (there may be no GPU). */
+int main(int argc, char** argv) {
+  two_gemm_chain* chain = NULL;
+  two_gemm_arguments args = {0};
+  int status;
+  (void)argv;
+  if (two_gemm_create(&chain) != TWO_GEMM_SUCCESS) return 1;
+  status = two_gemm_run(chain, 0);  /* before initialize */
+  printf("%s\\n", two_gemm_status_string(status));
+  if (two_gemm_initialize(chain, NULL, 0, 0) != TWO_GEMM_INVALID_ARGUMENT) return 1;
+  if (two_gemm_run(NULL, 0) != TWO_GEMM_INVALID_ARGUMENT) return 1;
+  if (argc > 1) {
+    args.m = 1;
+    if (two_gemm_initialize(chain, &args, 0, 0) != TWO_GEMM_SUCCESS || two_gemm_update(chain, &args) != TWO_GEMM_SUCCESS ||
+        two_gemm_run(chain, 0) != TWO_GEMM_SUCCESS || two_gemm_run_sequential(chain, 0) != TWO_GEMM_SUCCESS ||
+        two_gemm_check_sync_error(chain, 0) != TWO_GEMM_SUCCESS)
+      return 1;
+  }
+  return two_gemm_destroy(chain);
+}
+"""
+
+
 @pytest.mark.nvcc
 def test_installed_package_is_found_by_a_host_only_project(tmp_path: Path, cutlass_dir: Path) -> None:
     project = generate(SPECS / "two_gemm.yaml", tmp_path / "two_gemm")
@@ -309,7 +351,8 @@ def test_installed_package_is_found_by_a_host_only_project(tmp_path: Path, cutla
     assert not (build / "two_gemm_bench").exists()
     installed = {p.relative_to(prefix).as_posix() for p in prefix.rglob("*") if p.is_file()}
     headers = {p for p in installed if p.startswith("include/")}
-    assert headers == {"include/two_gemm/two_gemm.h", *(f"include/two_gemm/cusync/{h}" for h in ("policy.h", "status.h", "sync_error.h"))}
+    assert headers == {"include/two_gemm/two_gemm.h", "include/two_gemm/two_gemm_c.h",
+                       *(f"include/two_gemm/cusync/{h}" for h in ("policy.h", "status.h", "sync_error.h"))}
     names = {Path(p).name for p in installed - headers}
     assert names == {"libtwo_gemm.a", "two_gemmConfig.cmake", "two_gemmConfigVersion.cmake", "two_gemmTargets.cmake",
                      "two_gemmTargets-release.cmake"}, installed
@@ -318,6 +361,7 @@ def test_installed_package_is_found_by_a_host_only_project(tmp_path: Path, cutla
     consumer.mkdir()
     (consumer / "CMakeLists.txt").write_text(CONSUMER)
     (consumer / "main.cpp").write_text(CONSUMER_MAIN)
+    (consumer / "main.c").write_text(CONSUMER_C)
     consumer_build = tmp_path / "consumer_build"
     command = [cmake, "-S", str(consumer), "-B", str(consumer_build), f"-DCMAKE_PREFIX_PATH={prefix}"]
     for step in (command, [cmake, "--build", str(consumer_build)]):
@@ -325,3 +369,5 @@ def test_installed_package_is_found_by_a_host_only_project(tmp_path: Path, cutla
         assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
     out = run([str(consumer_build / "consumer")])  # host code only: no GPU needed
     assert out.returncode == 0 and out.stdout == "gemm1\n", out.stdout + out.stderr
+    out = run([str(consumer_build / "consumer_c")])  # the C ABI, no GPU needed either
+    assert out.returncode == 0 and out.stdout == "not initialized\n", out.stdout + out.stderr

@@ -30,14 +30,15 @@ def test_policy_math_on_host(tmp_path: Path) -> None:
     assert "0 failures" in out.stdout
 
 
-def test_epoch_wrap_driver_compiles(tmp_path: Path) -> None:
-    """The GPU test's driver (tests/runtime/epoch_wrap.cu) compiles against a generated chain's public
-    header, so the GPU machine never finds it broken."""
+@pytest.mark.parametrize(("name", "arch"), [("two_gemm", "sm_80"), ("two_gemm_sm90", "sm_90a")])
+def test_epoch_wrap_driver_compiles(name: str, arch: str, tmp_path: Path) -> None:
+    """The GPU test's driver (tests/runtime/epoch_wrap.cu) compiles against a generated chain's public and
+    testing headers (<name>_testing.h), so the GPU machine never finds it broken."""
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     if not Path(nvcc).exists():
         pytest.skip("nvcc not found")
-    build = subprocess.run([nvcc, "-std=c++17", "-arch=sm_80", "-c", "-I", str(REPO / "generated" / "two_gemm" / "include"),
-                            "-I", str(epoch_wrap_header("two_gemm", tmp_path)),
+    build = subprocess.run([nvcc, "-std=c++17", f"-arch={arch}", "-c", "-I", str(REPO / "generated" / name / "include"),
+                            "-I", str(epoch_wrap_header(name, tmp_path)),
                             str(REPO / "tests" / "runtime" / "epoch_wrap.cu"), "-o", str(tmp_path / "epoch_wrap.o")],
                            capture_output=True, text=True)
     assert build.returncode == 0, build.stderr[-3000:]

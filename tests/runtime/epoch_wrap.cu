@@ -7,8 +7,8 @@
 // so the last check passed silently (no timeout): every later run would have read unposted data.
 //
 // Build: nvcc -std=c++17 -arch=sm_XX -I<project>/include -I<dir> epoch_wrap.cu <build>/libtwo_gemm.a, where
-// <dir>/chain_under_test.h includes the chain's header and defines CHAIN_NS, CHAIN_CLASS, INPUT_WIDTH,
-// GEMM1_N and GEMM2_N (tests/test_gpu.py writes it).
+// <dir>/chain_under_test.h includes the chain's testing header (<name>_testing.h: its hooks, and <name>.h)
+// and defines CHAIN_NS, CHAIN_CLASS, INPUT_WIDTH, GEMM1_N and GEMM2_N (tests/test_gpu.py writes it).
 // Prints one JSON line; exit 0 when every check passed, 1 otherwise.
 #include "chain_under_test.h"
 
@@ -18,6 +18,7 @@
 #include <vector>
 
 using Chain = CHAIN_NS::CHAIN_CLASS;
+using Testing = CHAIN_NS::testing::Access;  // the hooks of <chain>_testing.h
 using Element = CHAIN_NS::Element;
 
 namespace {
@@ -110,7 +111,7 @@ int main() {
 
   // 1. Plain runs at epochs 0xFFFFFFFD, 0xFFFFFFFE, 0xFFFFFFFF, 0, 1, 2.
   int plain_ok = 0;
-  CHECK_STATUS(chain.set_epoch_for_testing(0xFFFFFFFDu));
+  CHECK_STATUS(Testing::set_epoch_for_testing(chain, 0xFFFFFFFDu));
   for (int i = 0; i < 6; ++i) {
     poison(b, stream);
     CHECK_STATUS(chain.run(stream));
@@ -120,7 +121,7 @@ int main() {
 
   // 2. A captured graph replayed across the wrap (epochs 0xFFFFFFFE .. 3).
   int graph_ok = 0;
-  CHECK_STATUS(chain.set_epoch_for_testing(0xFFFFFFFEu));
+  CHECK_STATUS(Testing::set_epoch_for_testing(chain, 0xFFFFFFFEu));
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
@@ -136,12 +137,12 @@ int main() {
 
   // 3. A run at epoch 0xFFFFFFFF posts every semaphore; then gemm1 stops posting. The next run (epoch 0)
   // must time out on the first gemm2 wait instead of passing on the stale semaphores.
-  CHECK_STATUS(chain.set_epoch_for_testing(0xFFFFFFFFu));
+  CHECK_STATUS(Testing::set_epoch_for_testing(chain, 0xFFFFFFFFu));
   poison(b, stream);
   CHECK_STATUS(chain.run(stream));
   CHECK_CUDA(cudaStreamSynchronize(stream));
   bool const last_epoch_ok = chain.check_sync_error() == cusync::Status::kSuccess && equal(b, e1, e2);
-  CHECK_STATUS(chain.inject_missing_posts(0));
+  CHECK_STATUS(Testing::inject_missing_posts(chain, 0));
   chain.set_sync_timeout_ns(200000000ull);
   CHECK_STATUS(chain.run(stream));
   CHECK_CUDA(cudaStreamSynchronize(stream));

@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "gpt3_mlp.h"
+#include "gpt3_mlp_testing.h"  // --inject-missing-posts
 #include "reference.cuh"
 #include "cusync/stage.cuh"  // cusync::TileTrace
 
@@ -358,7 +359,7 @@ int main(int argc, char** argv) {
   BENCH_STATUS(chain.initialize(arguments(b, o.ms.front()), max_m));
   chain.set_sync_timeout_ns(uint64_t(o.timeout_ms * 1e6));
   chain.set_sequential_fallback(o.fallback);
-  if (o.inject_missing_posts >= 0) BENCH_STATUS(chain.inject_missing_posts(o.inject_missing_posts));
+  if (o.inject_missing_posts >= 0) BENCH_STATUS(gpt3_mlp::testing::Access::inject_missing_posts(chain, o.inject_missing_posts));
   cudaStream_t stream;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 

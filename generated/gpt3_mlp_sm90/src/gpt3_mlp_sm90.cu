@@ -9,9 +9,11 @@
 #include "gpt3_mlp_sm90.h"
 
 #include <algorithm>
+#include <utility>
 #include <cstdio>
 
 #include "gpt3_mlp_sm90_stages.h"
+#include "gpt3_mlp_sm90_testing.h"
 #include "cusync/sm90/cublaslt_context.h"
 
 namespace gpt3_mlp_sm90 {
@@ -130,11 +132,47 @@ Gpt3MlpSm90::~Gpt3MlpSm90() {
   if (state_ != nullptr) cudaFree(state_);
 }
 
+Gpt3MlpSm90::Gpt3MlpSm90(Gpt3MlpSm90&& other) noexcept { swap(other); }
+
+Gpt3MlpSm90& Gpt3MlpSm90::operator=(Gpt3MlpSm90&& other) noexcept {
+  if (this != &other) {
+    Gpt3MlpSm90 taken(std::move(other));  // other is now empty
+    swap(taken);                                   // taken holds what this held, and frees it
+  }
+  return *this;
+}
+
+void Gpt3MlpSm90::swap(Gpt3MlpSm90& other) noexcept {
+  using std::swap;
+  swap(args_, other.args_);
+  swap(max_m_, other.max_m_);
+  swap(sms_, other.sms_);
+  swap(mode_override_, other.mode_override_);
+  swap(mode_reason_, other.mode_reason_);
+  swap(single_stream_, other.single_stream_);
+  swap(policy_override_, other.policy_override_);
+  swap(trace_, other.trace_);
+  swap(tile_order_override_, other.tile_order_override_);
+  swap(missing_posts_stage_, other.missing_posts_stage_);
+  swap(ticket_order_, other.ticket_order_);
+  swap(timeout_ns_, other.timeout_ns_);
+  swap(state_, other.state_);
+  swap(semaphores_, other.semaphores_);
+  swap(config_, other.config_);
+  swap(semaphore_offset_, other.semaphore_offset_);
+  swap(streamk_workspace_, other.streamk_workspace_);
+  swap(lt_, other.lt_);
+  swap(streamk_offset_, other.streamk_offset_);
+  swap(side_stream_, other.side_stream_);
+  swap(fork_, other.fork_);
+  swap(join_, other.join_);
+}
+
 char const* Gpt3MlpSm90::stage_name(int stage) {
   return (stage >= 0 && stage < kNumStages) ? kTopology[stage].name : "(no stage)";
 }
 
-cusync::Status Gpt3MlpSm90::initialize(Arguments const& args, int max_m) {
+cusync::Status Gpt3MlpSm90::initialize(Arguments const& args, int max_m, cudaStream_t stream) {
   if (state_ != nullptr) return cusync::Status::kInvalidArgument;  // initialize once
   cusync::Status status = check_arguments(args);
   if (status != cusync::Status::kSuccess) return status;
@@ -160,7 +198,7 @@ cusync::Status Gpt3MlpSm90::initialize(Arguments const& args, int max_m) {
   if ((status = from_cuda(cudaMalloc(&state_, sizeof(cusync::ChainState)))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaMalloc(&semaphores_, sizeof(uint64_t) * std::max<int64_t>(total, 1)))) != cusync::Status::kSuccess) return status;
   // Zeroed here, and again only when the epoch wraps: epochs make every later run start from a clean slate.
-  if ((status = from_cuda(cusync::init_chain_state(static_cast<cusync::ChainState*>(state_), semaphores_, uint64_t(std::max<int64_t>(total, 1))))) != cusync::Status::kSuccess) return status;
+  if ((status = from_cuda(cusync::init_chain_state(static_cast<cusync::ChainState*>(state_), semaphores_, uint64_t(std::max<int64_t>(total, 1)), stream))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming))) != cusync::Status::kSuccess) return status;
@@ -188,7 +226,8 @@ cusync::Status Gpt3MlpSm90::initialize(Arguments const& args, int max_m) {
     lt_ = lt;
     if (status != cusync::Status::kSuccess) return status;
   }
-  return from_cuda(cudaDeviceSynchronize());
+  // Only the stream the state was uploaded on, never the whole device: the chain may run on any stream next.
+  return from_cuda(cudaStreamSynchronize(stream));
 }
 
 cusync::Status Gpt3MlpSm90::update(Arguments const& args) {
@@ -217,15 +256,15 @@ cusync::Status Gpt3MlpSm90::set_policy(cusync::PolicyKind policy) {
   return cusync::Status::kSuccess;
 }
 
-cusync::Status Gpt3MlpSm90::inject_missing_posts(int stage) {
+cusync::Status testing::Access::inject_missing_posts(Gpt3MlpSm90& chain, int stage) {
   if (stage < -1 || stage >= kNumStages) return cusync::Status::kInvalidArgument;
-  missing_posts_stage_ = stage;
+  chain.missing_posts_stage_ = stage;
   return cusync::Status::kSuccess;
 }
 
-cusync::Status Gpt3MlpSm90::set_epoch_for_testing(uint32_t epoch) {
-  if (state_ == nullptr) return cusync::Status::kNotInitialized;
-  return from_cuda(cusync::set_chain_epoch(static_cast<cusync::ChainState*>(state_), epoch));
+cusync::Status testing::Access::set_epoch_for_testing(Gpt3MlpSm90& chain, uint32_t epoch, cudaStream_t stream) {
+  if (chain.state_ == nullptr) return cusync::Status::kNotInitialized;
+  return from_cuda(cusync::set_chain_epoch(static_cast<cusync::ChainState*>(chain.state_), epoch, stream));
 }
 
 detail::StageLaunch Gpt3MlpSm90::unsynced_launch(int s, bool programmatic) const {
@@ -418,19 +457,20 @@ cusync::Status Gpt3MlpSm90::run_sequential(cudaStream_t stream) {
   return cusync::Status::kSuccess;
 }
 
-cusync::Status Gpt3MlpSm90::check_sync_error(cusync::SyncErrorInfo* info) {
+cusync::Status Gpt3MlpSm90::check_sync_error(cusync::SyncErrorInfo* info, cudaStream_t stream) {
   if (state_ == nullptr) return cusync::Status::kNotInitialized;
   cusync::SyncErrorInfo error{};
-  cusync::Status const status = from_cuda(cudaMemcpy(&error, &static_cast<cusync::ChainState*>(state_)->error,
-                                                     sizeof(error), cudaMemcpyDeviceToHost));
+  cusync::Status status = from_cuda(cudaMemcpyAsync(&error, &static_cast<cusync::ChainState*>(state_)->error,
+                                                    sizeof(error), cudaMemcpyDeviceToHost, stream));
+  if (status == cusync::Status::kSuccess) status = from_cuda(cudaStreamSynchronize(stream));  // this stream only
   if (status != cusync::Status::kSuccess) return status;
   if (info != nullptr) *info = error;
   return error.flag != 0 ? cusync::Status::kSyncTimeout : cusync::Status::kSuccess;
 }
 
-cusync::Status Gpt3MlpSm90::clear_sync_error() {
+cusync::Status Gpt3MlpSm90::clear_sync_error(cudaStream_t stream) {
   if (state_ == nullptr) return cusync::Status::kNotInitialized;
-  return from_cuda(cudaMemset(&static_cast<cusync::ChainState*>(state_)->error, 0, sizeof(cusync::SyncErrorInfo)));
+  return from_cuda(cudaMemsetAsync(&static_cast<cusync::ChainState*>(state_)->error, 0, sizeof(cusync::SyncErrorInfo), stream));
 }
 
 }  // namespace gpt3_mlp_sm90

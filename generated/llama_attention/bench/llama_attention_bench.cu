@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include "llama_attention.h"
+#include "llama_attention_testing.h"  // per-stage checks, --inject-missing-posts
 #include "attention_reference.cuh"
 #include "reference.cuh"
 
@@ -209,17 +210,17 @@ double reference_error(chain_ns::LlamaAttention const& chain, Buffers const& b, 
     bench::strided_gemm<Element>(kv + p.cache * kRow + h * kHeadDim, kRow, kv + kWidth + h * kHeadDim, kRow, true,
                                  ref, keys, p.s, keys, kHeadDim, scale);
     // Causal: scores tiles that softmax never reads are skipped, so only the visible keys are compared.
-    per_stage[1] = std::max(per_stage[1], error_of(chain.scores() + zs, keys, ref, keys, p.s, keys, b.sums,
+    per_stage[1] = std::max(per_stage[1], error_of(chain_ns::testing::Access::scores(chain) + zs, keys, ref, keys, p.s, keys, b.sums,
                                                    p.cache));
-    bench::softmax_kernel<Element><<<unsigned((p.s + 127) / 128), 128>>>(chain.scores() + zs, ref, p.s, keys, p.cache,
+    bench::softmax_kernel<Element><<<unsigned((p.s + 127) / 128), 128>>>(chain_ns::testing::Access::scores(chain) + zs, ref, p.s, keys, p.cache,
                                                                        true);
-    per_stage[2] = std::max(per_stage[2], error_of(chain.probs() + zs, keys, ref, keys, p.s, keys, b.sums));
-    bench::strided_gemm<Element>(chain.probs() + zs, keys, kv + 2 * kWidth + h * kHeadDim, kRow, false, ref, kHeadDim,
+    per_stage[2] = std::max(per_stage[2], error_of(chain_ns::testing::Access::probs(chain) + zs, keys, ref, keys, p.s, keys, b.sums));
+    bench::strided_gemm<Element>(chain_ns::testing::Access::probs(chain) + zs, keys, kv + 2 * kWidth + h * kHeadDim, kRow, false, ref, kHeadDim,
                                  p.s, kHeadDim, keys, 1.0f);
-    per_stage[3] = std::max(per_stage[3], error_of(chain.heads_out() + seq * p.s * kWidth + h * kHeadDim, kWidth, ref,
+    per_stage[3] = std::max(per_stage[3], error_of(chain_ns::testing::Access::heads_out(chain) + seq * p.s * kWidth + h * kHeadDim, kWidth, ref,
                                                    kHeadDim, p.s, kHeadDim, b.sums));
   }
-  bench::strided_gemm<Element>(chain.heads_out(), kWidth, b.w_o, kHidden, false, ref, kHidden, p.rows(), kHidden, kWidth, 1.0f);
+  bench::strided_gemm<Element>(chain_ns::testing::Access::heads_out(chain), kWidth, b.w_o, kHidden, false, ref, kHidden, p.rows(), kHidden, kWidth, 1.0f);
   per_stage[4] = error_of(b.y, kHidden, ref, kHidden, p.rows(), kHidden, b.sums);
   BENCH_CUDA(cudaGetLastError());
   return *std::max_element(per_stage.begin(), per_stage.end());
@@ -336,7 +337,7 @@ int main(int argc, char** argv) {
   BENCH_STATUS(chain.initialize(arguments(b, points.front()), max_rows, max_keys));
   chain.set_sync_timeout_ns(uint64_t(o.timeout_ms * 1e6));
   chain.set_sequential_fallback(o.fallback);
-  if (o.inject_missing_posts >= 0) BENCH_STATUS(chain.inject_missing_posts(o.inject_missing_posts));
+  if (o.inject_missing_posts >= 0) BENCH_STATUS(chain_ns::testing::Access::inject_missing_posts(chain, o.inject_missing_posts));
   cudaStream_t stream;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 

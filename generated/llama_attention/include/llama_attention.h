@@ -13,6 +13,12 @@
 // with synchronization off (bitwise identical). Both are capturable in a CUDA graph.
 // Shapes: prompt (batch = 1, any new_tokens) or generation (new_tokens = 1, batch up to 128);
 // cache_tokens + new_tokens must be a multiple of 8 (16-byte rows of S and P).
+//
+// The class owns device memory, streams and events: it is movable (the moved-from object is empty, and
+// destroying or re-initializing it is safe), not copyable. It never synchronizes the whole device:
+// initialize(), update(), check_sync_error() and clear_sync_error() work on the stream they are given
+// (by default the legacy default stream, cudaStreamLegacy). Test hooks live in llama_attention_testing.h; a
+// plain C ABI for FFI users in llama_attention_c.h.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +51,10 @@ struct Arguments {
   Element* y = nullptr;             // [batch * s, kHidden] row-major
 };
 
+namespace testing {
+struct Access;  // llama_attention_testing.h: hooks for tests (not part of the API)
+}  // namespace testing
+
 class LlamaAttention {
  public:
   static constexpr int kNumStages = 5;
@@ -53,13 +63,18 @@ class LlamaAttention {
   ~LlamaAttention();
   LlamaAttention(const LlamaAttention&) = delete;
   LlamaAttention& operator=(const LlamaAttention&) = delete;
+  // Moves take every device buffer, stream and event; `other` is left as if default-constructed.
+  LlamaAttention(LlamaAttention&& other) noexcept;
+  LlamaAttention& operator=(LlamaAttention&& other) noexcept;
 
   // Allocates the semaphores and the S, P, O workspaces for up to max_rows = batch * new_tokens rows and
   // max_keys = cache_tokens + new_tokens keys per sequence (at least those of args), a second stream
-  // and two events. Call once, outside stream capture.
-  cusync::Status initialize(Arguments const& args, int max_rows = 0, int max_keys = 0);
-  // New pointers or shapes within initialize()'s limits. Not capturable (it uploads operand pointers).
-  cusync::Status update(Arguments const& args);
+  // and two events. Call once, outside stream capture. The state's upload runs on `stream`, and
+  // initialize() returns after synchronizing that stream only (never the device).
+  cusync::Status initialize(Arguments const& args, int max_rows = 0, int max_keys = 0, cudaStream_t stream = cudaStreamLegacy);
+  // New pointers or shapes within initialize()'s limits. Not capturable: it uploads the operand pointers on
+  // `stream` (after the runs queued there, which may still read the old ones) and synchronizes that stream.
+  cusync::Status update(Arguments const& args, cudaStream_t stream = cudaStreamLegacy);
   // Why the last initialize()/update() returned kInvalidArgument (a static string).
   char const* last_error() const { return last_error_; }
 
@@ -79,19 +94,18 @@ class LlamaAttention {
   // is the cost of the hooks alone.
   void set_single_stream(bool single_stream) { single_stream_ = single_stream; }
   void set_sync_timeout_ns(uint64_t timeout_ns) { timeout_ns_ = timeout_ns; }
-  cusync::Status check_sync_error(cusync::SyncErrorInfo* info = nullptr);
-  cusync::Status clear_sync_error();
+  // Reads the error record on `stream` after the work queued there (cudaMemcpyAsync, then synchronizes
+  // that stream only; pass the stream the chain ran on); kSyncTimeout (and *info) if a wait gave up since
+  // the last clear. Not capturable.
+  cusync::Status check_sync_error(cusync::SyncErrorInfo* info = nullptr, cudaStream_t stream = cudaStreamLegacy);
+  // Clears the error record, ordered on `stream` (no synchronization).
+  cusync::Status clear_sync_error(cudaStream_t stream = cudaStreamLegacy);
   static char const* stage_name(int stage);
-  // The workspaces, for checks: S and P are [batch * heads][new_tokens][keys] (z = b * heads + h),
-  // O is [batch * new_tokens, kWidth].
-  Element const* scores() const { return scores_; }
-  Element const* probs() const { return probs_; }
-  Element const* heads_out() const { return heads_out_; }
-  // For tests of the timeout path: `stage` stops posting, so its consumer's waits must time out and
-  // report the tile instead of hanging. -1 turns it off.
-  cusync::Status inject_missing_posts(int stage);
 
  private:
+  friend struct testing::Access;
+  // Exchanges every member (the moves are built on it); lists each one.
+  void swap(LlamaAttention& other) noexcept;
   cusync::Status check(Arguments const& args, int max_rows, int max_keys);
   cusync::Status launch_stage(int stage, bool synced, cudaStream_t stream);
   int blocks(int stage) const;

@@ -12,9 +12,11 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "llama_attention_stages.h"
+#include "llama_attention_testing.h"
 #include "cusync/chain_kernels.cuh"
 #include "cusync/policy.h"
 
@@ -113,6 +115,42 @@ struct Shape {
 
 }  // namespace
 
+LlamaAttention::LlamaAttention(LlamaAttention&& other) noexcept { swap(other); }
+
+LlamaAttention& LlamaAttention::operator=(LlamaAttention&& other) noexcept {
+  if (this != &other) {
+    LlamaAttention taken(std::move(other));  // other is now empty
+    swap(taken);                                   // taken holds what this held, and frees it
+  }
+  return *this;
+}
+
+void LlamaAttention::swap(LlamaAttention& other) noexcept {
+  using std::swap;
+  swap(args_, other.args_);
+  swap(max_rows_, other.max_rows_);
+  swap(max_keys_, other.max_keys_);
+  swap(sms_, other.sms_);
+  swap(single_stream_, other.single_stream_);
+  swap(sequential_fallback_, other.sequential_fallback_);
+  swap(missing_posts_stage_, other.missing_posts_stage_);
+  swap(timeout_ns_, other.timeout_ns_);
+  swap(last_error_, other.last_error_);
+  swap(state_, other.state_);
+  swap(semaphores_, other.semaphores_);
+  swap(semaphore_offset_, other.semaphore_offset_);
+  swap(scores_, other.scores_);
+  swap(probs_, other.probs_);
+  swap(heads_out_, other.heads_out_);
+  swap(pointers_, other.pointers_);
+  swap(split_semaphores_, other.split_semaphores_);
+  swap(split_offset_, other.split_offset_);
+  swap(pointer_offset_, other.pointer_offset_);
+  swap(side_stream_, other.side_stream_);
+  swap(fork_, other.fork_);
+  swap(join_, other.join_);
+}
+
 LlamaAttention::~LlamaAttention() {
   if (join_ != nullptr) cudaEventDestroy(join_);
   if (fork_ != nullptr) cudaEventDestroy(fork_);
@@ -156,7 +194,7 @@ cusync::Status LlamaAttention::check(Arguments const& a, int max_rows, int max_k
   return cusync::Status::kSuccess;
 }
 
-cusync::Status LlamaAttention::initialize(Arguments const& args, int max_rows, int max_keys) {
+cusync::Status LlamaAttention::initialize(Arguments const& args, int max_rows, int max_keys, cudaStream_t stream) {
   if (state_ != nullptr) { last_error_ = "initialize() was already called"; return cusync::Status::kInvalidArgument; }
   cusync::Status status = check(args, 0, 0);
   if (status != cusync::Status::kSuccess) return status;
@@ -179,7 +217,7 @@ cusync::Status LlamaAttention::initialize(Arguments const& args, int max_rows, i
   if ((status = from_cuda(cudaMalloc(&state_, sizeof(cusync::ChainState)))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaMalloc(&semaphores_, sizeof(uint64_t) * words))) != cusync::Status::kSuccess) return status;
   // Zeroed here, and again only when the epoch wraps: epochs make every later run start from a clean slate.
-  if ((status = from_cuda(cusync::init_chain_state(static_cast<cusync::ChainState*>(state_), semaphores_, uint64_t(words)))) != cusync::Status::kSuccess) return status;
+  if ((status = from_cuda(cusync::init_chain_state(static_cast<cusync::ChainState*>(state_), semaphores_, uint64_t(words), stream))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaMalloc(&scores_, sizeof(Element) * workspace))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaMalloc(&probs_, sizeof(Element) * workspace))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaMalloc(&heads_out_, sizeof(Element) * int64_t(max_rows_) * kWidth))) != cusync::Status::kSuccess) return status;
@@ -188,7 +226,7 @@ cusync::Status LlamaAttention::initialize(Arguments const& args, int max_rows, i
   split_offset_ = int64_t(ceil_div(max_rows_, kQkvTileM)) * ceil_div(3 * kWidth, kQkvTileN);
   int64_t const split_words = split_offset_ + int64_t(ceil_div(max_rows_, kProjTileM)) * ceil_div(kHidden, kProjTileN);
   if ((status = from_cuda(cudaMalloc(&split_semaphores_, sizeof(int) * split_words))) != cusync::Status::kSuccess) return status;
-  if ((status = from_cuda(cudaMemset(split_semaphores_, 0, sizeof(int) * split_words))) != cusync::Status::kSuccess) return status;
+  if ((status = from_cuda(cudaMemsetAsync(split_semaphores_, 0, sizeof(int) * split_words, stream))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming))) != cusync::Status::kSuccess) return status;
@@ -197,12 +235,12 @@ cusync::Status LlamaAttention::initialize(Arguments const& args, int max_rows, i
                                 : s == kPv ? &detail::prepare_pv : &detail::prepare_proj;
     if ((status = prepare()) != cusync::Status::kSuccess) return status;
   }
-  return update(args);
+  return update(args, stream);  // synchronizes `stream`: everything above is done when it returns
 }
 
 // Per-z operand pointers: sequence b = z / heads, head h = z % heads. Row r of sequence b's KV rows is
 // kv + (b * kv_capacity + r) * 3D, holding Q | K | V; head h's columns start at h * dh in each third.
-cusync::Status LlamaAttention::update(Arguments const& args) {
+cusync::Status LlamaAttention::update(Arguments const& args, cudaStream_t stream) {
   if (state_ == nullptr) return cusync::Status::kNotInitialized;
   cusync::Status const status = check(args, max_rows_, max_keys_);
   if (status != cusync::Status::kSuccess) return status;
@@ -227,15 +265,22 @@ cusync::Status LlamaAttention::update(Arguments const& args) {
   put(kProj, 0, 0, heads_out_);
   put(kProj, 1, 0, args.w_o);
   put(kProj, 2, 0, args.y);
-  // Synchronous on purpose: the next run's kernels read these (and update() is not capturable anyway).
-  return from_cuda(cudaMemcpy(pointers_, host.data(), sizeof(void*) * host.size(), cudaMemcpyHostToDevice));
+  // After the runs already queued on `stream` (they read the old pointers); synchronized, because `host` is
+  // a local and the next run, on whatever stream, reads these (update() is not capturable anyway).
+  cusync::Status const copied = from_cuda(cudaMemcpyAsync(pointers_, host.data(), sizeof(void*) * host.size(),
+                                                          cudaMemcpyHostToDevice, stream));
+  return copied != cusync::Status::kSuccess ? copied : from_cuda(cudaStreamSynchronize(stream));
 }
 
-cusync::Status LlamaAttention::inject_missing_posts(int stage) {
-  if (stage < -1 || stage >= kNumStages) return cusync::Status::kInvalidArgument;
-  missing_posts_stage_ = stage;
+cusync::Status testing::Access::inject_missing_posts(LlamaAttention& chain, int stage) {
+  if (stage < -1 || stage >= LlamaAttention::kNumStages) return cusync::Status::kInvalidArgument;
+  chain.missing_posts_stage_ = stage;
   return cusync::Status::kSuccess;
 }
+
+Element const* testing::Access::scores(LlamaAttention const& chain) { return chain.scores_; }
+Element const* testing::Access::probs(LlamaAttention const& chain) { return chain.probs_; }
+Element const* testing::Access::heads_out(LlamaAttention const& chain) { return chain.heads_out_; }
 
 cusync::Status LlamaAttention::run_stage(int stage, cudaStream_t stream) {
   if (state_ == nullptr) return cusync::Status::kNotInitialized;
@@ -343,19 +388,20 @@ cusync::Status LlamaAttention::run_sequential(cudaStream_t stream) {
   return cusync::Status::kSuccess;
 }
 
-cusync::Status LlamaAttention::check_sync_error(cusync::SyncErrorInfo* info) {
+cusync::Status LlamaAttention::check_sync_error(cusync::SyncErrorInfo* info, cudaStream_t stream) {
   if (state_ == nullptr) return cusync::Status::kNotInitialized;
   cusync::SyncErrorInfo error{};
-  cusync::Status const status = from_cuda(cudaMemcpy(&error, &static_cast<cusync::ChainState*>(state_)->error,
-                                                     sizeof(error), cudaMemcpyDeviceToHost));
+  cusync::Status status = from_cuda(cudaMemcpyAsync(&error, &static_cast<cusync::ChainState*>(state_)->error,
+                                                    sizeof(error), cudaMemcpyDeviceToHost, stream));
+  if (status == cusync::Status::kSuccess) status = from_cuda(cudaStreamSynchronize(stream));  // this stream only
   if (status != cusync::Status::kSuccess) return status;
   if (info != nullptr) *info = error;
   return error.flag != 0 ? cusync::Status::kSyncTimeout : cusync::Status::kSuccess;
 }
 
-cusync::Status LlamaAttention::clear_sync_error() {
+cusync::Status LlamaAttention::clear_sync_error(cudaStream_t stream) {
   if (state_ == nullptr) return cusync::Status::kNotInitialized;
-  return from_cuda(cudaMemset(&static_cast<cusync::ChainState*>(state_)->error, 0, sizeof(cusync::SyncErrorInfo)));
+  return from_cuda(cudaMemsetAsync(&static_cast<cusync::ChainState*>(state_)->error, 0, sizeof(cusync::SyncErrorInfo), stream));
 }
 
 }  // namespace llama_attention

@@ -7,6 +7,12 @@
 // producer tiles they read are written; run_sequential() launches the same kernels back to back with
 // synchronization off. Both are capturable in a CUDA graph. All pointers are device pointers; M (rows)
 // is a run-time value up to the max_m given to initialize().
+//
+// The class owns device memory, streams and events: it is movable (the moved-from object is empty, and
+// destroying or re-initializing it is safe), not copyable. It never synchronizes the whole device:
+// initialize(), check_sync_error() and clear_sync_error() work on the stream they are given (by
+// default the legacy default stream, cudaStreamLegacy). Test hooks live in two_gemm_testing.h; a plain C
+// ABI for FFI users in two_gemm_c.h.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +37,10 @@ struct Arguments {
   Element* gemm2_out = nullptr;                     // [m, 1024] row-major
 };
 
+namespace testing {
+struct Access;  // two_gemm_testing.h: hooks for tests (not part of the API)
+}  // namespace testing
+
 namespace detail {
 struct StageLaunch;  // src/two_gemm_stages.h
 // How a stage is launched relative to the kernel before it on the stream (sm90; all false on sm80).
@@ -50,10 +60,14 @@ class TwoGemm {
   ~TwoGemm();
   TwoGemm(const TwoGemm&) = delete;
   TwoGemm& operator=(const TwoGemm&) = delete;
+  // Moves take every device buffer, stream and event; `other` is left as if default-constructed.
+  TwoGemm(TwoGemm&& other) noexcept;
+  TwoGemm& operator=(TwoGemm&& other) noexcept;
 
   // Allocates the semaphores (for up to max(max_m, args.m) rows, at most 1048576), a second stream and two events.
-  // Call once, outside stream capture.
-  cusync::Status initialize(Arguments const& args, int max_m = 0);
+  // Call once, outside stream capture. The state's upload runs on `stream`, and initialize() returns after
+  // synchronizing that stream only (never the device): the chain may then run on any stream.
+  cusync::Status initialize(Arguments const& args, int max_m = 0, cudaStream_t stream = cudaStreamLegacy);
   // New pointers or M (M <= the max_m of initialize()).
   cusync::Status update(Arguments const& args);
 
@@ -83,20 +97,19 @@ class TwoGemm {
   void set_single_stream(bool single_stream) { single_stream_ = single_stream; }
   // Bounded spin-waits give up after this long (default 2 s) and record a SyncErrorInfo.
   void set_sync_timeout_ns(uint64_t timeout_ns) { timeout_ns_ = timeout_ns; }
-  // Synchronizes the device; returns kSyncTimeout (and fills *info) if a wait gave up since the last clear.
-  cusync::Status check_sync_error(cusync::SyncErrorInfo* info = nullptr);
-  cusync::Status clear_sync_error();
+  // Reads the error record on `stream` after the work queued there (cudaMemcpyAsync, then synchronizes
+  // that stream only; pass the stream the chain ran on); returns kSyncTimeout (and fills *info) if a wait
+  // gave up since the last clear. Not capturable.
+  cusync::Status check_sync_error(cusync::SyncErrorInfo* info = nullptr, cudaStream_t stream = cudaStreamLegacy);
+  // Clears the error record, ordered on `stream` (no synchronization).
+  cusync::Status clear_sync_error(cudaStream_t stream = cudaStreamLegacy);
 
   static char const* stage_name(int stage);
 
-  // For tests of the timeout path: `stage` stops posting, so its consumer's waits must time out and
-  // report the tile instead of hanging. -1 turns it off.
-  cusync::Status inject_missing_posts(int stage);
-  // For tests of the epoch wrap: the epoch the next synced run uses (runs count up from 0 after
-  // initialize(); the run of epoch 0xFFFFFFFF zeroes the semaphores and the next one is epoch 0 again).
-  cusync::Status set_epoch_for_testing(uint32_t epoch);
-
  private:
+  friend struct testing::Access;
+  // Exchanges every member (the moves are built on it); lists each one.
+  void swap(TwoGemm& other) noexcept;
   // One launch of `stage` on the current arguments, with no synchronization filled in yet.
   detail::StageLaunch unsynced_launch(int stage, bool programmatic) const;
   cusync::Status launch_stage(int stage, bool synced, cudaStream_t stream, detail::LaunchOrder order = {});

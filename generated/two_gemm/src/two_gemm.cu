@@ -9,8 +9,10 @@
 #include "two_gemm.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "two_gemm_stages.h"
+#include "two_gemm_testing.h"
 #include "cusync/chain_kernels.cuh"
 
 namespace two_gemm {
@@ -115,11 +117,42 @@ TwoGemm::~TwoGemm() {
   if (state_ != nullptr) cudaFree(state_);
 }
 
+TwoGemm::TwoGemm(TwoGemm&& other) noexcept { swap(other); }
+
+TwoGemm& TwoGemm::operator=(TwoGemm&& other) noexcept {
+  if (this != &other) {
+    TwoGemm taken(std::move(other));  // other is now empty
+    swap(taken);                                   // taken holds what this held, and frees it
+  }
+  return *this;
+}
+
+void TwoGemm::swap(TwoGemm& other) noexcept {
+  using std::swap;
+  swap(args_, other.args_);
+  swap(max_m_, other.max_m_);
+  swap(sms_, other.sms_);
+  swap(sequential_fallback_, other.sequential_fallback_);
+  swap(single_stream_, other.single_stream_);
+  swap(policy_override_, other.policy_override_);
+  swap(trace_, other.trace_);
+  swap(missing_posts_stage_, other.missing_posts_stage_);
+  swap(ticket_order_, other.ticket_order_);
+  swap(timeout_ns_, other.timeout_ns_);
+  swap(state_, other.state_);
+  swap(semaphores_, other.semaphores_);
+  swap(config_, other.config_);
+  swap(semaphore_offset_, other.semaphore_offset_);
+  swap(side_stream_, other.side_stream_);
+  swap(fork_, other.fork_);
+  swap(join_, other.join_);
+}
+
 char const* TwoGemm::stage_name(int stage) {
   return (stage >= 0 && stage < kNumStages) ? kTopology[stage].name : "(no stage)";
 }
 
-cusync::Status TwoGemm::initialize(Arguments const& args, int max_m) {
+cusync::Status TwoGemm::initialize(Arguments const& args, int max_m, cudaStream_t stream) {
   if (state_ != nullptr) return cusync::Status::kInvalidArgument;  // initialize once
   cusync::Status status = check_arguments(args);
   if (status != cusync::Status::kSuccess) return status;
@@ -145,14 +178,15 @@ cusync::Status TwoGemm::initialize(Arguments const& args, int max_m) {
   if ((status = from_cuda(cudaMalloc(&state_, sizeof(cusync::ChainState)))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaMalloc(&semaphores_, sizeof(uint64_t) * std::max<int64_t>(total, 1)))) != cusync::Status::kSuccess) return status;
   // Zeroed here, and again only when the epoch wraps: epochs make every later run start from a clean slate.
-  if ((status = from_cuda(cusync::init_chain_state(static_cast<cusync::ChainState*>(state_), semaphores_, uint64_t(std::max<int64_t>(total, 1))))) != cusync::Status::kSuccess) return status;
+  if ((status = from_cuda(cusync::init_chain_state(static_cast<cusync::ChainState*>(state_), semaphores_, uint64_t(std::max<int64_t>(total, 1)), stream))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming))) != cusync::Status::kSuccess) return status;
   if ((status = from_cuda(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming))) != cusync::Status::kSuccess) return status;
   for (int s = 0; s < kNumStages; ++s) {
     if ((status = kPrepare[s]()) != cusync::Status::kSuccess) return status;
   }
-  return from_cuda(cudaDeviceSynchronize());
+  // Only the stream the state was uploaded on, never the whole device: the chain may run on any stream next.
+  return from_cuda(cudaStreamSynchronize(stream));
 }
 
 cusync::Status TwoGemm::update(Arguments const& args) {
@@ -181,15 +215,15 @@ cusync::Status TwoGemm::set_policy(cusync::PolicyKind policy) {
   return cusync::Status::kSuccess;
 }
 
-cusync::Status TwoGemm::inject_missing_posts(int stage) {
+cusync::Status testing::Access::inject_missing_posts(TwoGemm& chain, int stage) {
   if (stage < -1 || stage >= kNumStages) return cusync::Status::kInvalidArgument;
-  missing_posts_stage_ = stage;
+  chain.missing_posts_stage_ = stage;
   return cusync::Status::kSuccess;
 }
 
-cusync::Status TwoGemm::set_epoch_for_testing(uint32_t epoch) {
-  if (state_ == nullptr) return cusync::Status::kNotInitialized;
-  return from_cuda(cusync::set_chain_epoch(static_cast<cusync::ChainState*>(state_), epoch));
+cusync::Status testing::Access::set_epoch_for_testing(TwoGemm& chain, uint32_t epoch, cudaStream_t stream) {
+  if (chain.state_ == nullptr) return cusync::Status::kNotInitialized;
+  return from_cuda(cusync::set_chain_epoch(static_cast<cusync::ChainState*>(chain.state_), epoch, stream));
 }
 
 detail::StageLaunch TwoGemm::unsynced_launch(int s, bool programmatic) const {
@@ -304,19 +338,20 @@ cusync::Status TwoGemm::run_sequential(cudaStream_t stream) {
   return cusync::Status::kSuccess;
 }
 
-cusync::Status TwoGemm::check_sync_error(cusync::SyncErrorInfo* info) {
+cusync::Status TwoGemm::check_sync_error(cusync::SyncErrorInfo* info, cudaStream_t stream) {
   if (state_ == nullptr) return cusync::Status::kNotInitialized;
   cusync::SyncErrorInfo error{};
-  cusync::Status const status = from_cuda(cudaMemcpy(&error, &static_cast<cusync::ChainState*>(state_)->error,
-                                                     sizeof(error), cudaMemcpyDeviceToHost));
+  cusync::Status status = from_cuda(cudaMemcpyAsync(&error, &static_cast<cusync::ChainState*>(state_)->error,
+                                                    sizeof(error), cudaMemcpyDeviceToHost, stream));
+  if (status == cusync::Status::kSuccess) status = from_cuda(cudaStreamSynchronize(stream));  // this stream only
   if (status != cusync::Status::kSuccess) return status;
   if (info != nullptr) *info = error;
   return error.flag != 0 ? cusync::Status::kSyncTimeout : cusync::Status::kSuccess;
 }
 
-cusync::Status TwoGemm::clear_sync_error() {
+cusync::Status TwoGemm::clear_sync_error(cudaStream_t stream) {
   if (state_ == nullptr) return cusync::Status::kNotInitialized;
-  return from_cuda(cudaMemset(&static_cast<cusync::ChainState*>(state_)->error, 0, sizeof(cusync::SyncErrorInfo)));
+  return from_cuda(cudaMemsetAsync(&static_cast<cusync::ChainState*>(state_)->error, 0, sizeof(cusync::SyncErrorInfo), stream));
 }
 
 }  // namespace two_gemm

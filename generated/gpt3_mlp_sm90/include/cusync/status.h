@@ -11,6 +11,7 @@ enum class Status : int {
   kSyncTimeout = 4,       // a spin-wait gave up; SyncErrorInfo names the stage and tile
   kNotInitialized = 5,    // run() before initialize()
   kLibraryError = 6,      // sm90 mode kCublasLt: cuBLASLt found no algorithm or failed
+  kInternalError = 7,     // the C ABI caught a C++ exception (out of host memory) at its boundary
 };
 
 inline char const* to_string(Status status) {
@@ -22,6 +23,7 @@ inline char const* to_string(Status status) {
     case Status::kSyncTimeout: return "tile sync timeout";
     case Status::kNotInitialized: return "not initialized";
     case Status::kLibraryError: return "cuBLASLt error";
+    case Status::kInternalError: return "internal error (a C++ exception at the C ABI)";
   }
   return "unknown";
 }

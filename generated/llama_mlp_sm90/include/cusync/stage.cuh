@@ -39,19 +39,23 @@ struct ChainState {
 constexpr uint32_t kLastEpoch = 0xFFFFFFFFu;
 
 // Host side: a fresh state for a chain whose semaphores are the `words` words at `semaphores` (epoch 0,
-// counters and error record cleared, every semaphore zero). Call once, before the first run.
-inline cudaError_t init_chain_state(ChainState* state, uint64_t* semaphores, uint64_t words) {
+// counters and error record cleared, every semaphore zero). Call once, before the first run. Ordered on
+// `stream` (the copy's source is staged before this returns); the caller synchronizes that stream.
+inline cudaError_t init_chain_state(ChainState* state, uint64_t* semaphores, uint64_t words, cudaStream_t stream) {
   ChainState fresh{};
   fresh.semaphores = semaphores;
   fresh.semaphore_words = words;
-  cudaError_t err = cudaMemcpy(state, &fresh, sizeof(ChainState), cudaMemcpyHostToDevice);
-  if (err == cudaSuccess && words > 0) err = cudaMemset(semaphores, 0, sizeof(uint64_t) * words);
+  cudaError_t err = cudaMemcpyAsync(state, &fresh, sizeof(ChainState), cudaMemcpyHostToDevice, stream);
+  if (err == cudaSuccess && words > 0) err = cudaMemsetAsync(semaphores, 0, sizeof(uint64_t) * words, stream);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);  // `fresh` is a local: done before it goes
   return err;
 }
 
-// Host side, for tests of the wrap: the epoch the next run will use.
-inline cudaError_t set_chain_epoch(ChainState* state, uint32_t epoch) {
-  return cudaMemcpy(&state->epoch, &epoch, sizeof(epoch), cudaMemcpyHostToDevice);
+// Host side, for tests of the wrap: the epoch the next run will use (ordered on `stream`, which this
+// synchronizes: `epoch` is a local).
+inline cudaError_t set_chain_epoch(ChainState* state, uint32_t epoch, cudaStream_t stream) {
+  cudaError_t const err = cudaMemcpyAsync(&state->epoch, &epoch, sizeof(epoch), cudaMemcpyHostToDevice, stream);
+  return err == cudaSuccess ? cudaStreamSynchronize(stream) : err;
 }
 
 // The input edge of a stage: which producer, which policy, where its semaphores are.
