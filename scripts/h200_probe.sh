@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Device calls for issue 10 on a Hopper GPU (the H200): what limits our sm90 chains, measured in one run.
 #   PHASE=build: build two_gemm (sm80 kernels), two_gemm_sm90, gpt3_mlp_sm90, llama_mlp_sm90 side by side,
-#                then the epoch wrap (tests/runtime/epoch_wrap.cu) on both two_gemm chains;
+#                then the epoch wrap (tests/runtime/epoch_wrap.cu) and the API smoke test (C ABI, moves:
+#                tests/runtime/api_smoke.cu) on both two_gemm chains;
 #   PHASE=bench: every sm90 MLP chain's bench at MS with orders ORDERS: ours (sequential and overlapped,
 #                each in every order), CUTLASS stock / +PDL / stream-K, cuBLAS, all interleaved;
 #   PHASE=altblas: the same benches at ALT_MS with PyTorch's own cuBLAS (its wheel's libcublas/libcublasLt
@@ -42,12 +43,18 @@ e, inc = sys.argv[1], sys.argv[2]
 m = json.load(open(f"generated/{e}/manifest.json"))
 g1, g2 = m["stages"]
 open(f"{inc}/chain_under_test.h", "w").write(
-    f'#include "{e}_testing.h"\n#define CHAIN_NS {e}\n#define CHAIN_CLASS {m["class_name"]}\n'
-    f'#define INPUT_WIDTH {g1["k"]}\n#define GEMM1_N {g1["n"]}\n#define GEMM2_N {g2["n"]}\n')
+    f'#include "{e}_testing.h"\n#include "{e}_c.h"\n#define CHAIN_NS {e}\n#define CHAIN_CLASS {m["class_name"]}\n'
+    f'#define INPUT_WIDTH {g1["k"]}\n#define GEMM1_N {g1["n"]}\n#define GEMM2_N {g2["n"]}\n#define C_FN(x) {e}_##x\n')
 PY
+    # a hand-written link needs what CMake adds for its own targets: cuBLASLt where the sm90 library has it
+    lt=$(grep -q CUSYNC_HAVE_CUBLASLT build/gpu/$e/build.ninja 2>/dev/null && echo -lcublasLt)
     nvcc -std=c++17 -gencode=arch=compute_$arch,code=sm_$arch -Igenerated/$e/include -I$inc tests/runtime/epoch_wrap.cu \
-      build/gpu/$e/lib$e.a -o build/gpu/$e-epoch_wrap 2> "$OUT/epoch-$e.err" && timeout 120 ./build/gpu/$e-epoch_wrap | tee "$OUT/epoch-$e.json"
+      build/gpu/$e/lib$e.a $lt -o build/gpu/$e-epoch_wrap 2> "$OUT/epoch-$e.err" && timeout 120 ./build/gpu/$e-epoch_wrap | tee "$OUT/epoch-$e.json"
     echo "epoch wrap $e exit $?"
+    # The public API: C ABI and the move-only class (tests/runtime/api_smoke.cu).
+    nvcc -std=c++17 -gencode=arch=compute_$arch,code=sm_$arch -Igenerated/$e/include -I$inc tests/runtime/api_smoke.cu \
+      build/gpu/$e/lib$e.a $lt -o build/gpu/$e-api_smoke 2> "$OUT/api-$e.err" && timeout 120 ./build/gpu/$e-api_smoke | tee "$OUT/api-$e.json"
+    echo "api smoke $e exit $?"
   done
 fi
 if has bench; then

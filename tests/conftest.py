@@ -46,9 +46,19 @@ def cutlass_dir() -> Path:
     return path
 
 
+def library_link_flags(build_dir: Path) -> list[str]:
+    """What a hand-written link of lib<name>.a needs besides it: -lcublasLt where the sm90 library was
+    built with its cuBLASLt mode (a link-only dependency CMake adds for its own targets)."""
+    for flags in [build_dir / "build.ninja", *build_dir.glob("CMakeFiles/*/flags.make")]:
+        if flags.exists() and "CUSYNC_HAVE_CUBLASLT" in flags.read_text(errors="replace"):
+            return ["-lcublasLt"]
+    return []
+
+
 def epoch_wrap_header(name: str, into: Path) -> Path:
-    """chain_under_test.h for tests/runtime/epoch_wrap.cu (a chain gemm1 -> gemm2): the chain's testing header,
-    namespace, class and widths. Returns the folder to put on the include path."""
+    """chain_under_test.h for tests/runtime/epoch_wrap.cu and api_smoke.cu (a chain gemm1 -> gemm2): the
+    chain's testing and C headers, namespace, class, widths and C prefix. Returns the folder to put on the
+    include path."""
     from cusync_gen.plan import make_plan
     from cusync_gen.spec import load_spec
 
@@ -56,6 +66,7 @@ def epoch_wrap_header(name: str, into: Path) -> Path:
     gemm1, gemm2 = plan.stages
     into.mkdir(parents=True, exist_ok=True)
     (into / "chain_under_test.h").write_text(
-        f'#include "{name}_testing.h"\n#define CHAIN_NS {name}\n#define CHAIN_CLASS {plan.class_name}\n'
-        f"#define INPUT_WIDTH {gemm1.k}\n#define GEMM1_N {gemm1.n}\n#define GEMM2_N {gemm2.n}\n")
+        f'#include "{name}_testing.h"\n#include "{name}_c.h"\n#define CHAIN_NS {name}\n'
+        f"#define CHAIN_CLASS {plan.class_name}\n#define INPUT_WIDTH {gemm1.k}\n#define GEMM1_N {gemm1.n}\n"
+        f"#define GEMM2_N {gemm2.n}\n#define C_FN(x) {name}_##x\n")
     return into

@@ -30,16 +30,17 @@ def test_policy_math_on_host(tmp_path: Path) -> None:
     assert "0 failures" in out.stdout
 
 
+@pytest.mark.parametrize("driver", ["epoch_wrap", "api_smoke"])
 @pytest.mark.parametrize(("name", "arch"), [("two_gemm", "sm_80"), ("two_gemm_sm90", "sm_90a")])
-def test_epoch_wrap_driver_compiles(name: str, arch: str, tmp_path: Path) -> None:
-    """The GPU test's driver (tests/runtime/epoch_wrap.cu) compiles against a generated chain's public and
-    testing headers (<name>_testing.h), so the GPU machine never finds it broken."""
+def test_epoch_wrap_driver_compiles(name: str, arch: str, driver: str, tmp_path: Path) -> None:
+    """The GPU tests' drivers (tests/runtime/epoch_wrap.cu, api_smoke.cu) compile against a generated chain's
+    public, testing and C headers, so the GPU machine never finds them broken."""
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     if not Path(nvcc).exists():
         pytest.skip("nvcc not found")
     build = subprocess.run([nvcc, "-std=c++17", f"-arch={arch}", "-c", "-I", str(REPO / "generated" / name / "include"),
                             "-I", str(epoch_wrap_header(name, tmp_path)),
-                            str(REPO / "tests" / "runtime" / "epoch_wrap.cu"), "-o", str(tmp_path / "epoch_wrap.o")],
+                            str(REPO / "tests" / "runtime" / f"{driver}.cu"), "-o", str(tmp_path / f"{driver}.o")],
                            capture_output=True, text=True)
     assert build.returncode == 0, build.stderr[-3000:]
 

@@ -1,0 +1,115 @@
+// The public API of a two-GEMM chain on a GPU: the C ABI (<name>_c.h) and the move-only C++ class compute
+// the same chain. Built against a generated project's library (chain_under_test.h names it, as for
+// epoch_wrap.cu, plus C_FN(x): the C function prefix). Prints one JSON line; exit 0 when every check holds.
+//   1. C ABI: create, initialize (real buffers), run_sequential, run (the library's mode), check_sync_error;
+//   2. C++: initialize a chain, move it into another (the source reports kNotInitialized), run_sequential;
+//   3. outputs of 1 and 2 bitwise equal (same kernels, same order), every element written (poisoned first).
+#include <cstdint>
+#include <cstdio>
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "chain_under_test.h"
+
+namespace {
+
+constexpr int kM = 1000;
+
+__global__ void fill(uint16_t* x, int64_t n, uint32_t seed, float scale) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 0x2c1b3c6dU;
+    h ^= h >> 12;
+    float const v = (float(h & 0xFFFF) / 65535.0f - 0.5f) * scale;
+    __half const hv = __float2half(v);
+    x[i] = *reinterpret_cast<uint16_t const*>(&hv);
+  }
+}
+
+bool ok_cuda(cudaError_t e, char const* what) {
+  if (e != cudaSuccess) std::printf("{\"ok\": false, \"error\": \"%s: %s\"}\n", what, cudaGetErrorString(e));
+  return e == cudaSuccess;
+}
+
+}  // namespace
+
+int main() {
+  size_t const in = size_t(kM) * INPUT_WIDTH, w1 = size_t(INPUT_WIDTH) * GEMM1_N, o1 = size_t(kM) * GEMM1_N;
+  size_t const w2 = size_t(GEMM1_N) * GEMM2_N, o2 = size_t(kM) * GEMM2_N;
+  uint16_t *x, *b1, *b2, *y1[2], *y2[2];
+  if (!ok_cuda(cudaMalloc(&x, in * 2), "malloc") || !ok_cuda(cudaMalloc(&b1, w1 * 2), "malloc") ||
+      !ok_cuda(cudaMalloc(&b2, w2 * 2), "malloc"))
+    return 1;
+  for (int i = 0; i < 2; ++i) {
+    if (!ok_cuda(cudaMalloc(&y1[i], o1 * 2), "malloc") || !ok_cuda(cudaMalloc(&y2[i], o2 * 2), "malloc")) return 1;
+    cudaMemset(y1[i], 0xFF, o1 * 2);  // NaN: an element never written stays NaN
+    cudaMemset(y2[i], 0xFF, o2 * 2);
+  }
+  fill<<<512, 256>>>(x, int64_t(in), 1u, 2.0f);
+  fill<<<512, 256>>>(b1, int64_t(w1), 2u, 0.05f);
+  fill<<<512, 256>>>(b2, int64_t(w2), 3u, 0.05f);
+  if (!ok_cuda(cudaDeviceSynchronize(), "fill")) return 1;
+
+  // 1. The C ABI.
+  C_FN(chain)* c = nullptr;
+  C_FN(arguments) ca;
+  std::memset(&ca, 0, sizeof(ca));
+  ca.m = kM;
+  ca.input = x;
+  ca.gemm1_weight = b1;
+  ca.gemm1_out = y1[0];
+  ca.gemm2_weight = b2;
+  ca.gemm2_out = y2[0];
+  int const created = C_FN(create)(&c);
+  int const initialized = C_FN(initialize)(c, &ca, kM, 0);
+  int const sequential = C_FN(run_sequential)(c, 0);
+  int const checked = C_FN(check_sync_error)(c, 0);
+  std::vector<uint16_t> from_c(o2), from_cpp(o2);
+  cudaMemcpy(from_c.data(), y2[0], o2 * 2, cudaMemcpyDeviceToHost);
+  ca.gemm1_out = y1[1];
+  ca.gemm2_out = y2[1];
+  int const updated = C_FN(update)(c, &ca);
+  int const ran = C_FN(run)(c, 0);  // the library's own mode for M (stream-K and cuBLASLt sum in another order)
+  int const ran_checked = C_FN(check_sync_error)(c, 0);
+  int const destroyed = C_FN(destroy)(c);
+  char const* name = C_FN(status_string)(initialized);
+
+  // 2. The C++ class, moved after initialize.
+  cudaMemset(y2[1], 0xFF, o2 * 2);
+  CHAIN_NS::Arguments args;
+  args.m = kM;
+  args.input = reinterpret_cast<CHAIN_NS::Element const*>(x);
+  args.gemm1_weight = reinterpret_cast<CHAIN_NS::Element const*>(b1);
+  args.gemm1_out = reinterpret_cast<CHAIN_NS::Element*>(y1[1]);
+  args.gemm2_weight = reinterpret_cast<CHAIN_NS::Element const*>(b2);
+  args.gemm2_out = reinterpret_cast<CHAIN_NS::Element*>(y2[1]);
+  CHAIN_NS::CHAIN_CLASS first;
+  bool const init_ok = first.initialize(args, kM) == cusync::Status::kSuccess;
+  CHAIN_NS::CHAIN_CLASS second(std::move(first));
+  bool const moved_from_empty = first.run_sequential(0) == cusync::Status::kNotInitialized;
+  CHAIN_NS::CHAIN_CLASS third;
+  third = std::move(second);
+  bool const run_ok = third.run_sequential(0) == cusync::Status::kSuccess && third.check_sync_error() == cusync::Status::kSuccess;
+  cudaMemcpy(from_cpp.data(), y2[1], o2 * 2, cudaMemcpyDeviceToHost);
+  bool const no_error = ok_cuda(cudaDeviceSynchronize(), "after runs");
+
+  size_t nan = 0;
+  for (uint16_t v : from_c) nan += (v & 0x7C00) == 0x7C00;  // fp16 Inf/NaN (the poison is 0xFFFF)
+  bool const equal = std::memcmp(from_c.data(), from_cpp.data(), o2 * 2) == 0;
+  bool const poison_gone = std::memcmp(from_c.data(), std::vector<uint16_t>(o2, 0xFFFF).data(), 2) != 0;
+  bool const ok = created == 0 && initialized == 0 && sequential == 0 && checked == 0 && updated == 0 && ran == 0 &&
+                  ran_checked == 0 && destroyed == 0 && init_ok && moved_from_empty && run_ok && no_error && equal &&
+                  poison_gone && std::find(from_c.begin(), from_c.end(), uint16_t(0xFFFF)) == from_c.end();
+  std::printf("{\"ok\": %s, \"c_abi\": [%d, %d, %d, %d, %d, %d, %d, %d], \"status_0\": \"%s\", \"cpp_init\": %s, "
+              "\"moved_from_not_initialized\": %s, \"cpp_run\": %s, \"bitwise_c_vs_cpp\": %s, \"inf_or_nan_halves\": %zu}\n",
+              ok ? "true" : "false", created, initialized, sequential, checked, updated, ran, ran_checked, destroyed, name,
+              init_ok ? "true" : "false", moved_from_empty ? "true" : "false", run_ok ? "true" : "false",
+              equal ? "true" : "false", nan);
+  return ok ? 0 : 1;
+}
