@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from cusync_gen.errors import UsageError
-from cusync_gen.plan import DEFAULT_SMS, TilePlan, tile_plan
+from cusync_gen.plan import DEFAULT_SMS, TilePlan, json_identity, tile_json, tile_plan
 from cusync_gen.spec.model import (
     ATTENTION_GEMMS,
     TARGETS,
@@ -179,6 +180,35 @@ class AttentionPlan:
         pv_posts = self.heads * grid["pv"][1] * (shape.batch if shape.new_tokens == 1 else 1)
         return {"scores": grid["qkv"][1] * self.splits(shape)["qkv"], "softmax": grid["scores"][1], "pv": 1,
                 "proj": pv_posts}
+
+    def json_header(self) -> dict[str, Any]:
+        """The shape-independent part of `validate --json` (docs/validate-json.md)."""
+        tiles = {g.name: tile_json(g.tile) for g in self.gemms}
+        return {
+            **json_identity(self, "attention"),
+            "attention": {"hidden": self.hidden, "heads": self.heads, "head_dim": self.head_dim, "d": self.d,
+                          "causal": self.causal, "softmax_rows": self.softmax_rows},
+            "stages": [{"name": row.name, "computes": row.computes, "output": row.output, "waits": row.waits,
+                        "tile": tiles.get(row.name)} for row in self.table],
+        }
+
+    def json_at(self, shape: AttentionShape) -> dict[str, Any]:
+        """What describe(shape) says, as JSON values (one entry of `sizes` in `validate --json`)."""
+        grid = self.grids(shape)
+        waits = self.wait_values(shape)
+        split = self.splits(shape)
+        return {
+            "batch": shape.batch,
+            "new_tokens": shape.new_tokens,
+            "cache_tokens": shape.cache_tokens,
+            "rows": shape.rows,
+            "keys": shape.keys,
+            "pairs": shape.batch * self.heads,
+            "stages": [{"name": name, "grid": {"tiles_m": rows, "tiles_n": cols, "tiles": rows * cols},
+                        "k_slices": split.get(name, 1), "wait_value": waits.get(name)}
+                       for name, (rows, cols) in grid.items()],
+            "warnings": [],
+        }
 
     def describe(self, shape: AttentionShape) -> str:
         """What `validate` prints for one shape."""

@@ -27,11 +27,12 @@ from cusync_gen.errors import (
     CheckFailedError,
     CusyncError,
     NoGpuError,
+    NotRunError,
     SyncTimeoutError,
     ToolError,
     UsageError,
 )
-from cusync_gen.paths import default_cutlass_dir
+from cusync_gen.paths import default_cutlass_dir, example_names
 
 TAIL_LINES = 40                       # lines of output kept in a ToolError
 BUILD_DIR = "build"                   # <project>/build
@@ -41,6 +42,8 @@ EXIT_SYNC_TIMEOUT = 4
 EXIT_CHECK_FAILED = 5
 CUDA_ROOTS: tuple[str, ...] = ("/usr/local/cuda",)   # where nvcc is looked for after PATH, $CUDA_HOME, $CUDA_PATH
 GPU_DEVICE_NODE = Path("/dev/nvidia0")               # present when the NVIDIA driver has a device
+BACKENDS = ("auto", "sm80", "sm90")                  # run --backend: which version of an example
+SM90_SUFFIX = "_sm90"                                # example X's Hopper version is X_sm90
 
 _TOOL_HINTS = {
     "nvcc": "install the CUDA toolkit (12.4 or newer) and put its bin/ on PATH, or set CUDA_HOME",
@@ -317,6 +320,53 @@ def gpu_arch() -> str | None:
     return f"sm_{major}{minor}"
 
 
+def is_hopper(target: str | None) -> bool:
+    """Whether a target ("sm_90", "sm_90a", "90") is a Hopper part (compute capability 9.x)."""
+    match = _TARGET.match(target.strip()) if target else None
+    return match is not None and match.group(1).rstrip("af")[:-1] == "9"
+
+
+def check_backend(backend: str) -> str:
+    """run --backend: one of BACKENDS."""
+    if backend not in BACKENDS:
+        raise UsageError(f"--backend {backend[:40]!r} is not a backend", hint=f"use one of: {', '.join(BACKENDS)}")
+    return backend
+
+
+def pick_example(name: str, backend: str = "auto", gpu: str | None = None, arch: str | None = None,
+                 ) -> tuple[str, str]:
+    """The shipped example `run NAME` uses, and why, in one line.
+
+    An example X has a Hopper version X_sm90 (arch: sm90) beside it for some X (gpt3_mlp, llama_mlp,
+    two_gemm). `backend` "sm80" or "sm90" takes that version (a UsageError when there is none); "auto"
+    takes X_sm90 for X when the build is for Hopper (`arch`, the --arch option, else `gpu`, the local
+    GPU's target from gpu_arch()) and keeps a name as given otherwise. Only example names come here: a
+    spec path or a project is never rewritten.
+    """
+    check_backend(backend)
+    examples = example_names()
+    base = name.removesuffix(SM90_SUFFIX)
+    versions = {"sm80": base, "sm90": base + SM90_SUFFIX}
+    if backend != "auto":
+        chosen = versions[backend]
+        if chosen not in examples:
+            others = [e for e in examples if e.endswith(SM90_SUFFIX) == (backend == "sm90")]
+            raise UsageError(f"--backend {backend}: example {name!r} has no {backend} version",
+                             hint=f"{backend} examples: {', '.join(others)}; or --backend auto")
+        return chosen, f"example {chosen} ({backend} backend): --backend {backend}"
+    if name.endswith(SM90_SUFFIX):
+        return name, f"example {name} (sm90 backend): named so"
+    sm90 = versions["sm90"]
+    if sm90 not in examples:
+        return name, f"example {name} (sm80 backend): it has no sm90 version"
+    target = arch or gpu
+    why = f"--arch {arch}" if arch else f"the local GPU is {gpu}"
+    if is_hopper(target):
+        return sm90, f"example {sm90} (sm90 backend) for {name}: {why} (Hopper); --backend sm80 keeps {name}"
+    why = f"{why}, not Hopper" if target else "nvidia-smi found no GPU"
+    return name, f"example {name} (sm80 backend): {why}; its Hopper version is {sm90} (--backend sm90)"
+
+
 def _value(item: Any) -> str:
     """Enum members and plain strings alike: Policy.ROW -> "row"."""
     return str(getattr(item, "value", item))
@@ -368,21 +418,22 @@ def run(project: Path, ms: Sequence[int], policies: Iterable[Any] | None = None,
         warmup: int = 10, extra_args: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Run the built bench of `project` for each M; returns its JSON rows (keys: see README).
 
+    Without a GPU it stops before the bench: NotRunError (exit 6, the project is built).
     Bench exit codes: 0 ok; 2 it rejected its arguments (UsageError); 3 it found no device (NoGpuError);
     4 a spin-wait timed out (SyncTimeoutError); 5 the overlapped result differs from the sequential one or
     from the reference (CheckFailedError); anything else is a ToolError. The rows parsed before a failure
     are attached to the error as `err.rows`.
     """
-    project = Path(project).resolve()
+    shown, project = project, Path(project).resolve()
     manifest = read_manifest(project)
     bench = bench_path(project, manifest)
     if not bench.is_file():
         raise ToolError(f"{bench} is not built", hint=f"run `cusync-gen build {project}` first")
     command = bench_command(bench, ms, policies, repeats, warmup, extra_args)
     if not has_gpu():
-        raise NoGpuError("no CUDA device found",
-                         hint="build works without a GPU; run on a machine with an NVIDIA GPU",
-                         command=command)
+        raise NotRunError(f"{shown} is built; running it needs a CUDA GPU, and none was found",
+                          hint=f"run `cusync-gen run {shown}` on a machine with an NVIDIA GPU "
+                               "(exit 6: built, not run)")
 
     stderr_tail: deque[str] = deque(maxlen=TAIL_LINES)
     try:

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from cusync_gen import paths
+from cusync_gen import __version__, paths
 from cusync_gen.errors import CusyncError, NoGpuError, ToolError, UsageError
 
 app = typer.Typer(
@@ -133,6 +133,12 @@ def parse_policies(text: str | None) -> list[str] | None:
     return policies
 
 
+def _print_json(document: dict[str, Any]) -> None:
+    """A JSON document on stdout as is (no console markup or wrapping)."""
+    sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    sys.stdout.flush()
+
+
 def _example_summary(path: Path) -> str:
     """The first comment line of an example spec, without the `#`."""
     for line in path.read_text().splitlines():
@@ -166,8 +172,16 @@ def resolve_spec(arg: str) -> Path:
 # Commands
 # --------------------------------------------------------------------------------------------------
 
+def _print_version(value: bool) -> None:
+    if value:
+        _out().print(f"cusync-gen {__version__}", markup=False)
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show a traceback on errors.")] = False,
+          version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                                help="Print the version and exit.")] = False,
           ) -> None:
     """cusync-gen: tile-synchronized GEMM chains for CUDA/CUTLASS."""
     _state["verbose"] = verbose
@@ -219,6 +233,8 @@ def validate(
     batch: Annotated[str, typer.Option("--batch", metavar="N", help="Attention only: sequences.")] = "1",
     cache: Annotated[str, typer.Option("--cache", metavar="N", help="Attention only: cached tokens per sequence.")] = "0",
     target: TargetOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan and proofs as one JSON document "
+                                          "(keys: docs/validate-json.md) instead of text.")] = False,
 ) -> None:
     """Check a spec, print the plan (tiles, grids, semaphores, occupancy) and prove its sync sound per M."""
     from cusync_gen.render import output_files
@@ -232,10 +248,13 @@ def validate(
     out = _out()
     if isinstance(loaded, AttentionSpec):
         from cusync_gen.attention_plan import AttentionShape, make_attention_plan
-        from cusync_gen.verify_attention import verify_attention
+        from cusync_gen.verify_attention import validate_attention_json, verify_attention
 
         attention = make_attention_plan(loaded, target)
         output_files(attention)  # raises when two generated files would share a path
+        if as_json:
+            _print_json(validate_attention_json(attention, [AttentionShape(batches, v, cached) for v in ms]))
+            return
         for value in ms:
             shape = AttentionShape(batches, value, cached)
             out.print(attention.describe(shape), markup=False)
@@ -243,10 +262,13 @@ def validate(
         out.print("[green]OK[/]")
         return
     from cusync_gen.plan import make_plan
-    from cusync_gen.verify import verify
+    from cusync_gen.verify import validate_json, verify
 
     plan = make_plan(loaded, target)
     output_files(plan)  # raises when two generated files would share a path
+    if as_json:
+        _print_json(validate_json(plan, ms))  # nothing printed unless every M is proved
+        return
     for value in ms:
         out.print(plan.describe(value), markup=False)
         out.print(verify(plan, value).describe() + "\n", markup=False)  # raises on the first uncovered read
@@ -325,15 +347,24 @@ def run_cmd(
     jobs: JobsOpt = None,
     cutlass_dir: CutlassOpt = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Also write the result rows as JSON here.")] = None,
+    backend: Annotated[str, typer.Option(
+        "--backend", metavar="auto|sm80|sm90", help="For an example name: which version to run (auto: X_sm90 "
+        "for example X on a Hopper GPU or --arch sm_90, X elsewhere). A spec file is never rewritten.")] = "auto",
 ) -> None:
-    """Generate (if needed), build and run the bench; print sequential vs overlapped times."""
+    """Generate (if needed), build and run the bench; print sequential vs overlapped times.
+    Without a GPU it stops after the build (exit 6)."""
     from cusync_gen import build as builder
 
     policy_list = parse_policies(policies)
     check_output_file(out, "--out", "results.json")
-    if not builder.has_gpu():  # fail before minutes of compiling
-        raise NoGpuError("no CUDA device found",
-                         hint="build works without a GPU; run on a machine with an NVIDIA GPU")
+    builder.check_backend(backend)
+    gpu = builder.gpu_arch()
+    if paths.example_path(target) is not None and not Path(target).exists():  # a name, not a path
+        target, why = builder.pick_example(target, backend, gpu, check_target(arch, "--arch"))
+        _out().print(escape(why))
+    elif backend != "auto" and Path(target).exists():
+        raise UsageError(f"--backend picks among the shipped examples; {_shown(target)} is a path",
+                         hint="a spec's backend is its `arch:`; drop --backend, or pass an example name")
     project = _project_of(target, output, arch, force)
     attention = builder.read_manifest(project).get("kind") == "attention"
     ms = parse_ms(m or (DEFAULT_ATTENTION_MS if attention else DEFAULT_RUN_MS))
@@ -346,10 +377,9 @@ def run_cmd(
         parse_ms(value, flag, minimum=0 if flag == "--cache" else 1)
         extra += [flag, value]
     # Build for the GPU we are about to run on unless --arch says otherwise (the generated files keep
-    # the spec's target, so committed projects stay as generated).
-    builder.build(project, target=arch or builder.gpu_arch(), jobs=jobs, cutlass_dir=cutlass_dir,
-                  progress=sys.stderr.isatty())
-    try:
+    # the spec's target, so committed projects stay as generated); without a GPU, for the spec's target.
+    builder.build(project, target=arch or gpu, jobs=jobs, cutlass_dir=cutlass_dir, progress=sys.stderr.isatty())
+    try:  # without a GPU: NotRunError (exit 6), the project is built
         rows = builder.run(project, ms, policy_list, repeats=repeats, warmup=warmup, extra_args=extra)
     except CusyncError as err:
         _report_rows(getattr(err, "rows", None), out)  # a failed check still shows its table

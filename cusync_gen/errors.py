@@ -54,6 +54,13 @@ class NoGpuError(ToolError):
     exit_code = 3
 
 
+class NotRunError(NoGpuError):
+    """`run` generated and built the project but found no CUDA device to run it on: the work that needs no
+    GPU is done. Its own exit code, so a script can tell this from a failed build or an early no-GPU stop."""
+
+    exit_code = 6
+
+
 class SyncTimeoutError(CusyncError):
     """The generated binary gave up spin-waiting on a semaphore (a deadlock or a lost post)."""
 

@@ -8,6 +8,7 @@ blocks are co-resident) are methods taking `m`, because M is chosen at run time,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from cusync_gen import dependency  # noqa: I001 - imports spec, as this module does
 from cusync_gen.errors import SpecError, UsageError
@@ -51,10 +52,16 @@ PINGPONG_TILE = 128
 SWIGLU_THREADS = 512  # the elementwise kernel's block (cusync::SwiGluStage::kThreads, checked there)
 ELEMENT_BYTES = 2  # fp16 and bf16
 SM90_THREADS = 384  # warp-specialized cooperative: a load warp group and two math warp groups
+VALIDATE_JSON_SCHEMA = 1  # `validate --json`'s format version: bumped when a key changes (docs/validate-json.md)
 
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def _check_m(m: int) -> None:
+    if m <= 0:
+        raise UsageError(f"M must be a positive integer, got {m}", "pass --m with a value like 2048")
 
 
 @dataclass(frozen=True)
@@ -204,8 +211,7 @@ class ChainPlan:
 
     def describe(self, m: int) -> str:
         """What `validate` prints: the derived numbers and why each choice is (not) legal at this M."""
-        if m <= 0:
-            raise UsageError(f"M must be a positive integer, got {m}", "pass --m with a value like 2048")
+        _check_m(m)
         lines = [
             f"chain {self.name} (class {self.class_name}), spec hash {self.spec_hash}",
             f"target {self.target} (arch {self.arch.value}, {self.dtype.value}), {self.sms} SMs, M = {m}",
@@ -230,6 +236,45 @@ class ChainPlan:
             mode, why = self.run_mode(m)
             lines.append(f"run() mode   {mode.value} on a GPU with {self.sms} SMs: {why}")
         return "\n".join(lines) + "\n"
+
+    def warnings(self, m: int) -> list[str]:
+        """What the plan flags at this M: a choice of the spec that does not do what it says (describe
+        prints each as a WARNING line)."""
+        opt = self.optimizations
+        if self.arch is Arch.SM80 and opt.avoid_wait_kernel and not self.coresident(m)[0]:
+            return [f"avoid_wait_kernel is on but not legal at M={m}: without the wait kernel consumer blocks "
+                    "could fill the GPU while producer blocks wait for an SM, so run() checks the same condition and "
+                    "keeps the wait kernel at this M (the optimization buys nothing here)"]
+        return []
+
+    def json_header(self) -> dict[str, Any]:
+        """The M-independent part of `validate --json` (docs/validate-json.md)."""
+        return {
+            **json_identity(self, "chain"),
+            "dependencies": [line.strip() for line in self.dependencies],
+            "auto_policies": list(self.auto_policies),
+            "tile_configs": [{"index": c.index, "m_max": c.m_max,
+                              "threadblocks": {s.name: tile_json(s.tile, s.op is Op.GEMM)["threadblock"]
+                                               for s in c.stages}}
+                             for c in self.configs],
+        }
+
+    def json_at(self, m: int) -> dict[str, Any]:
+        """What describe(m) says, as JSON values (one entry of `sizes` in `validate --json`)."""
+        _check_m(m)
+        config = self.config_for(m)
+        mode = None
+        if self.arch is Arch.SM90:
+            mode_value, why = self.run_mode(m)
+            mode = {"mode": mode_value.value, "reason": why, "sms": self.sms}
+        return {
+            "m": m,
+            "tile_config": config.index,
+            "stages": [_stage_json(self, s, m) for s in config.stages],
+            "optimizations": _optimizations(self, m),
+            "run_mode": mode,
+            "warnings": self.warnings(m),
+        }
 
     def run_mode(self, m: int, sms: int | None = None) -> tuple[Mode, str]:
         """How the sm90 library's run() computes the chain at M on a GPU with `sms` SMs (default: the
@@ -466,14 +511,18 @@ def _occupancy(tile: TilePlan, target: str) -> int:
 # describe() pieces
 
 
-def _describe_stage(plan: ChainPlan, s: StagePlan, m: int) -> list[str]:
-    t = s.tile
+def _waves(plan: ChainPlan, s: StagePlan, m: int) -> tuple[int, int, int, float, float]:
+    """(tiles_m, tiles_n, tiles, waves, percent of SM slots the last wave fills) on the plan's SMs."""
     tiles_m, tiles_n = s.grid(m)
     total = tiles_m * tiles_n
     slots = plan.sms * s.occupancy
-    waves = total / slots
     last = total % slots
-    fill = 100.0 * (last if last else slots) / slots
+    return tiles_m, tiles_n, total, total / slots, 100.0 * (last if last else slots) / slots
+
+
+def _describe_stage(plan: ChainPlan, s: StagePlan, m: int) -> list[str]:
+    t = s.tile
+    tiles_m, tiles_n, total, waves, fill = _waves(plan, s, m)
     if s.op is Op.GEMM and plan.arch is Arch.SM90:
         head = f"stage {s.index}: {s.name} (gemm, epilogue {s.epilogue.value}, B {s.b_layout.value})"
         tile = (
@@ -562,42 +611,106 @@ def _describe_order(plan: ChainPlan, s: StagePlan) -> str:
 
 
 def _describe_optimizations(plan: ChainPlan, m: int) -> list[str]:
-    opt = plan.optimizations
+    opts = _optimizations(plan, m)
 
-    def state(on: bool) -> str:
-        return "on" if on else "off"
+    def line(name: str, verdict: str) -> str:
+        return f"  {name:<19} {'on' if opts[name]['on'] else 'off'}: {verdict}{opts[name]['reason']}"
 
-    atomic_ok, atomic_why = plan.no_atomic_add_legal(m)
+    def legal(name: str, where: str = "") -> str:
+        return ("legal" if opts[name]["legal"] else "not legal") + where + ": "
+
     if plan.arch is Arch.SM90:
         return [
             "launch",
             "  one stream; each consumer is a programmatic dependent launch of the stage before it, triggered when "
             "every CTA of that stage has started, so consumer CTAs only take SMs that producer CTAs left",
             "optimizations",
-            f"  no_atomic_add       {state(opt.no_atomic_add)}: {'legal' if atomic_ok else 'not legal'}: {atomic_why}",
+            line("no_atomic_add", legal("no_atomic_add")),
             "  avoid_wait_kernel, avoid_custom_order, reorder_tile_loads: do not apply to sm90",
         ]
+    gemm_consumers = any(s.input is not None and s.op is Op.GEMM for s in plan.stages)
+    return [
+        "optimizations",
+        line("no_atomic_add", legal("no_atomic_add")),
+        line("avoid_wait_kernel", legal("avoid_wait_kernel", f" at M={m}")),
+        line("avoid_custom_order", "always legal: "),
+        line("reorder_tile_loads", "legal: " if gemm_consumers else ""),
+        *[f"WARNING: {warning}" for warning in plan.warnings(m)],
+    ]
+
+
+def _optimizations(plan: ChainPlan, m: int) -> dict[str, dict[str, Any]]:
+    """Each optimization: whether it is on, legal (None where it does not apply) and why."""
+    opt = plan.optimizations
+    atomic_ok, atomic_why = plan.no_atomic_add_legal(m)
+    result: dict[str, dict[str, Any]] = {"no_atomic_add": {"on": opt.no_atomic_add, "legal": atomic_ok,
+                                                           "reason": atomic_why}}
+    if plan.arch is Arch.SM90:
+        for name in ("avoid_wait_kernel", "avoid_custom_order", "reorder_tile_loads"):
+            result[name] = {"on": getattr(opt, name), "legal": None, "reason": "does not apply to sm90"}
+        return result
     resident_ok, resident_why = plan.coresident(m)
     gemm_consumers = [s.name for s in plan.stages if s.input is not None and s.op is Op.GEMM]
-    reorder_why = (
-        f"legal: B of {', '.join(gemm_consumers)} does not depend on the producer, so its first K-blocks are "
-        "prefetched into L2 before the wait for A"
-        if gemm_consumers
-        else "no effect: no gemm stage waits on a producer"
-    )
-    lines = [
-        "optimizations",
-        f"  no_atomic_add       {state(opt.no_atomic_add)}: {'legal' if atomic_ok else 'not legal'}: {atomic_why}",
-        f"  avoid_wait_kernel   {state(opt.avoid_wait_kernel)}: {'legal' if resident_ok else 'not legal'} "
-        f"at M={m}: {resident_why}",
-        f"  avoid_custom_order  {state(opt.avoid_custom_order)}: always legal: the tile order only changes how "
-        "soon inputs are ready, not correctness",
-        f"  reorder_tile_loads  {state(opt.reorder_tile_loads)}: {reorder_why}",
-    ]
-    if opt.avoid_wait_kernel and not resident_ok:
-        lines.append(
-            f"WARNING: avoid_wait_kernel is on but not legal at M={m}: without the wait kernel consumer blocks "
-            "could fill the GPU while producer blocks wait for an SM, so run() checks the same condition and "
-            "keeps the wait kernel at this M (the optimization buys nothing here)"
-        )
-    return lines
+    result["avoid_wait_kernel"] = {"on": opt.avoid_wait_kernel, "legal": resident_ok, "reason": resident_why}
+    result["avoid_custom_order"] = {"on": opt.avoid_custom_order, "legal": True,
+                                    "reason": "the tile order only changes how soon inputs are ready, not correctness"}
+    result["reorder_tile_loads"] = {
+        "on": opt.reorder_tile_loads, "legal": True,
+        "reason": f"B of {', '.join(gemm_consumers)} does not depend on the producer, so its first K-blocks are "
+                  "prefetched into L2 before the wait for A" if gemm_consumers
+        else "no effect: no gemm stage waits on a producer"}
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------
+# json_at() pieces: the describe() values as JSON (keys in docs/validate-json.md)
+
+
+def json_identity(plan: Any, kind: str) -> dict[str, Any]:
+    """The keys every `validate --json` document starts with, of a ChainPlan or an AttentionPlan."""
+    return {"schema": VALIDATE_JSON_SCHEMA, "kind": kind, "name": plan.name, "class_name": plan.class_name,
+            "spec_hash": plan.spec_hash, "arch": plan.arch.value, "target": plan.target, "dtype": plan.dtype.value,
+            "sms": plan.sms}
+
+
+def tile_json(t: TilePlan, gemm: bool = True) -> dict[str, Any]:
+    """A stage's tile in `validate --json`: threadblock [M, N, K] of a GEMM, [rows, cols] of a swiglu."""
+    warp_level = gemm and t.stages > 0  # sm80 GEMMs: sm90 and swiglu tiles have no warp tiling
+    return {
+        "threadblock": [t.m, t.n, t.k] if gemm else [t.m, t.n],
+        "warp": list(t.warp) if warp_level else None,
+        "instruction": list(t.instruction) if warp_level else None,
+        "pipeline_stages": t.stages if warp_level else None,
+        "threads": t.threads,
+        "smem_bytes": t.smem_bytes,
+    }
+
+
+def _edge_json(plan: ChainPlan, e: EdgePlan | None, operand: str) -> dict[str, Any]:
+    if e is None:
+        return {"operand": operand, "producer": None, "policy": None, "wait_value": 0, "stride_tiles": 0,
+                "row_ok": None, "tile_ok": None}
+    return {"operand": e.operand, "producer": plan.stages[e.producer].name, "policy": e.policy.value,
+            "wait_value": e.wait_value, "stride_tiles": e.stride_tiles, "row_ok": e.row_ok, "tile_ok": e.tile_ok}
+
+
+def _stage_json(plan: ChainPlan, s: StagePlan, m: int) -> dict[str, Any]:
+    tiles_m, tiles_n, total, waves, fill = _waves(plan, s, m)
+    edges = [_edge_json(plan, s.input, "a")] + ([_edge_json(plan, s.input_b, "b")] if s.input_b is not None else [])
+    return {
+        "index": s.index,
+        "name": s.name,
+        "op": s.op.value,
+        "epilogue": s.epilogue.value if s.op is Op.GEMM else None,
+        "b_layout": s.b_layout.value if s.op is Op.GEMM else None,
+        "order": s.order.value,
+        "problem": {"m": m, "n": s.n, "k": s.k},
+        "tile": tile_json(s.tile, s.op is Op.GEMM),
+        "occupancy": s.occupancy,
+        "grid": {"tiles_m": tiles_m, "tiles_n": tiles_n, "tiles": total, "waves": round(waves, 4),
+                 "last_wave_percent": round(fill, 2)},
+        "inputs": edges,
+        "output": {"policy": s.out_policy.value if s.out_policy is not None else None,
+                   "semaphores": s.num_semaphores(m),
+                   "semaphores_per_row": s.semaphores_per_row, "posts_per_semaphore": s.posts_per_semaphore},
+    }

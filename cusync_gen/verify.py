@@ -64,8 +64,9 @@ The counts printed (tiles, reads, semaphores) are closed forms of the same grids
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cusync_gen.errors import SpecError
 from cusync_gen.plan import ChainPlan, EdgePlan, StagePlan
@@ -88,6 +89,11 @@ class EdgeProof:
     semaphores: int     # semaphores that receive posts
     wait_value: int
 
+    def as_json(self) -> dict[str, Any]:
+        return {"producer": self.producer, "consumer": self.consumer, "policy": self.policy.value,
+                "consumer_tiles": self.consumer_tiles, "reads": self.reads, "semaphores": self.semaphores,
+                "wait_value": self.wait_value}
+
     def describe(self) -> str:
         return (
             f"{self.producer} -> {self.consumer} ({self.policy.value}): {self.consumer_tiles} consumer tiles, "
@@ -102,6 +108,9 @@ class Proof:
     config: int
     edges: tuple[EdgeProof, ...]
     progress: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"tile_config": self.config, "edges": [e.as_json() for e in self.edges], "progress": self.progress}
 
     def describe(self) -> str:
         lines = [f"verified at M = {self.m} (tile configuration {self.config}):"]
@@ -136,6 +145,13 @@ def verify(plan: ChainPlan, m: int) -> Proof:
                 continue
             proofs.append(_verify_edge(stages[edge.producer], stage, edge, m))
     return Proof(m, config.index, tuple(proofs), _progress(plan, m))
+
+
+def validate_json(plan: ChainPlan, ms: Sequence[int]) -> dict[str, Any]:
+    """`cusync-gen validate --json`: the plan at each M with its proof (docs/validate-json.md). Raises on
+    the first M whose proof fails, like the text, so a document printed is a plan proved at every M."""
+    sizes = [{**plan.json_at(m), "proof": verify(plan, m).as_json()} for m in ms]
+    return {**plan.json_header(), "sizes": sizes}
 
 
 # ---------------------------------------------------------------------------------------------------

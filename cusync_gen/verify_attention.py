@@ -49,9 +49,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from math import comb
+from typing import Any
 
 from cusync_gen.attention_plan import AttentionPlan, AttentionShape
 from cusync_gen.errors import SpecError
@@ -65,6 +66,9 @@ class AttentionProof:
     shape: AttentionShape
     tiles: int
     reads: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"consumer_tiles": self.tiles, "reads": self.reads}
 
     def describe(self) -> str:
         s = self.shape
@@ -417,6 +421,13 @@ def verify_attention(plan: AttentionPlan, shape: AttentionShape, pv_waits_for_v:
     for tile in run.representatives():
         run.check(tile)
     return AttentionProof(shape, run.tile_count(), run.read_count())
+
+
+def validate_attention_json(plan: AttentionPlan, shapes: Sequence[AttentionShape]) -> dict[str, Any]:
+    """`cusync-gen validate --json` of an attention chain: the plan at each shape with its proof
+    (docs/validate-json.md); raises on the first shape that fails, like the text."""
+    sizes = [{**plan.json_at(shape), "proof": verify_attention(plan, shape).as_json()} for shape in shapes]
+    return {**plan.json_header(), "sizes": sizes}
 
 
 #: Shapes `generate` proves before writing a project: prompt and generation, aligned and ragged tiles.

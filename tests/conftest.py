@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -38,11 +39,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def cutlass_for_tests() -> Path | None:
+    """The CUTLASS the tests build against, found as the CLI finds it (build.find_cutlass): $CUTLASS_DIR,
+    else third_party/cutlass. None when neither is there; a $CUTLASS_DIR without CUTLASS's headers is an
+    error (ToolError), as in the CLI, rather than a silent skip of every test that needs it."""
+    from cusync_gen import build
+    from cusync_gen.errors import ToolError
+
+    if not os.environ.get("CUTLASS_DIR"):
+        fetched = REPO / "third_party" / "cutlass"
+        return fetched if (fetched / "include" / "cutlass" / "cutlass.h").is_file() else None
+    try:
+        return build.find_cutlass()
+    except ToolError as err:
+        pytest.fail(f"{err.message} ({err.hint})", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def cutlass_dir() -> Path:
-    path = REPO / "third_party" / "cutlass"
-    if not (path / "include" / "cutlass" / "cutlass.h").is_file():
-        pytest.skip("CUTLASS headers missing: run `cusync-gen fetch-cutlass`")
+    path = cutlass_for_tests()
+    if path is None:
+        pytest.skip("CUTLASS headers missing: run `cusync-gen fetch-cutlass` or set CUTLASS_DIR")
     return path
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cusync_gen import build, cutlass_fetch, paths
-from cusync_gen.errors import CheckFailedError, NoGpuError, SyncTimeoutError, ToolError, UsageError
+from cusync_gen.errors import CheckFailedError, NoGpuError, NotRunError, SyncTimeoutError, ToolError, UsageError
 
 # --------------------------------------------------------------------------------------------------
 # helpers
@@ -293,11 +293,12 @@ def test_run_without_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     project = make_project(tmp_path / "p")
     make_bench(project, json.dumps(ROW) + "\n")
     monkeypatch.setattr(build, "has_gpu", lambda: False)
-    with pytest.raises(NoGpuError) as err:
+    with pytest.raises(NotRunError) as err:
         build.run(project, [256])
-    assert err.value.exit_code == 3
-    assert err.value.message == "no CUDA device found"
-    assert "without a GPU" in err.value.hint
+    assert err.value.exit_code == 6 and isinstance(err.value, NoGpuError)
+    assert err.value.message == f"{project} is built; running it needs a CUDA GPU, and none was found"
+    assert "NVIDIA GPU" in err.value.hint and "exit 6" in err.value.hint
+    assert not (project / "build" / "argv.json").exists()  # the bench was not started
 
 
 def test_run_not_built(tmp_path: Path, gpu: None) -> None:

@@ -268,14 +268,18 @@ def test_run_bench_crash_shows_command(tmp_path: Path, no_build: list[dict],
     assert error_lines(err) == ["error: fake_bench failed (exit 9)"]
 
 
-def test_run_without_gpu_exit_3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_without_gpu_builds_then_exits_6(tmp_path: Path, no_build: list[dict], monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """No GPU: the project is still built (for its own target), then one line says running needs a GPU."""
     monkeypatch.setattr(build, "has_gpu", lambda: False)
+    monkeypatch.setattr(build, "gpu_arch", lambda: None)
     project = make_built_project(tmp_path / "p", json.dumps(ROW) + "\n")
     code, out, err = cli_run(capsys, "run", str(project))
-    assert code == 3
-    assert error_lines(err) == ["error: no CUDA device found"]
+    assert code == 6
+    assert error_lines(err) == [f"error: {project} is built; running it needs a CUDA GPU, and none was found"]
     assert "hint:" in err and "Traceback" not in out + err
+    assert [call["target"] for call in no_build] == [None]
+    assert not (project / "build" / "argv.json").exists() and "1.18x" not in out  # the bench did not run
 
 
 def test_run_unknown_target_exit_2(tmp_path: Path, no_build: list[dict], capsys: pytest.CaptureFixture[str]) -> None:
@@ -297,7 +301,7 @@ def test_run_example_generates_builds_runs(tmp_path: Path, monkeypatch: pytest.M
         return Path(out_dir)
 
     monkeypatch.setattr(render, "generate", fake_generate)
-    code, out, err = cli_run(capsys, "run", "two_gemm", "--m", "256")
+    code, out, err = cli_run(capsys, "run", "two_gemm", "--m", "256", "--backend", "sm80")  # sm_90: two_gemm_sm90
     assert code == 0, err
     assert generated == [(paths.examples_dir() / "two_gemm.yaml", Path("generated/two_gemm"), None, False)]
     assert no_build[0]["project"] == Path("generated/two_gemm")

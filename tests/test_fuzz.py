@@ -655,7 +655,7 @@ def check_cli_outcome(args: list[str], cwd: Path, code: int, out: str, err: str)
         assert "Traceback" not in out + err  # the --check report: one line per difference
         return
     if code != 0:
-        assert_one_error_line(code, out, err, (1, 2, 3) if command in ("run", "trace") else (1, 2))
+        assert_one_error_line(code, out, err, (1, 2, 3, 6) if command in ("run", "trace") else (1, 2))
         return
     assert command != "fetch-cutlass", "a fake wheel was accepted"
     assert "Traceback" not in out + err
@@ -689,8 +689,10 @@ def test_command_lines_in_process(args: list[str], spec: Any, gpu: bool, small_p
 
 
 # The real entry point in a subprocess, under a hard timeout. `run` and `trace` go through a launcher that
-# reports no GPU (on a GPU machine they would build for minutes); everything else is `python3 -m`.
+# reports no GPU and builds nothing (on a GPU machine they would build for minutes, and `run` builds without
+# a GPU too); everything else is `python3 -m`.
 NO_GPU_LAUNCHER = ("import sys; from cusync_gen import build, cli; build.has_gpu = lambda: False; "
+                   "build.gpu_arch = lambda: None; build.build = lambda project, **kwargs: project; "
                    "cli.main(sys.argv[1:])")
 
 
@@ -897,7 +899,7 @@ def test_run_and_trace_force_into_a_foreign_folder(tmp_path: Path, monkeypatch: 
     """run and trace generate into ./generated/NAME (or -o / --project), which now refuses a folder that is
     not our project; --force (passed to generate) writes into it and keeps the user's files."""
     monkeypatch.chdir(tmp_path)
-    for name, fake in (("has_gpu", lambda: True), ("gpu_arch", lambda: "sm_90"),
+    for name, fake in (("has_gpu", lambda: True), ("gpu_arch", lambda: "sm_80"),  # sm_90: run takes two_gemm_sm90
                        ("build", lambda project, **kwargs: Path(project) / "build"), ("run", fake_bench_run)):
         monkeypatch.setattr(build, name, fake)
     folder = tmp_path / "generated" / "two_gemm"
