@@ -214,23 +214,30 @@ def test_attention_falls_back_below_four_tile_rows(built: dict[str, Path]) -> No
     assert all(r["bitwise_equal"] and r["graph_ok"] for r in rows)
 
 
+def _run_driver(driver: str, name: str, built: dict[str, Path], tmp_path: Path) -> dict:
+    """Builds tests/runtime/<driver>.cu against the built library of `name` and runs it: its JSON row,
+    which must say ok."""
+    arch = "90a" if name in EXAMPLES_SM90 else (os.environ.get("CUSYNC_GPU_ARCH") or _compute_capability())
+    exe = tmp_path / driver
+    compile_ = ["nvcc", "-std=c++17", f"-gencode=arch=compute_{arch},code=sm_{arch}",
+                "-I", str(REPO / "generated" / name / "include"), "-I", str(epoch_wrap_header(name, tmp_path / "inc")),
+                str(REPO / "tests" / "runtime" / f"{driver}.cu"), str(built[name].parent / f"lib{name}.a"),
+                *library_link_flags(built[name].parent), "-o", str(exe)]
+    out = subprocess.run(compile_, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    (row,) = _rows(out.stdout)
+    assert out.returncode == 0 and row["ok"], out.stdout + out.stderr
+    return row
+
+
 @pytest.mark.parametrize("name", ["two_gemm", "two_gemm_sm90"])
 def test_epoch_wrap(name: str, built: dict[str, Path], tmp_path: Path) -> None:
     """Runs across the 32-bit epoch's wrap stay bitwise equal (plain and from a replayed graph), and a post
     that goes missing right after the wrap still times out (it passed silently on stale semaphores before)."""
     if name not in built:
         pytest.skip(f"{name} not built (needs a Hopper GPU, or not in CUSYNC_GPU_EXAMPLES)")
-    arch = "90a" if name in EXAMPLES_SM90 else (os.environ.get("CUSYNC_GPU_ARCH") or _compute_capability())
-    driver = tmp_path / "epoch_wrap"
-    compile_ = ["nvcc", "-std=c++17", f"-gencode=arch=compute_{arch},code=sm_{arch}",
-                "-I", str(REPO / "generated" / name / "include"), "-I", str(epoch_wrap_header(name, tmp_path / "inc")),
-                str(REPO / "tests" / "runtime" / "epoch_wrap.cu"), str(built[name].parent / f"lib{name}.a"),
-                *library_link_flags(built[name].parent), "-o", str(driver)]
-    out = subprocess.run(compile_, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    out = subprocess.run([str(driver)], capture_output=True, text=True, timeout=120)
-    (row,) = _rows(out.stdout)
-    assert out.returncode == 0 and row["ok"], out.stdout + out.stderr
+    row = _run_driver("epoch_wrap", name, built, tmp_path)
     assert row["plain_runs_equal"] == 6 and row["graph_replays_equal"] == 6
     assert row["missing_post_after_wrap_timed_out"] and row["stage"] == 1
 
@@ -242,15 +249,5 @@ def test_public_api_c_abi_and_moves(name: str, built: dict[str, Path], tmp_path:
     moved-from object reports kNotInitialized, every output element is written."""
     if name not in built:
         pytest.skip(f"{name} not built (needs a Hopper GPU, or not in CUSYNC_GPU_EXAMPLES)")
-    arch = "90a" if name in EXAMPLES_SM90 else (os.environ.get("CUSYNC_GPU_ARCH") or _compute_capability())
-    driver = tmp_path / "api_smoke"
-    compile_ = ["nvcc", "-std=c++17", f"-gencode=arch=compute_{arch},code=sm_{arch}",
-                "-I", str(REPO / "generated" / name / "include"), "-I", str(epoch_wrap_header(name, tmp_path / "inc")),
-                str(REPO / "tests" / "runtime" / "api_smoke.cu"), str(built[name].parent / f"lib{name}.a"),
-                *library_link_flags(built[name].parent), "-o", str(driver)]
-    out = subprocess.run(compile_, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    out = subprocess.run([str(driver)], capture_output=True, text=True, timeout=120)
-    (row,) = _rows(out.stdout)
-    assert out.returncode == 0 and row["ok"], out.stdout + out.stderr
+    row = _run_driver("api_smoke", name, built, tmp_path)
     assert row["bitwise_c_vs_cpp"] and row["moved_from_not_initialized"]
