@@ -45,8 +45,8 @@ MAX_BLOCKS_PER_SM = 32
 MAX_THREADS_PER_BLOCK = 1024
 WARP_SIZE = 32
 #: With no measured table, run() uses ping-pong where every GEMM has this many 128x128 tiles per SM, else
-#: cuBLASLt (cusync::kPingpongTilesPerSm in templates/sm90/include/cusync/sm90/dispatch.h, the ping-pong
-#: tile side in gemm.cuh; a test keeps the rule equal in both languages).
+#: cuBLASLt (cusync::kPingpongTilesPerSm and cusync::kPingpongTile in
+#: templates/sm90/include/cusync/sm90/dispatch.h; a test keeps the rule and both numbers equal).
 PINGPONG_TILES_PER_SM = 2
 PINGPONG_TILE = 128
 SWIGLU_THREADS = 512  # the elementwise kernel's block (cusync::SwiGluStage::kThreads, checked there)

@@ -50,7 +50,7 @@ def test_default_mode_rule_is_the_same_in_python_and_cpp(tmp_path: Path) -> None
     cusync::default_mode (dispatch.h). Both see the same cases and must say the same, reason included."""
     import shutil as _shutil
 
-    from cusync_gen.plan import default_mode
+    from cusync_gen.plan import PINGPONG_TILE, PINGPONG_TILES_PER_SM, default_mode
 
     cxx = _shutil.which("g++") or _shutil.which("c++")
     if cxx is None:
@@ -67,10 +67,12 @@ def test_default_mode_rule_is_the_same_in_python_and_cpp(tmp_path: Path) -> None
                      f"    cusync::Mode m = cusync::default_mode(p, n, {len(gemms)}, {sms}, {str(lt).lower()}, r, 256);\n"
                      f'    std::printf("%s|%s\\n", cusync::to_string(m), r); }}')
     source = tmp_path / "rule.cpp"
+    lines.insert(0, '  std::printf("%d %d\\n", cusync::kPingpongTile, cusync::kPingpongTilesPerSm);')
     source.write_text('#include "cusync/sm90/dispatch.h"\nint main() {\n' + "\n".join(lines) + "\n}\n")
     exe = tmp_path / "rule"
     build = subprocess.run([cxx, "-std=c++17", "-I", str(REPO / "templates" / "sm90" / "include"), str(source),
                             "-o", str(exe)], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr[-3000:]
     got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
-    assert got == [f"{mode.value}|{why}" for mode, why in (default_mode(g, s, lt) for g, s, lt in cases)]
+    assert got[0] == f"{PINGPONG_TILE} {PINGPONG_TILES_PER_SM}"  # the rule's numbers, one value in both
+    assert got[1:] == [f"{mode.value}|{why}" for mode, why in (default_mode(g, s, lt) for g, s, lt in cases)]

@@ -363,7 +363,7 @@ cusync::Mode LlamaMlpSm90::mode() const {
   int gemms = 0;
   for (int s = 0; s < kNumStages; ++s) {
     if (kLaunchStock[s] == nullptr) continue;  // GEMMs only: an elementwise stage is one short pass
-    pingpong_tiles[gemms] = int64_t(ceil_div(m, 128)) * ceil_div(kTopology[s].n, 128);
+    pingpong_tiles[gemms] = int64_t(ceil_div(m, cusync::kPingpongTile)) * ceil_div(kTopology[s].n, cusync::kPingpongTile);
     names[gemms++] = kTopology[s].name;
   }
   return cusync::default_mode(pingpong_tiles, names, gemms, sms_, cusync::sm90::kHaveCublasLt, mode_reason_,

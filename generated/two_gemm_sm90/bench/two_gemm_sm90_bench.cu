@@ -485,33 +485,24 @@ int main(int argc, char** argv) {
         stock_bitwise = stock_bitwise && outputs_equal(b, expected);
         stock_id[pdl] = timer.add(capture(stream, [&] { return chain.run_stock(stream, pdl); }));
       }
-      // Stream-K sums K-slices in another order: compared with the sequential run by relative error.
-      poison(b, m, stream);
-      BENCH_STATUS(chain.run_streamk(stream));
-      BENCH_CUDA(cudaStreamSynchronize(stream));
-      streamk_diff = outputs_difference(b, expected);
-      streamk_id = timer.add(capture(stream, [&] { return chain.run_streamk(stream); }));
-      // 2x1 clusters load each B tile once per cluster (multicast) and compute every tile the same way.
-      poison(b, m, stream);
-      BENCH_STATUS(chain.run_mode(stream, cusync::Mode::kCluster));
-      BENCH_CUDA(cudaStreamSynchronize(stream));
-      cluster_bitwise = outputs_equal(b, expected);
-      cluster_id = timer.add(capture(stream, [&] { return chain.run_mode(stream, cusync::Mode::kCluster); }));
-      // Ping-pong kernels in 128x128 tiles: checked by relative error (another tile shape; equality reported).
-      poison(b, m, stream);
-      BENCH_STATUS(chain.run_mode(stream, cusync::Mode::kPingpong));
-      BENCH_CUDA(cudaStreamSynchronize(stream));
-      pingpong_diff = outputs_difference(b, expected);
-      pingpong_bitwise = outputs_equal(b, expected);
-      pingpong_id = timer.add(capture(stream, [&] { return chain.run_mode(stream, cusync::Mode::kPingpong); }));
-      // cuBLASLt's GEMMs (another summation order): by relative error; -1 where not built in.
-      if (chain.cublaslt_available()) {
+      // One run() mode on the same buffers, checked against the sequential run (poisoned first; bitwise
+      // equality and/or the relative difference, as asked), then its graph joins the timing.
+      auto check_mode = [&](cusync::Mode mode, bool* bitwise, double* diff) {
         poison(b, m, stream);
-        BENCH_STATUS(chain.run_mode(stream, cusync::Mode::kCublasLt));
+        BENCH_STATUS(chain.run_mode(stream, mode));
         BENCH_CUDA(cudaStreamSynchronize(stream));
-        cublaslt_diff = outputs_difference(b, expected);
-        cublaslt_id = timer.add(capture(stream, [&] { return chain.run_mode(stream, cusync::Mode::kCublasLt); }));
-      }
+        if (bitwise != nullptr) *bitwise = outputs_equal(b, expected);
+        if (diff != nullptr) *diff = outputs_difference(b, expected);
+        return timer.add(capture(stream, [&] { return chain.run_mode(stream, mode); }));
+      };
+      // Stream-K sums K-slices in another order: by relative error.
+      streamk_id = check_mode(cusync::Mode::kStreamK, nullptr, &streamk_diff);
+      // 2x1 clusters load each B tile once per cluster (multicast) and compute every tile the same way.
+      cluster_id = check_mode(cusync::Mode::kCluster, &cluster_bitwise, nullptr);
+      // Ping-pong kernels in 128x128 tiles: by relative error (another tile shape; equality reported).
+      pingpong_id = check_mode(cusync::Mode::kPingpong, &pingpong_bitwise, &pingpong_diff);
+      // cuBLASLt's GEMMs (another summation order): by relative error; -1 where not built in.
+      if (chain.cublaslt_available()) cublaslt_id = check_mode(cusync::Mode::kCublasLt, nullptr, &cublaslt_diff);
 #if defined(CUSYNC_BENCH_CUBLAS)
       if (blas.ok) cublas_id = timer.add(capture(stream, [&] { return cublas_chain(blas, b, m, stream); }));
 #endif

@@ -31,6 +31,7 @@
 
 #include "cusync/stage.cuh"
 #include "cusync/status.h"
+#include "cusync/sm90/dispatch.h"
 #include "cusync/sm90/posting_epilogue.cuh"
 #include "cusync/sm90/ticket_scheduler.cuh"
 #include "cusync/sm90/waiting_mainloop.cuh"
@@ -130,7 +131,7 @@ template <class Element, class LayoutB, template <class> class Activation>
 struct PingpongConfig {
   static_assert(cute::sizeof_bits_v<Element> == 16, "dtype of an sm90 chain must be fp16 or bf16");
   static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
-  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
+  using TileShape = cute::Shape<cute::Int<kPingpongTile>, cute::Int<kPingpongTile>, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
   using Fusion = cutlass::epilogue::fusion::LinCombEltAct<Activation, Element, float, void, float>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<

@@ -50,6 +50,8 @@ struct DispatchEntry {
 // with fewer, down to 0.70x of it, and cuBLAS's chain beat every CUTLASS mode (stream-K included) by
 // 4-13% at M = 256 and 512 on both MLP examples.
 constexpr int kPingpongTilesPerSm = 2;
+// The ping-pong kernel's tile side (M and N; cusync::sm90::PingpongConfig in gemm.cuh).
+constexpr int kPingpongTile = 128;
 
 // The default when no measured table applies: every GEMM has at least kPingpongTilesPerSm 128x128 tiles
 // per SM -> kPingpong; otherwise kCublasLt (kStreamK where the library was built without cuBLASLt),
