@@ -92,6 +92,11 @@ class AttentionPlan:
     sms: int  # of the target's flagship part: the library reads the real count at run time
 
     @property
+    def backend(self) -> str:
+        """The row of cusync_gen.backends.BACKENDS that emits this plan's project."""
+        return "attention"
+
+    @property
     def d(self) -> int:
         return self.heads * self.head_dim
 

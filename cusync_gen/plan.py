@@ -91,6 +91,7 @@ class EdgePlan:
     row_ok: bool = False   # RowSync lines up: the consumer's tile M divides the producer's
     tile_ok: bool = False  # TileSync lines up too: the consumer's tile K divides the producer's tile N
     operand: str = "a"     # which input of the consumer this edge feeds: "a", or "b" (second producer)
+    row_wait_value: int = 0  # the wait value under a run-time RowSync override (set_policy): the producer's tiles per row
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,11 @@ class ChainPlan:
     def config_for(self, m: int) -> ConfigPlan:
         """The configuration the library runs at this M."""
         return next(c for c in self.configs if c.m_max is None or m <= c.m_max)
+
+    @property
+    def backend(self) -> str:
+        """The row of cusync_gen.backends.BACKENDS that emits this plan's project: the spec's arch."""
+        return self.arch.value
 
     @property
     def has_unsynced_edge(self) -> bool:
@@ -486,7 +492,8 @@ def _edge_plan(spec: ChainSpec, i: int, tiles: list[TilePlan], operand: str = "a
     gemm = stage.op is Op.GEMM
     row_ok = gemm and ptile.m % tile.m == 0
     tile_ok = row_ok and ptile.n % tile.k == 0
-    return EdgePlan(p, policy, wait_value, stride, ptile.m, ptile.n, row_ok, tile_ok, operand)
+    return EdgePlan(p, policy, wait_value, stride, ptile.m, ptile.n, row_ok, tile_ok, operand,
+                    _ceil_div(spec.stages[p].n, ptile.n))
 
 
 def _semaphores_per_row(stage: StageSpec, tile: TilePlan, policy: Policy | None, edge: EdgePlan | None) -> int:

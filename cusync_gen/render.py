@@ -28,42 +28,13 @@ import jinja2
 
 from cusync_gen import __version__, fsio
 from cusync_gen.cpp import FILTERS, has_control_character
+from cusync_gen.backends import OutputFile, backend_of
 from cusync_gen.errors import CusyncError, SpecError, UsageError
 from cusync_gen.paths import default_cutlass_dir, templates_dir
 from cusync_gen.attention_plan import AttentionPlan, make_attention_plan
 from cusync_gen.plan import ChainPlan, make_plan
 from cusync_gen.spec.loading import load_spec
-from cusync_gen.spec.model import Arch, AttentionSpec, ChainSpec, Op
-from cusync_gen.verify import representative_ms, verify
-from cusync_gen.verify_attention import verify_attention_plan
-
-# The CuSync runtime every project gets (include/cusync/).
-RUNTIME_HEADERS = (
-    "status.h", "ptx.cuh", "sync_error.h", "semaphore.cuh", "policy.h", "tile_order.h", "stage.cuh",
-    "chain_kernels.cuh", "swiglu.cuh",
-)
-# The backend headers each project gets (include/cusync/<backend>/), by spec arch.
-BACKEND_HEADERS: dict[Arch, tuple[str, ...]] = {
-    Arch.SM80: ("waiting_iterator.cuh", "gemm.cuh"),
-    Arch.SM90: ("dispatch.h", "ticket_scheduler.cuh", "waiting_mainloop.cuh", "posting_epilogue.cuh", "gemm.cuh",
-               "cublaslt_context.h", "cublaslt.cuh"),
-}
-SWIGLU_TEMPLATE = "project/src/stage_swiglu.cu.j2"
-# The attention chain (sm80 backend): the runtime above plus its tile mapping and softmax stage.
-ATTENTION_RUNTIME_HEADERS = (*RUNTIME_HEADERS, "attention.cuh", "softmax.cuh")
-ATTENTION_BACKEND_HEADERS = ("waiting_iterator.cuh", "gemm.cuh", "batched_gemm.cuh")
-
-
-@dataclass(frozen=True)
-class OutputFile:
-    """One file of a generated project: rendered from a template or copied verbatim."""
-
-    path: str
-    source: str
-    template: bool
-    stage: int | None = None
-    field: str | None = None  # the spec field its name comes from ("name", "stages[1].name"), if any
-
+from cusync_gen.spec.model import AttentionSpec, ChainSpec
 
 class GeneratedDiffers(CusyncError):
     """`generate --check` found files on disk that differ from what the generator emits now."""
@@ -72,82 +43,9 @@ class GeneratedDiffers(CusyncError):
     multiline = True  # the report: one line per difference (the CLI prints it as it is)
 
 
-def _stage_files(plan: ChainPlan) -> list[OutputFile]:
-    """One translation unit per stage; on sm90 a GEMM also gets its stock CUTLASS twin (the baselines)."""
-    backend = plan.arch.value
-    files: list[OutputFile] = []
-    for stage in plan.stages:
-        field = f"stages[{stage.index}].name"
-        if stage.op is Op.SWIGLU:
-            files.append(OutputFile(f"src/stage_{stage.name}.cu", SWIGLU_TEMPLATE, True, stage.index, field))
-            continue
-        files.append(OutputFile(f"src/stage_{stage.name}.cu", f"{backend}/stage_gemm.cu.j2", True, stage.index, field))
-        if plan.arch is Arch.SM90:
-            files.append(
-                OutputFile(f"src/stage_{stage.name}_stock.cu", "sm90/stage_gemm_stock.cu.j2", True, stage.index, field)
-            )
-    return files
-
-
-def _config_file(name: str) -> OutputFile:
-    """What CMakeLists.txt configures into <name>Config.cmake, the file find_package(<name> CONFIG) reads."""
-    return OutputFile(f"cmake/{name}Config.cmake.in", "project/cmake/Config.cmake.in.j2", True, field="name")
-
-
-def project_files(plan: ChainPlan) -> list[OutputFile]:
-    """Every file of the project, in a fixed order."""
-    name = plan.name
-    backend = plan.arch.value
-    files = [
-        OutputFile("CMakeLists.txt", "project/CMakeLists.txt.j2", True),
-        _config_file(name),
-        OutputFile("README.md", "project/README.md.j2", True),
-        OutputFile(f"include/{name}.h", "project/include/chain.h.j2", True, field="name"),
-        OutputFile(f"include/{name}_c.h", "project/include/chain_c.h.j2", True, field="name"),
-        OutputFile(f"include/{name}_testing.h", "project/include/testing.h.j2", True, field="name"),
-        *(OutputFile(f"include/cusync/{h}", f"runtime/include/cusync/{h}", False) for h in RUNTIME_HEADERS),
-        *(
-            OutputFile(f"include/cusync/{backend}/{h}", f"{backend}/include/cusync/{backend}/{h}", False)
-            for h in BACKEND_HEADERS[plan.arch]
-        ),
-        OutputFile(f"src/{name}_stages.h", "project/src/stages.h.j2", True, field="name"),
-        OutputFile(f"src/{name}.cu", "project/src/chain.cu.j2", True, field="name"),
-        OutputFile(f"src/{name}_c.cpp", "project/src/chain_c.cpp.j2", True, field="name"),
-        *_stage_files(plan),
-        OutputFile(f"bench/{name}_bench.cu", "project/bench/bench.cu.j2", True, field="name"),
-        OutputFile("bench/reference.cuh", "project/bench/reference.cuh", False),
-    ]
-    if plan.arch is Arch.SM90:
-        files.append(OutputFile("bench/baselines.cuh", "project/bench/baselines.cuh", False))
-    return files
-
-
-def attention_files(plan: AttentionPlan) -> list[OutputFile]:
-    """Every file of an attention project, in a fixed order (stage = index into plan.gemms)."""
-    name = plan.name
-    return [
-        OutputFile("CMakeLists.txt", "attention/CMakeLists.txt.j2", True),
-        _config_file(name),
-        OutputFile("README.md", "attention/README.md.j2", True),
-        OutputFile(f"include/{name}.h", "attention/include/attention.h.j2", True, field="name"),
-        OutputFile(f"include/{name}_c.h", "attention/include/attention_c.h.j2", True, field="name"),
-        OutputFile(f"include/{name}_testing.h", "attention/include/testing.h.j2", True, field="name"),
-        *(OutputFile(f"include/cusync/{h}", f"runtime/include/cusync/{h}", False) for h in ATTENTION_RUNTIME_HEADERS),
-        *(OutputFile(f"include/cusync/sm80/{h}", f"sm80/include/cusync/sm80/{h}", False) for h in ATTENTION_BACKEND_HEADERS),
-        OutputFile(f"src/{name}_stages.h", "attention/src/stages.h.j2", True, field="name"),
-        OutputFile(f"src/{name}.cu", "attention/src/attention.cu.j2", True, field="name"),
-        OutputFile(f"src/{name}_c.cpp", "attention/src/attention_c.cpp.j2", True, field="name"),
-        *(OutputFile(f"src/stage_{g.name}.cu", "attention/src/stage_gemm.cu.j2", True, i) for i, g in enumerate(plan.gemms)),
-        OutputFile("src/stage_softmax.cu", "attention/src/stage_softmax.cu.j2", True),
-        OutputFile(f"bench/{name}_bench.cu", "attention/bench/bench.cu.j2", True, field="name"),
-        OutputFile("bench/reference.cuh", "project/bench/reference.cuh", False),
-        OutputFile("bench/attention_reference.cuh", "attention/bench/attention_reference.cuh", False),
-    ]
-
-
 def output_files(plan: ChainPlan | AttentionPlan) -> list[OutputFile]:
     """Every file of the project; a SpecError when two of them would get one path (see `_check_paths`)."""
-    files = attention_files(plan) if isinstance(plan, AttentionPlan) else project_files(plan)
+    files = backend_of(plan).files(plan)
     _check_paths(files)
     return files
 
@@ -236,23 +134,7 @@ def sha256(text: str) -> str:
 def manifest(plan: ChainPlan | AttentionPlan, files: list[OutputFile], texts: dict[str, str]) -> str:
     """What `build` and `run` read: names, target, stages, the generated files and their sha256 (what a
     later `generate` checks before it removes a file it no longer writes)."""
-    if isinstance(plan, AttentionPlan):
-        stages = [{"name": row.name, "op": "softmax" if row.name == "softmax" else "gemm"} for row in plan.table]
-    else:
-        stages = [
-            {
-                "name": s.name,
-                "op": s.op.value,
-                "n": s.n,
-                "k": s.k,
-                "policy": s.input.policy.value if s.input else None,
-                "producer": plan.stages[s.input.producer].name if s.input else None,
-                "producer_b": plan.stages[s.input_b.producer].name if s.input_b else None,
-                "epilogue": s.epilogue.value,
-                "b_layout": s.b_layout.value,
-            }
-            for s in plan.stages
-        ]
+    backend = backend_of(plan)
     data = {
         "generator": f"cusync-gen {__version__}",
         "name": plan.name,
@@ -264,8 +146,8 @@ def manifest(plan: ChainPlan | AttentionPlan, files: list[OutputFile], texts: di
         "dtype": plan.dtype.value,
         "library": plan.name,
         "bench": f"{plan.name}_bench",
-        **({"kind": "attention"} if isinstance(plan, AttentionPlan) else {}),
-        "stages": stages,
+        **backend.MANIFEST,
+        "stages": backend.manifest_stages(plan),
         "files": [f.path for f in files] + ["manifest.json"],
         "sha256": {f.path: sha256(texts[f.path]) for f in files},
     }
@@ -278,16 +160,13 @@ def render_project(plan: ChainPlan | AttentionPlan, cutlass: CutlassDefault | st
     if isinstance(cutlass, str):
         cutlass = CutlassDefault(cutlass, relative=False)
     env = _environment()
+    backend = backend_of(plan)
     files = output_files(plan)
     root = templates_dir()
     out: dict[str, str] = {}
     for f in files:
         if f.template:
-            context = {"plan": plan, "version": __version__, "cutlass": cutlass}
-            if isinstance(plan, AttentionPlan):
-                context["gemm"] = plan.gemms[f.stage] if f.stage is not None else None
-            else:
-                context["stage"] = plan.stages[f.stage] if f.stage is not None else None
+            context = {"plan": plan, "version": __version__, "cutlass": cutlass, **backend.context(plan, f)}
             out[f.path] = env.get_template(f.source).render(**context)
         else:
             out[f.path] = (root / f.source).read_text()
@@ -437,11 +316,7 @@ def _write(out_dir: Path, shown: Path, rendered: dict[str, str], force: bool) ->
 def proved_plan(spec_path: Path, target: str | None = None) -> ChainPlan | AttentionPlan:
     """The plan of a spec file, once its synchronization is proved sound (no code for one that is not)."""
     plan = plan_of_spec(load_spec(Path(spec_path)), target)
-    if isinstance(plan, AttentionPlan):
-        verify_attention_plan(plan)
-    else:
-        for m in representative_ms(plan):
-            verify(plan, m)
+    backend_of(plan).prove(plan)
     return plan
 
 

@@ -80,19 +80,60 @@ def test_class_is_movable_not_copyable(name: str) -> None:
     assert f"{cls}::{cls}({cls}&& other) noexcept {{ swap(other); }}" in source
 
 
+MEMBER = re.compile(r"^  (?:mutable )?[\w:<>* ]+?[ *](\w+_)(?:\[[^\]]*\])*(?: = [^;]*|\{[^;]*\})?;", re.MULTILINE)
+
+
+def swapped(source: str, signature: str) -> list[str]:
+    """The members a swap function's body exchanges: `swap(x_, other.x_);` or `x_.swap(other.x_);`."""
+    body = source[source.index(signature):]
+    first = body.splitlines()[0]
+    body = first if first.rstrip().endswith("}") else body[:body.index("\n}\n")]
+    pairs = re.findall(r"\bswap\((\w+_), other\.(\w+_)\);", body) + re.findall(r"\b(\w+_)\.swap\(other\.(\w+_)\);", body)
+    assert all(a == b for a, b in pairs), pairs
+    return sorted(a for a, _ in pairs)
+
+
+def private_members(header: str, cls: str, after: str = "\n private:\n") -> list[str]:
+    body = header[header.index(f"class {cls} "):]
+    body = body[:body.index("\n};\n")]
+    return sorted(MEMBER.findall(body.split(after, 1)[1]))
+
+
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_swap_lists_every_data_member(name: str) -> None:
     """A member that swap() forgets would stay behind in a moved-from object (a double free)."""
     cls = class_name(name)
-    private = class_body(rendered(name)[f"include/{name}.h"], cls).split("\n private:\n", 1)[1]
-    members = re.findall(r"^  (?:mutable )?[\w:<>* ]+?[ *](\w+_)(?:\[[^\]]*\])*(?: = [^;]*|\{\})?;", private, re.MULTILINE)
-    assert len(members) >= 10, members
-    source = rendered(name)[f"src/{name}.cu"]
-    swap = source[source.index(f"void {cls}::swap({cls}& other) noexcept {{"):]
-    swap = swap[:swap.index("\n}\n")]
-    listed = re.findall(r"^  swap\((\w+_), other\.(\w+_)\);$", swap, re.MULTILINE)
-    assert all(a == b for a, b in listed)
-    assert sorted(a for a, _ in listed) == sorted(members)
+    files = rendered(name)
+    members = private_members(files[f"include/{name}.h"], cls)
+    assert members, "the class holds its state"
+    assert swapped(files[f"src/{name}.cu"], f"void {cls}::swap({cls}& other) noexcept") == members
+
+
+RUNTIME_SWAPS = [  # (header, class, the header holding swap's definition, swap's signature, private/protected marker)
+    ("cusync/chain.h", "ChainBase", "cusync/chain.cuh", "inline void ChainBase::swap_base(ChainBase& other) noexcept",
+     "\n protected:\n"),
+    ("cusync/chain.h", "TwoStreams", "cusync/chain.cuh", "inline void TwoStreams::swap(TwoStreams& other) noexcept",
+     "\n private:\n"),
+    ("cusync/chain.h", "StagedChain", "cusync/chain.cuh",
+     "inline void StagedChain::swap_staged(StagedChain& other) noexcept", "\n protected:\n"),
+    ("cusync/sm80/chain.h", "Chain", "cusync/sm80/chain.cuh", "inline void Chain::swap(Chain& other) noexcept",
+     "\n private:\n"),
+    ("cusync/sm90/chain.h", "Chain", "cusync/sm90/chain.cuh", "inline void Chain::swap(Chain& other) noexcept",
+     "\n private:\n"),
+]
+
+
+@pytest.mark.parametrize(("header", "cls", "source", "signature", "marker"), RUNTIME_SWAPS)
+def test_runtime_swaps_list_every_data_member(header: str, cls: str, source: str, signature: str, marker: str) -> None:
+    """The runtime classes the generated ones hold: each swap lists its own class's members (and the
+    derived classes call their base's swap)."""
+    root = REPO / "templates"
+    def find(rel: str) -> str:
+        backend = rel.split("/")[1] if rel.count("/") == 2 else None
+        return (root / (f"{backend}/include/{rel}" if backend else f"runtime/include/{rel}")).read_text()
+    members = private_members(find(header), cls, marker)
+    assert members
+    assert swapped(find(source), signature) == members
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
@@ -121,7 +162,7 @@ def test_no_device_wide_synchronization_in_the_library(name: str) -> None:
     assert "cusync::Status check_sync_error(cusync::SyncErrorInfo* info = nullptr, cudaStream_t stream = cudaStreamLegacy);" in header
     assert "cusync::Status clear_sync_error(cudaStream_t stream = cudaStreamLegacy);" in header
     assert re.search(r"cusync::Status initialize\(Arguments const& args, .*cudaStream_t stream = cudaStreamLegacy\);", header)
-    source = rendered(name)[f"src/{name}.cu"]
+    source = rendered(name)[f"src/{name}.cu"] + rendered(name).get("include/cusync/chain.cuh", "")
     assert "cudaMemcpyAsync(&error" in source and "cudaStreamSynchronize(stream)" in source
 
 

@@ -352,7 +352,8 @@ def test_installed_package_is_found_by_a_host_only_project(tmp_path: Path, cutla
     installed = {p.relative_to(prefix).as_posix() for p in prefix.rglob("*") if p.is_file()}
     headers = {p for p in installed if p.startswith("include/")}
     assert headers == {"include/two_gemm/two_gemm.h", "include/two_gemm/two_gemm_c.h",
-                       *(f"include/two_gemm/cusync/{h}" for h in ("policy.h", "status.h", "sync_error.h"))}
+                       *(f"include/two_gemm/cusync/{h}" for h in ("policy.h", "status.h", "sync_error.h", "tile_order.h",
+                                                                  "chain.h", "sm80/chain.h"))}
     names = {Path(p).name for p in installed - headers}
     assert names == {"libtwo_gemm.a", "two_gemmConfig.cmake", "two_gemmConfigVersion.cmake", "two_gemmTargets.cmake",
                      "two_gemmTargets-release.cmake"}, installed

@@ -28,9 +28,11 @@ def test_unsynced_edge_is_ordered_by_an_event(tmp_path: Path) -> None:
     assert plan.has_unsynced_edge
     spec = tmp_path / "none_edge.json"
     spec.write_text(json.dumps(_none_edge_spec()))
-    chain = (generate(spec, tmp_path / "p") / "src" / "none_edge.cu").read_text()
-    assert "cudaStreamWaitEvent(on, done_[p], 0)" in chain
-    assert "cudaEventRecord(done_[s], on)" in chain
+    project = generate(spec, tmp_path / "p")
+    assert "/*has_unsynced_edge=*/true" in (project / "src" / "none_edge.cu").read_text()
+    runtime = (project / "include" / "cusync" / "sm80" / "chain.cuh").read_text()  # what the flag turns on
+    assert "cudaStreamWaitEvent(on, done_[p], 0)" in runtime
+    assert "t_->has_unsynced_edge && (status = from_cuda(cudaEventRecord(done_[s], on)))" in runtime
 
 
 def test_synced_chains_carry_no_completion_events(tmp_path: Path) -> None:
@@ -40,4 +42,4 @@ def test_synced_chains_carry_no_completion_events(tmp_path: Path) -> None:
     spec = tmp_path / "row_edge.json"
     spec.write_text(json.dumps(data))
     chain = (generate(spec, tmp_path / "p") / "src" / "none_edge.cu").read_text()
-    assert "done_" not in chain
+    assert "/*has_unsynced_edge=*/false" in chain  # the runtime creates and records no completion events

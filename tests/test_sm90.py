@@ -9,7 +9,7 @@ import pytest
 
 from cusync_gen.errors import SpecError
 from cusync_gen.plan import make_plan
-from cusync_gen.render import project_files, render_project
+from cusync_gen.render import output_files as project_files, render_project
 from cusync_gen.spec import Arch, load_spec, parse_spec
 
 from conftest import REPO

@@ -10,11 +10,11 @@
 // CUDA graph. All pointers are device pointers; M (rows) is a run-time value up to the max_m given to
 // initialize().
 //
-// The class owns device memory, streams and events: it is movable (the moved-from object is empty, and
+// The class owns device memory and a cuBLASLt handle: it is movable (the moved-from object is empty, and
 // destroying or re-initializing it is safe), not copyable. It never synchronizes the whole device:
 // initialize(), check_sync_error() and clear_sync_error() work on the stream they are given (by
 // default the legacy default stream, cudaStreamLegacy). Test hooks live in gpt3_mlp_sm90_testing.h; a plain C
-// ABI for FFI users in gpt3_mlp_sm90_c.h.
+// ABI for FFI users in gpt3_mlp_sm90_c.h. The lifecycle is the runtime's cusync::sm90::Chain (cusync/sm90/chain.h).
 #pragma once
 
 #include <cstdint>
@@ -22,11 +22,7 @@
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 
-#include "cusync/policy.h"
-#include "cusync/status.h"
-#include "cusync/sync_error.h"
-#include "cusync/sm90/dispatch.h"
-#include "cusync/tile_order.h"
+#include "cusync/sm90/chain.h"
 
 namespace gpt3_mlp_sm90 {
 
@@ -46,13 +42,8 @@ struct Access;  // gpt3_mlp_sm90_testing.h: hooks for tests (not part of the API
 }  // namespace testing
 
 namespace detail {
-struct StageLaunch;  // src/gpt3_mlp_sm90_stages.h
-// How a stage is launched relative to the kernel before it on the stream (sm90; all false on sm80).
-struct LaunchOrder {
-  bool programmatic = false;          // programmatic dependent launch of the previous kernel
-  bool trigger_dependents = false;    // the next kernel is a programmatic launch of this one
-  bool wait_primary_at_exit = false;  // end only after the previous kernel ended
-};
+cusync::ChainTables const& tables();  // src/gpt3_mlp_sm90.cu: the stage tables the plan emitted
+cusync::sm90::BaselineTables const& baselines();  // src/gpt3_mlp_sm90.cu: CUTLASS's kernels, the dispatch table
 }  // namespace detail
 
 class Gpt3MlpSm90 {
@@ -68,7 +59,7 @@ class Gpt3MlpSm90 {
   Gpt3MlpSm90(Gpt3MlpSm90&& other) noexcept;
   Gpt3MlpSm90& operator=(Gpt3MlpSm90&& other) noexcept;
 
-  // Allocates the semaphores (for up to max(max_m, args.m) rows, at most 1048576), a second stream and two events.
+  // Allocates the semaphores (for up to max(max_m, args.m) rows, at most 1048576), the stream-K workspaces and cuBLASLt's.
   // Call once, outside stream capture. The state's upload runs on `stream`, and initialize() returns after
   // synchronizing that stream only (never the device): the chain may then run on any stream.
   cusync::Status initialize(Arguments const& args, int max_m = 0, cudaStream_t stream = cudaStreamLegacy);
@@ -87,8 +78,8 @@ class Gpt3MlpSm90 {
   char const* mode_reason() const;
   // Whether this build has mode kCublasLt (CMake found cuBLASLt); without it run() never picks it.
   bool cublaslt_available() const;
-  void set_mode(cusync::Mode mode) { mode_override_ = mode; }
-  void set_sequential_fallback(bool enabled) { mode_override_ = enabled ? cusync::Mode::kAuto : cusync::Mode::kOverlap; }
+  void set_mode(cusync::Mode mode) { core_.set_mode(mode); }
+  void set_sequential_fallback(bool enabled) { core_.set_sequential_fallback(enabled); }
   bool overlaps() const { return mode() == cusync::Mode::kOverlap; }
   // Back to back, our kernels with synchronization off: bitwise identical to the overlapped run.
   cusync::Status run_sequential(cudaStream_t stream);
@@ -102,20 +93,21 @@ class Gpt3MlpSm90 {
   // Opt-in tile trace: later runs write, for every tile of every stage, when it was taken, when it was
   // stored (%globaltimer ns) and its SM (cusync::TileTrace), into `trace` (device memory of trace_words()
   // 64-bit words for the current M; stage s starts at trace_offset(s)). nullptr turns it off.
-  void set_trace(uint64_t* trace) { trace_ = trace; }
+  void set_trace(uint64_t* trace) { core_.set_trace(trace); }
   int64_t trace_offset(int stage) const;
   int64_t trace_words() const { return trace_offset(kNumStages); }
   // Overrides the policy of every edge that feeds a GEMM (kRow or kTile); kNone restores the spec's.
   cusync::Status set_policy(cusync::PolicyKind policy);
-  // sm90 kernels are persistent and always take their tiles from the ticket queue; this has no effect.
-  // set_tile_order overrides the order of every stage's queue (-1: the spec's; else a cusync::TileOrder).
-  void set_tile_order(int order) { tile_order_override_ = order; }
-  void set_ticket_order(bool ticket_order) { ticket_order_ = ticket_order; }
+  // Overrides the order of every stage's tile queue (-1: the spec's; else a cusync::TileOrder).
+  void set_tile_order(int order) { core_.set_tile_order(order); }
+  // sm90 kernels are persistent and always take their tiles from the ticket queue: set_ticket_order has
+  // no effect there.
+  void set_ticket_order(bool ticket_order) { core_.set_ticket_order(ticket_order); }
   // Diagnostics: the synced kernels (tickets, waits, posts) all on one stream without PDL, so nothing overlaps;
   // its time minus run_sequential()'s is the cost of the hooks alone.
-  void set_single_stream(bool single_stream) { single_stream_ = single_stream; }
+  void set_single_stream(bool single_stream) { core_.set_single_stream(single_stream); }
   // Bounded spin-waits give up after this long (default 2 s) and record a SyncErrorInfo.
-  void set_sync_timeout_ns(uint64_t timeout_ns) { timeout_ns_ = timeout_ns; }
+  void set_sync_timeout_ns(uint64_t timeout_ns) { core_.set_sync_timeout_ns(timeout_ns); }
   // Reads the error record on `stream` after the work queued there (cudaMemcpyAsync, then synchronizes
   // that stream only; pass the stream the chain ran on); returns kSyncTimeout (and fills *info) if a wait
   // gave up since the last clear. Not capturable.
@@ -129,35 +121,8 @@ class Gpt3MlpSm90 {
   friend struct testing::Access;
   // Exchanges every member (the moves are built on it); lists each one.
   void swap(Gpt3MlpSm90& other) noexcept;
-  // One launch of `stage` on the current arguments, with no synchronization filled in yet.
-  detail::StageLaunch unsynced_launch(int stage, bool programmatic) const;
-  cusync::Status launch_stage(int stage, bool synced, cudaStream_t stream, detail::LaunchOrder order = {});
-  cusync::Status run_cutlass(cudaStream_t stream, bool programmatic, cusync::Mode kernels);
-  cusync::Status run_overlapped(cudaStream_t stream);
-  bool coresident(int consumer, int producer) const;
 
-  Arguments args_{};
-  int max_m_ = 0;
-  int sms_ = 0;
-  cusync::Mode mode_override_ = cusync::Mode::kAuto;
-  mutable char mode_reason_[256] = {};
-  bool single_stream_ = false;
-  cusync::PolicyKind policy_override_ = cusync::PolicyKind::kNone;
-  uint64_t* trace_ = nullptr;
-  int tile_order_override_ = -1;
-  int missing_posts_stage_ = -1;
-  bool ticket_order_ = true;
-  uint64_t timeout_ns_ = 2000000000ull;
-  void* state_ = nullptr;                      // cusync::ChainState
-  uint64_t* semaphores_ = nullptr;
-  int config_ = 0;                             // the tile configuration for args_.m
-  int64_t semaphore_offset_[kNumConfigs][kNumStages] = {};
-  void* streamk_workspace_ = nullptr;          // every GEMM stage's stream-K workspace
-  void* lt_ = nullptr;                         // cusync::sm90::LtContext (mode kCublasLt)
-  int64_t streamk_offset_[kNumStages] = {};
-  cudaStream_t side_stream_ = nullptr;
-  cudaEvent_t fork_ = nullptr;
-  cudaEvent_t join_ = nullptr;
+  cusync::sm90::Chain core_{detail::tables(), detail::baselines(), /*ticket_order=*/true};
 };
 
 }  // namespace gpt3_mlp_sm90

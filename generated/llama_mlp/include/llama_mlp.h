@@ -12,7 +12,7 @@
 // destroying or re-initializing it is safe), not copyable. It never synchronizes the whole device:
 // initialize(), check_sync_error() and clear_sync_error() work on the stream they are given (by
 // default the legacy default stream, cudaStreamLegacy). Test hooks live in llama_mlp_testing.h; a plain C
-// ABI for FFI users in llama_mlp_c.h.
+// ABI for FFI users in llama_mlp_c.h. The lifecycle is the runtime's cusync::sm80::Chain (cusync/sm80/chain.h).
 #pragma once
 
 #include <cstdint>
@@ -20,9 +20,7 @@
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 
-#include "cusync/policy.h"
-#include "cusync/status.h"
-#include "cusync/sync_error.h"
+#include "cusync/sm80/chain.h"
 
 namespace llama_mlp {
 
@@ -43,13 +41,8 @@ struct Access;  // llama_mlp_testing.h: hooks for tests (not part of the API)
 }  // namespace testing
 
 namespace detail {
-struct StageLaunch;  // src/llama_mlp_stages.h
-// How a stage is launched relative to the kernel before it on the stream (sm90; all false on sm80).
-struct LaunchOrder {
-  bool programmatic = false;          // programmatic dependent launch of the previous kernel
-  bool trigger_dependents = false;    // the next kernel is a programmatic launch of this one
-  bool wait_primary_at_exit = false;  // end only after the previous kernel ended
-};
+cusync::ChainTables const& tables();  // src/llama_mlp.cu: the stage tables the plan emitted
+
 }  // namespace detail
 
 class LlamaMlp {
@@ -77,7 +70,7 @@ class LlamaMlp {
   // back to back instead: overlap could only add overhead there. set_sequential_fallback(false) turns
   // that off; overlaps() says what run() will do for the current M.
   cusync::Status run(cudaStream_t stream);
-  void set_sequential_fallback(bool enabled) { sequential_fallback_ = enabled; }
+  void set_sequential_fallback(bool enabled) { core_.set_sequential_fallback(enabled); }
   bool overlaps() const;
   // Back to back, same kernels, synchronization off: the baseline, bitwise identical to run().
   cusync::Status run_sequential(cudaStream_t stream);
@@ -85,19 +78,19 @@ class LlamaMlp {
   // Opt-in tile trace: later runs write, for every tile of every stage, when it was taken, when it was
   // stored (%globaltimer ns) and its SM (cusync::TileTrace), into `trace` (device memory of trace_words()
   // 64-bit words for the current M; stage s starts at trace_offset(s)). nullptr turns it off.
-  void set_trace(uint64_t* trace) { trace_ = trace; }
+  void set_trace(uint64_t* trace) { core_.set_trace(trace); }
   int64_t trace_offset(int stage) const;
   int64_t trace_words() const { return trace_offset(kNumStages); }
   // Overrides the policy of every edge that feeds a GEMM (kRow or kTile); kNone restores the spec's.
   cusync::Status set_policy(cusync::PolicyKind policy);
   // true: blocks take their tile from an atomic ticket in the spec's tile order (the default);
   // false: the hardware's block order is the tile order (the avoid_custom_order optimization).
-  void set_ticket_order(bool ticket_order) { ticket_order_ = ticket_order; }
+  void set_ticket_order(bool ticket_order) { core_.set_ticket_order(ticket_order); }
   // Diagnostics: the synced kernels (tickets, waits, posts) all on one stream, so nothing overlaps;
   // its time minus run_sequential()'s is the cost of the hooks alone.
-  void set_single_stream(bool single_stream) { single_stream_ = single_stream; }
+  void set_single_stream(bool single_stream) { core_.set_single_stream(single_stream); }
   // Bounded spin-waits give up after this long (default 2 s) and record a SyncErrorInfo.
-  void set_sync_timeout_ns(uint64_t timeout_ns) { timeout_ns_ = timeout_ns; }
+  void set_sync_timeout_ns(uint64_t timeout_ns) { core_.set_sync_timeout_ns(timeout_ns); }
   // Reads the error record on `stream` after the work queued there (cudaMemcpyAsync, then synchronizes
   // that stream only; pass the stream the chain ran on); returns kSyncTimeout (and fills *info) if a wait
   // gave up since the last clear. Not capturable.
@@ -111,28 +104,8 @@ class LlamaMlp {
   friend struct testing::Access;
   // Exchanges every member (the moves are built on it); lists each one.
   void swap(LlamaMlp& other) noexcept;
-  // One launch of `stage` on the current arguments, with no synchronization filled in yet.
-  detail::StageLaunch unsynced_launch(int stage, bool programmatic) const;
-  cusync::Status launch_stage(int stage, bool synced, cudaStream_t stream, detail::LaunchOrder order = {});
-  bool coresident(int consumer, int producer) const;
 
-  Arguments args_{};
-  int max_m_ = 0;
-  int sms_ = 0;
-  bool sequential_fallback_ = true;
-  bool single_stream_ = false;
-  cusync::PolicyKind policy_override_ = cusync::PolicyKind::kNone;
-  uint64_t* trace_ = nullptr;
-  int missing_posts_stage_ = -1;
-  bool ticket_order_ = true;
-  uint64_t timeout_ns_ = 2000000000ull;
-  void* state_ = nullptr;                      // cusync::ChainState
-  uint64_t* semaphores_ = nullptr;
-  int config_ = 0;                             // the tile configuration for args_.m
-  int64_t semaphore_offset_[kNumConfigs][kNumStages] = {};
-  cudaStream_t side_stream_ = nullptr;
-  cudaEvent_t fork_ = nullptr;
-  cudaEvent_t join_ = nullptr;
+  cusync::sm80::Chain core_{detail::tables(), /*ticket_order=*/true};
 };
 
 }  // namespace llama_mlp

@@ -1,0 +1,31 @@
+"""What every backend shares: the description of one output file, and the files every project has."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    """One file of a generated project: rendered from a template or copied verbatim."""
+
+    path: str
+    source: str
+    template: bool
+    stage: int | None = None
+    field: str | None = None  # the spec field its name comes from ("name", "stages[1].name"), if any
+
+
+def config_file(name: str) -> OutputFile:
+    """What CMakeLists.txt configures into <name>Config.cmake, the file find_package(<name> CONFIG) reads."""
+    return OutputFile(f"cmake/{name}Config.cmake.in", "project/cmake/Config.cmake.in.j2", True, field="name")
+
+
+def runtime_files(headers: tuple[str, ...]) -> list[OutputFile]:
+    """Headers of the backend-independent runtime (templates/runtime/include/cusync/), copied."""
+    return [OutputFile(f"include/cusync/{h}", f"runtime/include/cusync/{h}", False) for h in headers]
+
+
+def backend_files(folder: str, headers: tuple[str, ...]) -> list[OutputFile]:
+    """Headers of one backend (templates/<folder>/include/cusync/<folder>/), copied."""
+    return [OutputFile(f"include/cusync/{folder}/{h}", f"{folder}/include/cusync/{folder}/{h}", False) for h in headers]

@@ -1,0 +1,46 @@
+"""The sm90 backend: GEMM chains of CUTLASS 3.x kernels (templates/sm90/), run on the caller's stream
+with programmatic dependent launch, in one of six modes per M (include/cusync/sm90/chain.h)."""
+
+from __future__ import annotations
+
+from cusync_gen.backends import gemm_chain
+from cusync_gen.backends.base import OutputFile
+from cusync_gen.plan import ChainPlan
+from cusync_gen.spec.model import Op
+
+NAME = "sm90"
+RUNTIME: tuple[str, ...] = ()
+#: include/cusync/sm90/: the CUTLASS 3.x pieces, cuBLASLt, the run() modes and this backend's run().
+HEADERS = ("dispatch.h", "ticket_scheduler.cuh", "waiting_mainloop.cuh", "posting_epilogue.cuh", "gemm.cuh",
+           "cublaslt_context.h", "cublaslt.cuh", "chain.h", "chain.cuh")
+PARTS = {
+    "api": "sm90/include/chain_api.h.j2",        # project/include/chain.h.j2: run() and the rest of the API
+    "chain": "sm90/src/chain.cu.j2",             # project/src/chain.cu.j2: the runtime class and its tables
+    "stages": "sm90/src/stages_extra.h.j2",      # project/src/stages.h.j2
+    "cmake": "sm90/cmake/parts.cmake.j2",        # project/CMakeLists.txt.j2 and project/cmake/*.j2
+    "project": "sm90/project_parts.j2",          # project/README.md.j2, the C ABI
+    "bench": "sm90/bench/bench_parts.cu.j2",     # project/bench/bench.cu.j2
+}
+
+
+def _stage_files(plan: ChainPlan) -> list[OutputFile]:
+    """One unit per stage; a GEMM also gets its stock CUTLASS twin (the baselines), compiled apart."""
+    files: list[OutputFile] = []
+    for stage in plan.stages:
+        files.append(gemm_chain.swiglu_or(plan, stage.index, "sm90/stage_gemm.cu.j2"))
+        if stage.op is Op.GEMM:
+            files.append(gemm_chain.stage_file(plan, stage.index, "_stock", "sm90/stage_gemm_stock.cu.j2"))
+    return files
+
+
+def files(plan: ChainPlan) -> list[OutputFile]:
+    return gemm_chain.files(plan, NAME, RUNTIME, HEADERS, _stage_files, ("reference.cuh", "baselines.cuh"))
+
+
+def context(plan: ChainPlan, f: OutputFile) -> dict:
+    return {**gemm_chain.context(plan, f), "parts": PARTS}
+
+
+manifest_stages = gemm_chain.manifest_stages
+prove = gemm_chain.prove
+MANIFEST: dict = {}

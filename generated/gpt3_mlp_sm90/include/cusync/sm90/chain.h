@@ -1,0 +1,70 @@
+// cusync sm90 backend: the chain's run() modes (cusync/sm90/dispatch.h) on the caller's stream.
+//
+// Mode kOverlap: every stage on the caller's stream; a stage whose inputs are all tile-synced is a
+// programmatic dependent launch (PDL) of the stage before it, and every CTA of that stage triggers it at
+// entry. The consumer kernel therefore launches only once every producer CTA has started: its CTAs take
+// SMs only as producer CTAs leave, so a spinning consumer tile can never starve a producer tile. The
+// epoch of a run is opened by the last tile of the run before it. The other modes run CUTLASS's own
+// kernels (or cuBLASLt's) for the GEMMs, chained with PDL. Declarations only; the definitions are in
+// cusync/sm90/chain.cuh.
+#pragma once
+
+#include <cstddef>
+
+#include "cusync/chain.h"
+#include "cusync/sm90/dispatch.h"
+
+namespace cusync::sm90 {
+
+// A project's baselines (null for stages that are not GEMMs) and its measured dispatch table, emitted
+// into src/<name>_stages.h and collected by src/<name>.cu.
+using WorkspaceFn = size_t (*)(int m, int sms, int config);
+struct BaselineTables {
+  LaunchFn const* stock;         // CUTLASS's persistent kernels for the same tiles (mode kStock)
+  PrepareFn const* prepare_stock;
+  WorkspaceFn const* streamk_workspace;
+  LaunchFn const* clear_streamk;
+  LaunchFn const* streamk;
+  LaunchFn const* cluster;
+  LaunchFn const* pingpong;
+  LaunchFn const* cublaslt;
+  int dispatch_sms;              // the measured table applies on GPUs with this many SMs
+  char const* dispatch_gpu;
+  int num_dispatch;
+  DispatchEntry const* dispatch;
+};
+
+class Chain : public StagedChain {
+ public:
+  Chain(ChainTables const& tables, BaselineTables const& baselines, bool ticket_order)
+      : StagedChain(tables, ticket_order), b_(&baselines) {}
+  ~Chain();
+  void swap(Chain& other) noexcept;
+
+  Status initialize(ChainPointers const& args, int max_m, cudaStream_t stream);
+  Status run(cudaStream_t stream) { return run_mode(stream, mode()); }
+  Status run_mode(cudaStream_t stream, Mode mode);
+  Mode mode() const;
+  char const* mode_reason() const;
+  bool cublaslt_available() const;
+  void set_mode(Mode mode) { mode_override_ = mode; }
+  void set_sequential_fallback(bool enabled) { mode_override_ = enabled ? Mode::kAuto : Mode::kOverlap; }
+  bool overlaps() const { return mode() == Mode::kOverlap; }
+  Status run_stock(cudaStream_t stream, bool programmatic) { return run_cutlass(stream, programmatic, Mode::kStock); }
+  Status run_streamk(cudaStream_t stream) { return run_mode(stream, Mode::kStreamK); }
+  void set_tile_order(int order) { tile_order_override_ = order; }
+
+ private:
+  void fill_backend(StageLaunch& launch, int stage) const override;
+  Status run_cutlass(cudaStream_t stream, bool programmatic, Mode kernels);
+  Status run_overlapped(cudaStream_t stream);
+
+  BaselineTables const* b_;
+  Mode mode_override_ = Mode::kAuto;
+  mutable char mode_reason_[256] = {};
+  void* streamk_workspace_ = nullptr;          // every GEMM stage's stream-K workspace
+  void* lt_ = nullptr;                         // cusync::sm90::LtContext (mode kCublasLt)
+  int64_t streamk_offset_[kMaxChainStages] = {};
+};
+
+}  // namespace cusync::sm90

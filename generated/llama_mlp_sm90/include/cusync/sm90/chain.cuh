@@ -1,0 +1,175 @@
+// cusync sm90 backend: the definitions of cusync/sm90/chain.h (a project's src/<name>.cu includes this).
+#pragma once
+
+#include <cstdio>
+
+#include "cusync/chain.cuh"
+#include "cusync/sm90/chain.h"
+#include "cusync/sm90/cublaslt_context.h"
+
+namespace cusync::sm90 {
+
+// Stream-K workspaces start at multiples of this many bytes.
+constexpr int64_t kWorkspaceAlignment = 256;
+
+inline Chain::~Chain() {
+  if (streamk_workspace_ != nullptr) cudaFree(streamk_workspace_);
+  destroy_lt_context(static_cast<LtContext*>(lt_));
+}
+
+inline void Chain::swap(Chain& other) noexcept {
+  using std::swap;
+  swap(b_, other.b_);
+  swap(mode_override_, other.mode_override_);
+  swap(mode_reason_, other.mode_reason_);
+  swap(streamk_workspace_, other.streamk_workspace_);
+  swap(lt_, other.lt_);
+  swap(streamk_offset_, other.streamk_offset_);
+  swap_staged(other);
+}
+
+inline Status Chain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream) {
+  Status status = StagedChain::initialize(args, max_m, stream);
+  if (status != Status::kSuccess) return status;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    if (b_->prepare_stock[s] != nullptr && (status = b_->prepare_stock[s]()) != Status::kSuccess) return status;
+  }
+  // Stream-K workspaces: a stage's size depends on M only through its tile rows, so the largest over
+  // every tile-row count up to max_m (in every configuration) covers every later M.
+  int64_t streamk_bytes = 0;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    streamk_offset_[s] = streamk_bytes;
+    if (b_->streamk_workspace[s] == nullptr) continue;
+    int64_t most = 0;
+    for (int c = 0; c < t_->num_configs; ++c) {
+      int const tile_m = t_->at(c, s).tile_m;
+      for (int rows = 1; rows <= ceil_div(max_m_, tile_m); ++rows) {
+        most = std::max<int64_t>(most, int64_t(b_->streamk_workspace[s](rows * tile_m, sms_, c)));
+      }
+    }
+    streamk_bytes += (most + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+  }
+  if ((status = from_cuda(cudaMalloc(&streamk_workspace_, size_t(std::max<int64_t>(streamk_bytes, 1))))) != Status::kSuccess) return status;
+  LtContext* lt = nullptr;
+  status = create_lt_context(&lt);
+  lt_ = lt;
+  if (status != Status::kSuccess) return status;
+  // Only the stream the state was uploaded on, never the whole device: the chain may run on any stream next.
+  return from_cuda(cudaStreamSynchronize(stream));
+}
+
+inline void Chain::fill_backend(StageLaunch& launch, int s) const {
+  launch.workspace = static_cast<char*>(streamk_workspace_) + streamk_offset_[s];
+  launch.lt = lt_;
+}
+
+inline bool Chain::cublaslt_available() const { return kHaveCublasLt; }
+
+inline char const* Chain::mode_reason() const {
+  mode();  // fills mode_reason_ for the current M
+  return mode_reason_;
+}
+
+// set_mode() first; else the measured table where the device has its SM count and M is within it (a
+// cublaslt entry becomes stream-K in a library built without cuBLASLt); else cusync::default_mode.
+inline Mode Chain::mode() const {
+  if (mode_override_ != Mode::kAuto) {
+    std::snprintf(mode_reason_, sizeof(mode_reason_), "set_mode(%s)", to_string(mode_override_));
+    return mode_override_;
+  }
+  int const m = args_.m;
+  if (b_->num_dispatch > 0 && sms_ == b_->dispatch_sms && m <= b_->dispatch[b_->num_dispatch - 1].m_max) {
+    int e = 0;
+    while (m > b_->dispatch[e].m_max) ++e;
+    Mode const mode = b_->dispatch[e].mode;
+    bool const unavailable = mode == Mode::kCublasLt && !kHaveCublasLt;
+    std::snprintf(mode_reason_, sizeof(mode_reason_), "dispatch table (measured on %s, %d SMs): M <= %d%s",
+                  b_->dispatch_gpu, b_->dispatch_sms, b_->dispatch[e].m_max,
+                  unavailable ? ": cublaslt, built without cuBLASLt, so stream-K" : "");
+    return unavailable ? Mode::kStreamK : mode;
+  }
+  int64_t pingpong_tiles[kMaxChainStages];
+  char const* names[kMaxChainStages];
+  int gemms = 0;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    if (b_->stock[s] == nullptr) continue;  // GEMMs only: an elementwise stage is one short pass
+    pingpong_tiles[gemms] = int64_t(ceil_div(m, kPingpongTile)) * ceil_div(topology(s).n, kPingpongTile);
+    names[gemms++] = topology(s).name;
+  }
+  return default_mode(pingpong_tiles, names, gemms, sms_, kHaveCublasLt, mode_reason_, int(sizeof(mode_reason_)));
+}
+
+inline Status Chain::run_mode(cudaStream_t stream, Mode mode) {
+  if (state_ == nullptr) return Status::kNotInitialized;
+  switch (mode) {
+    case Mode::kOverlap: return run_overlapped(stream);
+    case Mode::kStock:
+    case Mode::kStreamK:
+    case Mode::kCluster:
+    case Mode::kPingpong:
+    case Mode::kCublasLt: return run_cutlass(stream, /*programmatic=*/true, mode);
+    case Mode::kAuto: return run(stream);
+  }
+  return Status::kInvalidArgument;
+}
+
+inline Status Chain::run_overlapped(cudaStream_t stream) {
+  int const n = t_->num_stages;
+  // Stage s may start while stage s - 1 still runs when every edge into it is tile-synced (an edge with
+  // sync: none needs its whole producer: a plain launch, ordered by the stream).
+  LaunchOrder order[kMaxChainStages] = {};
+  for (int s = 1; s < n; ++s) {
+    bool synced = !single_stream_;
+    for (int p : {topology(s).producer, topology(s).producer_b}) {
+      if (p >= 0 && effective_policy(s, p) == PolicyKind::kNone) synced = false;
+    }
+    order[s].programmatic = synced;
+    order[s - 1].trigger_dependents = synced;
+  }
+  // A programmatic launch may end before the kernel it was launched behind. Where a plain launch (or the
+  // caller's next work) follows, each programmatic stage before it waits for its primary at exit, so
+  // that the end of the last kernel means the end of all of them.
+  for (int s = n - 1; s >= 0; --s) {
+    bool const last_in_run = s + 1 == n || !order[s + 1].programmatic || order[s + 1].wait_primary_at_exit;
+    order[s].wait_primary_at_exit = order[s].programmatic && last_in_run;
+  }
+  for (int s = 0; s < n; ++s) {
+    Status const status = launch_stage(s, /*synced=*/true, stream, order[s]);
+    if (status != Status::kSuccess) return status;
+  }
+  return Status::kSuccess;
+}
+
+// CUTLASS's own kernels (persistent, stream-K, in clusters or ping-pong: `kernels`) or cuBLASLt's for the
+// GEMMs, ours with synchronization off for the other stages. Programmatic: each GEMM is a programmatic
+// dependent launch of the kernel before it (CUTLASS waits for that kernel to finish before its first load).
+inline Status Chain::run_cutlass(cudaStream_t stream, bool programmatic, Mode kernels) {
+  if (state_ == nullptr) return Status::kNotInitialized;
+  Status status = Status::kSuccess;
+  bool const streamk = kernels == Mode::kStreamK;
+  StageLaunch launch{};
+  for (int s = 0; s < t_->num_stages && streamk; ++s) {  // first: a memset between two launches would break their chain
+    if (b_->clear_streamk[s] == nullptr) continue;
+    launch = StageLaunch{};
+    fill_unsynced(launch, s, false);
+    if ((status = b_->clear_streamk[s](launch, stream)) != Status::kSuccess) return status;
+  }
+  for (int s = 0; s < t_->num_stages; ++s) {
+    LaunchFn const kernel = streamk                       ? b_->streamk[s]
+                            : kernels == Mode::kCluster  ? b_->cluster[s]
+                            : kernels == Mode::kPingpong ? b_->pingpong[s]
+                            : kernels == Mode::kCublasLt ? b_->cublaslt[s]
+                                                         : b_->stock[s];
+    if (kernel == nullptr) {  // not a GEMM: our kernel with synchronization off, a plain launch
+      status = launch_stage(s, /*synced=*/false, stream);
+    } else {
+      launch = StageLaunch{};
+      fill_unsynced(launch, s, programmatic && s > 0);
+      status = kernel(launch, stream);
+    }
+    if (status != Status::kSuccess) return status;
+  }
+  return Status::kSuccess;
+}
+
+}  // namespace cusync::sm90
