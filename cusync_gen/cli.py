@@ -34,7 +34,7 @@ _state = {"verbose": False}
 
 DEFAULT_RUN_MS = "1,256,1024"
 DEFAULT_ATTENTION_MS = "512,1024,2048"  # prompt lengths (batch 1, no cache)
-MAX_COUNT = 1 << 24  # --repeats, --warmup, --rounds: the largest integer the bench takes (parse_args.cu.j2)
+MAX_COUNT = 1 << 24  # --repeats, --warmup, --rounds: the largest integer the bench takes (cusync/bench/common.cuh, parse_int)
 MAX_JOBS = 1024      # --jobs: parallel nvcc processes (each takes up to a few GB)
 PICTURE_SUFFIXES = ("", ".png", ".svg", ".pdf")  # trace -o
 

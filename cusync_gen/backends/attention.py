@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from cusync_gen.attention_plan import AttentionPlan
 from cusync_gen.verify_attention import verify_attention_plan
-from cusync_gen.backends.base import OutputFile, backend_files, config_file, runtime_files
+from cusync_gen.backends.base import OutputFile, backend_files, bench_runtime_files, config_file, runtime_files
 
 NAME = "attention"
 RUNTIME = ("status.h", "ptx.cuh", "sync_error.h", "semaphore.cuh", "policy.h", "tile_order.h", "stage.cuh",
-           "chain_kernels.cuh", "attention.cuh", "softmax.cuh")
+           "chain.h", "chain.cuh", "launch.cuh", "chain_kernels.cuh", "attention.cuh", "softmax.cuh",
+           "attention_chain.h", "attention_launch.cuh", "attention_chain.cuh")
 #: What manifest.json says of the project's kind ("build" and "run" read it).
 MANIFEST = {"kind": "attention"}
 HEADERS = ("waiting_iterator.cuh", "gemm.cuh", "batched_gemm.cuh")
@@ -35,6 +36,7 @@ def files(plan: AttentionPlan) -> list[OutputFile]:
         OutputFile(f"bench/{name}_bench.cu", "attention/bench/bench.cu.j2", True, field="name"),
         OutputFile("bench/reference.cuh", "project/bench/reference.cuh", False),
         OutputFile("bench/attention_reference.cuh", "attention/bench/attention_reference.cuh", False),
+        *bench_runtime_files(("common.cuh", "attention_bench.cuh")),
     ]
 
 

@@ -29,3 +29,14 @@ def runtime_files(headers: tuple[str, ...]) -> list[OutputFile]:
 def backend_files(folder: str, headers: tuple[str, ...]) -> list[OutputFile]:
     """Headers of one backend (templates/<folder>/include/cusync/<folder>/), copied."""
     return [OutputFile(f"include/cusync/{folder}/{h}", f"{folder}/include/cusync/{folder}/{h}", False) for h in headers]
+
+
+def bench_runtime_files(headers: tuple[str, ...]) -> list[OutputFile]:
+    """The runtime's bench-driver headers (templates/runtime/include/cusync/bench/), copied into bench/:
+    the bench target finds them there, and the library's include folder stays library code only."""
+    return [OutputFile(f"bench/cusync/bench/{h}", f"runtime/include/cusync/bench/{h}", False) for h in headers]
+
+
+def bench_backend_files(folder: str) -> list[OutputFile]:
+    """A backend's bench hooks (templates/<folder>/include/cusync/<folder>/bench.cuh), copied into bench/."""
+    return [OutputFile(f"bench/cusync/{folder}/bench.cuh", f"{folder}/include/cusync/{folder}/bench.cuh", False)]

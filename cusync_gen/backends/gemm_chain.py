@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cusync_gen.backends.base import OutputFile, backend_files, config_file, runtime_files
+from cusync_gen.backends.base import (OutputFile, backend_files, bench_backend_files, bench_runtime_files, config_file,
+                                      runtime_files)
 from cusync_gen.plan import ChainPlan
 from cusync_gen.spec.model import Op
 from cusync_gen.verify import representative_ms, verify
 
-#: The runtime every GEMM chain project includes (include/cusync/): the chain lifecycle and the bench driver.
+#: The runtime every GEMM chain project includes (include/cusync/): the chain lifecycle.
 CHAIN_RUNTIME = ("status.h", "ptx.cuh", "sync_error.h", "semaphore.cuh", "policy.h", "tile_order.h", "stage.cuh",
                  "chain.h", "launch.cuh", "chain.cuh")
 SWIGLU_TEMPLATE = "project/src/stage_swiglu.cu.j2"
@@ -36,6 +37,8 @@ def files(plan: ChainPlan, folder: str, runtime: tuple[str, ...], headers: tuple
         *stage_files(plan),
         OutputFile(f"bench/{name}_bench.cu", "project/bench/bench.cu.j2", True, field="name"),
         *(OutputFile(f"bench/{b}", f"project/bench/{b}", False) for b in bench_files),
+        *bench_runtime_files(("common.cuh", "chain_bench.cuh")),
+        *bench_backend_files(folder),
     ]
 
 

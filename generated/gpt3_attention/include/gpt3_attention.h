@@ -26,8 +26,7 @@
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 
-#include "cusync/status.h"
-#include "cusync/sync_error.h"
+#include "cusync/attention_chain.h"
 
 namespace gpt3_attention {
 
@@ -55,6 +54,10 @@ namespace testing {
 struct Access;  // gpt3_attention_testing.h: hooks for tests (not part of the API)
 }  // namespace testing
 
+namespace detail {
+cusync::AttentionTables const& tables();  // src/gpt3_attention.cu: the plan's constants and the stage functions
+}  // namespace detail
+
 class Gpt3Attention {
  public:
   static constexpr int kNumStages = 5;
@@ -76,15 +79,15 @@ class Gpt3Attention {
   // `stream` (after the runs queued there, which may still read the old ones) and synchronizes that stream.
   cusync::Status update(Arguments const& args, cudaStream_t stream = cudaStreamLegacy);
   // Why the last initialize()/update() returned kInvalidArgument (a static string).
-  char const* last_error() const { return last_error_; }
+  char const* last_error() const { return core_.last_error(); }
 
   // Overlapped. Runs of fewer than kMinOverlapRows rows (generation steps, short prompts) launch back to
   // back instead: measured on the H200, the wait kernels and the second stream cost them 5-12% while no
   // stage has a tail worth filling; 512 rows and more gained 2-5%. set_sequential_fallback(false) turns
   // that off; overlaps() says what run() will do for the current shape.
   cusync::Status run(cudaStream_t stream);
-  void set_sequential_fallback(bool enabled) { sequential_fallback_ = enabled; }
-  bool overlaps() const { return !sequential_fallback_ || args_.batch * args_.new_tokens >= kMinOverlapRows; }
+  void set_sequential_fallback(bool enabled) { core_.set_sequential_fallback(enabled); }
+  bool overlaps() const { return core_.overlaps(); }
   // Back to back, same kernels, synchronization off: the baseline, bitwise identical to run().
   cusync::Status run_sequential(cudaStream_t stream);
   // One stage alone, synchronization off (for per-stage timing; stages must run in order).
@@ -92,8 +95,8 @@ class Gpt3Attention {
 
   // Diagnostics: the synced kernels on one stream (nothing overlaps): its time minus run_sequential()'s
   // is the cost of the hooks alone.
-  void set_single_stream(bool single_stream) { single_stream_ = single_stream; }
-  void set_sync_timeout_ns(uint64_t timeout_ns) { timeout_ns_ = timeout_ns; }
+  void set_single_stream(bool single_stream) { core_.set_single_stream(single_stream); }
+  void set_sync_timeout_ns(uint64_t timeout_ns) { core_.set_sync_timeout_ns(timeout_ns); }
   // Reads the error record on `stream` after the work queued there (cudaMemcpyAsync, then synchronizes
   // that stream only; pass the stream the chain ran on); kSyncTimeout (and *info) if a wait gave up since
   // the last clear. Not capturable.
@@ -106,32 +109,8 @@ class Gpt3Attention {
   friend struct testing::Access;
   // Exchanges every member (the moves are built on it); lists each one.
   void swap(Gpt3Attention& other) noexcept;
-  cusync::Status check(Arguments const& args, int max_rows, int max_keys);
-  cusync::Status launch_stage(int stage, bool synced, cudaStream_t stream);
-  int blocks(int stage) const;
 
-  Arguments args_{};
-  int max_rows_ = 0;
-  int max_keys_ = 0;
-  int sms_ = 0;
-  bool single_stream_ = false;
-  bool sequential_fallback_ = true;
-  int missing_posts_stage_ = -1;
-  uint64_t timeout_ns_ = 2000000000ull;
-  char const* last_error_ = "";
-  void* state_ = nullptr;                 // cusync::ChainState
-  uint64_t* semaphores_ = nullptr;
-  int64_t semaphore_offset_[kNumStages] = {};
-  Element* scores_ = nullptr;             // S: [batch * heads][s][keys]
-  Element* probs_ = nullptr;              // P: same shape
-  Element* heads_out_ = nullptr;          // O: [batch * s, kWidth]
-  void const** pointers_ = nullptr;       // per-z operand pointers of every GEMM stage (device)
-  int* split_semaphores_ = nullptr;       // CUTLASS's serial split-K semaphores: qkv's tiles, then proj's
-  int64_t split_offset_ = 0;              // where proj's start
-  int64_t pointer_offset_[kNumStages][3] = {};  // where stage s's A, B, D arrays start in pointers_
-  cudaStream_t side_stream_ = nullptr;
-  cudaEvent_t fork_ = nullptr;
-  cudaEvent_t join_ = nullptr;
+  cusync::AttentionChain core_{detail::tables()};  // the lifecycle: cusync/attention_chain.h
 };
 
 }  // namespace gpt3_attention

@@ -7,38 +7,13 @@
 
 #include <cuda_runtime.h>
 
-#include "cusync/attention.cuh"
-#include "cusync/stage.cuh"
+#include "cusync/attention_launch.cuh"
 #include "cusync/status.h"
 
 namespace llama_attention::detail {
 
-// One launch of a GEMM stage: `batch` GEMMs of one shape, with per-z operand pointers (device arrays),
-// or (split_k > 1) one GEMM on a0, b0, d0 cut into split_k K slices.
-struct GemmLaunch {
-  int m, n, k, batch;
-  void const* const* a;
-  void const* const* b;
-  void* const* d;
-  int64_t lda, ldb, ldd;
-  float alpha;
-  cusync::StageSync sync;
-  cusync::AttentionTile tile;
-  int split_k = 1;
-  void const* a0 = nullptr;
-  void const* b0 = nullptr;
-  void* d0 = nullptr;
-  int* split_semaphores = nullptr;
-};
-
-struct SoftmaxLaunch {
-  void const* scores;
-  void* probs;
-  int rows;   // new tokens per sequence
-  int keys;   // cached + new tokens
-  cusync::StageSync sync;
-  cusync::AttentionTile tile;
-};
+using GemmLaunch = cusync::AttentionGemmLaunch;        // one launch of a GEMM stage (cusync/attention_launch.cuh)
+using SoftmaxLaunch = cusync::AttentionSoftmaxLaunch;  // one launch of the softmax stage
 
 // Tile shapes, from the spec (rows x columns of one thread block's tile).
 constexpr int kQkvTileM = 128, kQkvTileN = 128;

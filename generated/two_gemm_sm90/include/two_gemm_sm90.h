@@ -79,6 +79,17 @@ class TwoGemmSm90 {
   // Whether this build has mode kCublasLt (CMake found cuBLASLt); without it run() never picks it.
   bool cublaslt_available() const;
   void set_mode(cusync::Mode mode) { core_.set_mode(mode); }
+  // Times every mode this build has at each M of ms[0..count) (1 <= M <= max_m, at most
+  // cusync::kMaxTunedMs of them) on `stream`, `rounds` rounds round robin (median of CUDA-event times),
+  // with the current arguments' pointers: it overwrites their outputs. The fastest mode per M then comes
+  // before the spec's table and the rule, up to the largest M timed (cut between two timed M at their
+  // geometric mean; mode_reason() says "autotune"). Replaces any earlier autotune (a call that fails
+  // changes nothing); outside stream capture (kInvalidArgument there); synchronizes `stream`; times a
+  // CUDA graph of each mode, as the GPU runs it, on a stream of its own. Like cuDNN's benchmark mode:
+  // the spec's table was measured on another GPU of the same kind, this on the one that runs the chain.
+  cusync::Status autotune(int const* ms, int count, cudaStream_t stream, int rounds = 10);
+  // Forgets autotune()'s table (back to the spec's table and the rule).
+  void clear_autotune() { core_.clear_autotune(); }
   void set_sequential_fallback(bool enabled) { core_.set_sequential_fallback(enabled); }
   bool overlaps() const { return mode() == cusync::Mode::kOverlap; }
   // Back to back, our kernels with synchronization off: bitwise identical to the overlapped run.

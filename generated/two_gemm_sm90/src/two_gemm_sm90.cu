@@ -84,6 +84,9 @@ cusync::Status TwoGemmSm90::run(cudaStream_t stream) { return core_.run(stream);
 cusync::Status TwoGemmSm90::run_sequential(cudaStream_t stream) { return core_.run_sequential(stream); }
 cusync::Status TwoGemmSm90::run_mode(cudaStream_t stream, cusync::Mode mode) { return core_.run_mode(stream, mode); }
 cusync::Mode TwoGemmSm90::mode() const { return core_.mode(); }
+cusync::Status TwoGemmSm90::autotune(int const* ms, int count, cudaStream_t stream, int rounds) {
+  return core_.autotune(ms, count, stream, rounds);
+}
 char const* TwoGemmSm90::mode_reason() const { return core_.mode_reason(); }
 bool TwoGemmSm90::cublaslt_available() const { return core_.cublaslt_available(); }
 cusync::Status TwoGemmSm90::run_stock(cudaStream_t stream, bool programmatic) { return core_.run_stock(stream, programmatic); }

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cusync/chain.cuh"
+#include "cusync/sm90/autotune.h"
 #include "cusync/sm90/chain.h"
 #include "cusync/sm90/cublaslt_context.h"
 
@@ -22,6 +23,8 @@ inline void Chain::swap(Chain& other) noexcept {
   swap(b_, other.b_);
   swap(mode_override_, other.mode_override_);
   swap(mode_reason_, other.mode_reason_);
+  swap(tuned_entries_, other.tuned_entries_);
+  swap(tuned_, other.tuned_);
   swap(streamk_workspace_, other.streamk_workspace_);
   swap(lt_, other.lt_);
   swap(streamk_offset_, other.streamk_offset_);
@@ -70,14 +73,21 @@ inline char const* Chain::mode_reason() const {
   return mode_reason_;
 }
 
-// set_mode() first; else the measured table where the device has its SM count and M is within it (a
-// cublaslt entry becomes stream-K in a library built without cuBLASLt); else cusync::default_mode.
+// set_mode() first; else autotune()'s table up to the largest M it timed; else the measured table where
+// the device has its SM count and M is within it (a cublaslt entry becomes stream-K in a library built
+// without cuBLASLt); else cusync::default_mode.
 inline Mode Chain::mode() const {
   if (mode_override_ != Mode::kAuto) {
     std::snprintf(mode_reason_, sizeof(mode_reason_), "set_mode(%s)", to_string(mode_override_));
     return mode_override_;
   }
   int const m = args_.m;
+  if (tuned_entries_ > 0 && m <= tuned_[tuned_entries_ - 1].m_max) {
+    int e = 0;
+    while (m > tuned_[e].m_max) ++e;
+    std::snprintf(mode_reason_, sizeof(mode_reason_), "autotune on this GPU: M <= %d", tuned_[e].m_max);
+    return tuned_[e].mode;
+  }
   if (b_->num_dispatch > 0 && sms_ == b_->dispatch_sms && m <= b_->dispatch[b_->num_dispatch - 1].m_max) {
     int e = 0;
     while (m > b_->dispatch[e].m_max) ++e;
@@ -97,6 +107,30 @@ inline Mode Chain::mode() const {
     names[gemms++] = topology(s).name;
   }
   return default_mode(pingpong_tiles, names, gemms, sms_, kHaveCublasLt, mode_reason_, int(sizeof(mode_reason_)));
+}
+
+inline Status Chain::autotune(int const* ms, int count, cudaStream_t stream, int rounds) {
+  if (state_ == nullptr) return Status::kNotInitialized;
+  ChainPointers const saved = args_;
+  int const earlier = tuned_entries_;
+  DispatchEntry table[kMaxTunedMs];
+  int entries = 0;
+  tuned_entries_ = 0;  // the candidates start from what run() takes without a tuned table
+  auto set_m = [&](int m) {
+    ChainPointers at = saved;
+    if (m > 0) at.m = m;
+    return update(at);
+  };
+  Status const status = autotune_chain(
+      ms, count, max_m_, rounds, kHaveCublasLt, stream, set_m, [&] { return mode(); },
+      [&](Mode c, cudaStream_t s) { return run_mode(s, c); }, table, &entries);
+  if (status != Status::kSuccess) {
+    tuned_entries_ = earlier;  // a call that fails changes nothing
+    return status;
+  }
+  std::copy(table, table + entries, tuned_);
+  tuned_entries_ = entries;
+  return status;
 }
 
 inline Status Chain::run_mode(cudaStream_t stream, Mode mode) {

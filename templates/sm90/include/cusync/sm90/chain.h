@@ -48,6 +48,10 @@ class Chain : public StagedChain {
   char const* mode_reason() const;
   bool cublaslt_available() const;
   void set_mode(Mode mode) { mode_override_ = mode; }
+  // Times every mode at each of ms[0..count) on this GPU and makes the fastest per M run()'s first choice
+  // after set_mode() (cusync/sm90/autotune.h); a call that fails changes nothing.
+  Status autotune(int const* ms, int count, cudaStream_t stream, int rounds);
+  void clear_autotune() { tuned_entries_ = 0; }
   void set_sequential_fallback(bool enabled) { mode_override_ = enabled ? Mode::kAuto : Mode::kOverlap; }
   bool overlaps() const { return mode() == Mode::kOverlap; }
   Status run_stock(cudaStream_t stream, bool programmatic) { return run_cutlass(stream, programmatic, Mode::kStock); }
@@ -62,6 +66,8 @@ class Chain : public StagedChain {
   BaselineTables const* b_;
   Mode mode_override_ = Mode::kAuto;
   mutable char mode_reason_[256] = {};
+  int tuned_entries_ = 0;                      // autotune()'s table: tuned_[0 .. tuned_entries_)
+  DispatchEntry tuned_[kMaxTunedMs] = {};
   void* streamk_workspace_ = nullptr;          // every GEMM stage's stream-K workspace
   void* lt_ = nullptr;                         // cusync::sm90::LtContext (mode kCublasLt)
   int64_t streamk_offset_[kMaxChainStages] = {};
