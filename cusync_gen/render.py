@@ -45,7 +45,7 @@ RUNTIME_HEADERS = (
 # The backend headers each project gets (include/cusync/<backend>/), by spec arch.
 BACKEND_HEADERS: dict[Arch, tuple[str, ...]] = {
     Arch.SM80: ("waiting_iterator.cuh", "gemm.cuh"),
-    Arch.SM90: ("dispatch.h", "ticket_scheduler.cuh", "waiting_mainloop.cuh", "posting_epilogue.cuh", "gemm.cuh",
+    Arch.SM90: ("dispatch.h", "autotune.h", "ticket_scheduler.cuh", "waiting_mainloop.cuh", "posting_epilogue.cuh", "gemm.cuh",
                "cublaslt_context.h", "cublaslt.cuh"),
 }
 SWIGLU_TEMPLATE = "project/src/stage_swiglu.cu.j2"

@@ -251,3 +251,6 @@ def test_public_api_c_abi_and_moves(name: str, built: dict[str, Path], tmp_path:
         pytest.skip(f"{name} not built (needs a Hopper GPU, or not in CUSYNC_GPU_EXAMPLES)")
     row = _run_driver("api_smoke", name, built, tmp_path)
     assert row["bitwise_c_vs_cpp"] and row["moved_from_not_initialized"]
+    if name in EXAMPLES_SM90:  # autotune: every mode timed on this GPU, run() takes the winner and stays right
+        assert row["autotune"] and row["autotune_run"] and row["autotune_refused_big_m"]
+        assert row["autotune_reason"].startswith("autotune on this GPU")

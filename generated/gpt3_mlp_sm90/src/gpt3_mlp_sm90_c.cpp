@@ -126,4 +126,8 @@ int gpt3_mlp_sm90_mode(const gpt3_mlp_sm90_chain* chain, int* mode) {
   });
 }
 
+int gpt3_mlp_sm90_autotune(gpt3_mlp_sm90_chain* chain, const int* ms, int count, int rounds, cudaStream_t stream) {
+  return guarded(chain, [&](Chain& c) { return c.autotune(ms, count, stream, rounds); });
+}
+
 }  // extern "C"

@@ -127,4 +127,8 @@ int llama_mlp_sm90_mode(const llama_mlp_sm90_chain* chain, int* mode) {
   });
 }
 
+int llama_mlp_sm90_autotune(llama_mlp_sm90_chain* chain, const int* ms, int count, int rounds, cudaStream_t stream) {
+  return guarded(chain, [&](Chain& c) { return c.autotune(ms, count, stream, rounds); });
+}
+
 }  // extern "C"

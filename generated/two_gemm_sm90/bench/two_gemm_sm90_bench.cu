@@ -57,6 +57,7 @@ struct Options {
   double timeout_ms = 2000.0;
   bool reference = true;
   bool fallback = true;
+  int autotune_rounds = 0;  // > 0: chain.autotune() at every --m before the first M (run() then takes its table)
   bool measure_hooks = false;
   int inject_missing_posts = -1;
   bool baselines = true;  // sm90: stock CUTLASS, stock + PDL, cuBLAS
@@ -66,7 +67,7 @@ struct Options {
 [[noreturn]] void usage(char const* why) {
   std::fprintf(stderr,
                "error: %s\nusage: two_gemm_sm90_bench [--m 1,256,1024] [--policies spec,row,tile] [--orders spec,row_major,column_major,banded]\n       [--repeats 50]\n"
-               "       [--warmup 10] [--seed 1] [--timeout-ms 2000] [--no-reference] [--no-fallback]\n       [--measure-hooks] [--inject-missing-posts STAGE] [--trace FILE.jsonl]\n",
+               "       [--warmup 10] [--seed 1] [--timeout-ms 2000] [--no-reference] [--no-fallback]\n       [--measure-hooks] [--inject-missing-posts STAGE] [--trace FILE.jsonl] [--autotune ROUNDS]\n",
                why);
   std::exit(2);
 }
@@ -123,6 +124,9 @@ Options parse(int argc, char** argv) {
       o.timeout_ms = parse_positive(value(), "--timeout-ms takes a positive integer");
     } else if (arg == "--no-fallback") {
       o.fallback = false;
+    } else if (arg == "--autotune") {
+      o.autotune_rounds = parse_int(value(), 0, "--autotune takes a number of rounds (0: off)");
+      if (o.autotune_rounds > 200) usage("--autotune takes 0 (off) to 200 rounds");
     } else if (arg == "--measure-hooks") {
       o.measure_hooks = true;
     } else if (arg == "--trace") {
@@ -446,6 +450,14 @@ int main(int argc, char** argv) {
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
   int exit_code = 0;
+  if (o.autotune_rounds > 0) {
+    // The library's own measurement on this GPU, before anything is timed: run() then picks from it.
+    std::vector<int> ms(o.ms);
+    std::sort(ms.begin(), ms.end());
+    ms.erase(std::unique(ms.begin(), ms.end()), ms.end());
+    if (int(ms.size()) > cusync::kMaxTunedMs) usage("--autotune times at most 32 distinct --m values");
+    BENCH_STATUS(chain.autotune(ms.data(), int(ms.size()), stream, o.autotune_rounds));
+  }
 #if defined(CUSYNC_BENCH_CUBLAS)
   bench::Cublas blas;
   if (o.baselines && blas.ok) {

@@ -88,6 +88,16 @@ class TwoGemmSm90 {
   // Whether this build has mode kCublasLt (CMake found cuBLASLt); without it run() never picks it.
   bool cublaslt_available() const;
   void set_mode(cusync::Mode mode) { mode_override_ = mode; }
+  // Times every mode this build has at each M of ms[0..count) (1 <= M <= max_m, at most
+  // cusync::kMaxTunedMs of them) on `stream`, `rounds` rounds round robin (median of CUDA-event times),
+  // with the current arguments' pointers: it overwrites their outputs. The fastest mode per M then comes
+  // before the spec's table and the rule, up to the largest M timed (cut between two timed M at their
+  // geometric mean; mode_reason() says "autotune"). Replaces any earlier autotune; outside stream
+  // capture (kInvalidArgument there); synchronizes `stream`. Like cuDNN's benchmark mode: the spec's
+  // table was measured on another GPU of the same kind, this on the one that runs the chain.
+  cusync::Status autotune(int const* ms, int count, cudaStream_t stream, int rounds = 10);
+  // Forgets autotune()'s table (back to the spec's table and the rule).
+  void clear_autotune() { tuned_entries_ = 0; }
   void set_sequential_fallback(bool enabled) { mode_override_ = enabled ? cusync::Mode::kAuto : cusync::Mode::kOverlap; }
   bool overlaps() const { return mode() == cusync::Mode::kOverlap; }
   // Back to back, our kernels with synchronization off: bitwise identical to the overlapped run.
@@ -141,6 +151,8 @@ class TwoGemmSm90 {
   int sms_ = 0;
   cusync::Mode mode_override_ = cusync::Mode::kAuto;
   mutable char mode_reason_[256] = {};
+  int tuned_entries_ = 0;                      // autotune()'s table: tuned_[0 .. tuned_entries_)
+  cusync::DispatchEntry tuned_[cusync::kMaxTunedMs] = {};
   bool single_stream_ = false;
   cusync::PolicyKind policy_override_ = cusync::PolicyKind::kNone;
   uint64_t* trace_ = nullptr;

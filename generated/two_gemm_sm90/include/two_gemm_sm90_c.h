@@ -65,6 +65,10 @@ int two_gemm_sm90_update(two_gemm_sm90_chain* chain, const two_gemm_sm90_argumen
 int two_gemm_sm90_set_mode(two_gemm_sm90_chain* chain, int mode);
 /* *mode = the mode run takes for the current m. */
 int two_gemm_sm90_mode(const two_gemm_sm90_chain* chain, int* mode);
+/* Times every mode at each of ms[0..count) on `stream` (rounds > 0 round robin; the outputs of the current
+   arguments are overwritten) and makes the fastest per m run's first choice (C++: autotune()). Outside
+   stream capture; synchronizes `stream`. */
+int two_gemm_sm90_autotune(two_gemm_sm90_chain* chain, const int* ms, int count, int rounds, cudaStream_t stream);
 
 #ifdef __cplusplus
 }  /* extern "C" */

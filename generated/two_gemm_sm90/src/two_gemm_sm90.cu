@@ -14,6 +14,7 @@
 
 #include "two_gemm_sm90_stages.h"
 #include "two_gemm_sm90_testing.h"
+#include "cusync/sm90/autotune.h"
 #include "cusync/sm90/cublaslt_context.h"
 
 namespace two_gemm_sm90 {
@@ -149,6 +150,8 @@ void TwoGemmSm90::swap(TwoGemmSm90& other) noexcept {
   swap(sms_, other.sms_);
   swap(mode_override_, other.mode_override_);
   swap(mode_reason_, other.mode_reason_);
+  swap(tuned_entries_, other.tuned_entries_);
+  swap(tuned_, other.tuned_);
   swap(single_stream_, other.single_stream_);
   swap(policy_override_, other.policy_override_);
   swap(trace_, other.trace_);
@@ -345,6 +348,12 @@ cusync::Mode TwoGemmSm90::mode() const {
     return mode_override_;
   }
   int const m = args_.m;
+  if (tuned_entries_ > 0 && m <= tuned_[tuned_entries_ - 1].m_max) {
+    int e = 0;
+    while (m > tuned_[e].m_max) ++e;
+    std::snprintf(mode_reason_, sizeof(mode_reason_), "autotune on this GPU: M <= %d", tuned_[e].m_max);
+    return tuned_[e].mode;
+  }
   if (detail::kNumDispatch > 0 && sms_ == detail::kDispatchSms && m <= detail::kDispatch[detail::kNumDispatch - 1].m_max) {
     int e = 0;
     while (m > detail::kDispatch[e].m_max) ++e;
@@ -375,6 +384,23 @@ char const* TwoGemmSm90::mode_reason() const {
 }
 
 cusync::Status TwoGemmSm90::run(cudaStream_t stream) { return run_mode(stream, mode()); }
+
+cusync::Status TwoGemmSm90::autotune(int const* ms, int count, cudaStream_t stream, int rounds) {
+  if (state_ == nullptr) return cusync::Status::kNotInitialized;
+  Arguments const saved = args_;
+  tuned_entries_ = 0;  // the candidates start from what run() takes without a tuned table
+  auto set_m = [&](int m) {
+    Arguments at = saved;
+    if (m > 0) at.m = m;
+    return update(at);
+  };
+  int entries = 0;
+  cusync::Status const status = cusync::sm90::autotune_chain(
+      ms, count, max_m_, rounds, cusync::sm90::kHaveCublasLt, stream, set_m, [&] { return mode(); },
+      [&](cusync::Mode c) { return run_mode(stream, c); }, tuned_, &entries);
+  tuned_entries_ = entries;
+  return status;
+}
 
 cusync::Status TwoGemmSm90::run_mode(cudaStream_t stream, cusync::Mode mode) {
   if (state_ == nullptr) return cusync::Status::kNotInitialized;

@@ -126,4 +126,8 @@ int two_gemm_sm90_mode(const two_gemm_sm90_chain* chain, int* mode) {
   });
 }
 
+int two_gemm_sm90_autotune(two_gemm_sm90_chain* chain, const int* ms, int count, int rounds, cudaStream_t stream) {
+  return guarded(chain, [&](Chain& c) { return c.autotune(ms, count, stream, rounds); });
+}
+
 }  // extern "C"

@@ -13,9 +13,10 @@
 //             one's epilogue under the other's MMAs), tiles down M in bands of 4, chained with PDL;
 //   kCublasLt cuBLASLt's GEMMs (the first algorithm of its heuristic), each activation a kernel of its own
 //             (cusync/sm90/cublaslt.cuh): where cuBLAS splits K or picks narrow tiles at small M.
-// Which is fastest depends on M, the shapes and the GPU. A table measured by `cusync-gen tune` (the spec's
-// `dispatch:`) picks by M on the GPU it was measured on; elsewhere, and above its last M, a rule from the
-// tile counts decides (default_mode below). set_mode() overrides both.
+// Which is fastest depends on M, the shapes and the GPU. In order, run() takes: set_mode()'s mode; the
+// table autotune() measured on this GPU (cusync/sm90/autotune.h), up to the largest M it timed; the
+// table measured by `cusync-gen tune` (the spec's `dispatch:`) on a GPU with this SM count, up to its
+// last M; otherwise a rule from the tile counts (default_mode below).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,9 @@ struct DispatchEntry {
   int32_t m_max;
   Mode mode;
 };
+
+// At most this many M per autotune() (the table it builds has at most as many entries).
+constexpr int kMaxTunedMs = 32;
 
 // The ping-pong kernel keeps its two math warp groups busy once a GEMM has a tile for each of them on
 // every SM: at least this many 128x128 tiles per SM. Measured on the H200 (benchmarks/NOTES.md h5): with
