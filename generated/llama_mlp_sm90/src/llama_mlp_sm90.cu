@@ -391,16 +391,23 @@ cusync::Status LlamaMlpSm90::run(cudaStream_t stream) { return run_mode(stream, 
 cusync::Status LlamaMlpSm90::autotune(int const* ms, int count, cudaStream_t stream, int rounds) {
   if (state_ == nullptr) return cusync::Status::kNotInitialized;
   Arguments const saved = args_;
+  int const earlier = tuned_entries_;
+  cusync::DispatchEntry table[cusync::kMaxTunedMs];
+  int entries = 0;
   tuned_entries_ = 0;  // the candidates start from what run() takes without a tuned table
   auto set_m = [&](int m) {
     Arguments at = saved;
     if (m > 0) at.m = m;
     return update(at);
   };
-  int entries = 0;
   cusync::Status const status = cusync::sm90::autotune_chain(
       ms, count, max_m_, rounds, cusync::sm90::kHaveCublasLt, stream, set_m, [&] { return mode(); },
-      [&](cusync::Mode c) { return run_mode(stream, c); }, tuned_, &entries);
+      [&](cusync::Mode c, cudaStream_t s) { return run_mode(s, c); }, table, &entries);
+  if (status != cusync::Status::kSuccess) {
+    tuned_entries_ = earlier;  // a call that fails changes nothing
+    return status;
+  }
+  std::copy(table, table + entries, tuned_);
   tuned_entries_ = entries;
   return status;
 }
