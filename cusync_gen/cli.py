@@ -350,6 +350,10 @@ def run_cmd(
     backend: Annotated[str, typer.Option(
         "--backend", metavar="auto|sm80|sm90", help="For an example name: which version to run (auto: X_sm90 "
         "for example X on a Hopper GPU or --arch sm_90, X elsewhere). A spec file is never rewritten.")] = "auto",
+    autotune: Annotated[int, typer.Option(
+        "--autotune", min=0, max=200, metavar="ROUNDS", help="sm90 GEMM chains: before timing, the library times "
+        "its modes at every --m on this GPU (ROUNDS rounds) and run() picks from that (0: the spec's table or "
+        "the rule).")] = 0,
 ) -> None:
     """Generate (if needed), build and run the bench; print sequential vs overlapped times.
     Without a GPU it stops after the build (exit 6)."""
@@ -366,7 +370,11 @@ def run_cmd(
         raise UsageError(f"--backend picks among the shipped examples; {_shown(target)} is a path",
                          hint="a spec's backend is its `arch:`; drop --backend, or pass an example name")
     project = _project_of(target, output, arch, force)
-    attention = builder.read_manifest(project).get("kind") == "attention"
+    manifest = builder.read_manifest(project)
+    attention = manifest.get("kind") == "attention"
+    if autotune and (attention or manifest.get("arch") != "sm90"):
+        raise UsageError("--autotune applies to sm90 GEMM chains only (it picks among run()'s modes)",
+                         hint="remove --autotune, or run an sm90 chain (e.g. gpt3_mlp_sm90)")
     ms = parse_ms(m or (DEFAULT_ATTENTION_MS if attention else DEFAULT_RUN_MS))
     extra: list[str] = []
     for flag, value in (("--batch", batch), ("--cache", cache)):
@@ -376,6 +384,8 @@ def run_cmd(
             raise UsageError(f"{flag} applies to attention chains only", hint=f"remove {flag}")
         parse_ms(value, flag, minimum=0 if flag == "--cache" else 1)
         extra += [flag, value]
+    if autotune:
+        extra += ["--autotune", str(autotune)]
     # Build for the GPU we are about to run on unless --arch says otherwise (the generated files keep
     # the spec's target, so committed projects stay as generated); without a GPU, for the spec's target.
     builder.build(project, target=arch or gpu, jobs=jobs, cutlass_dir=cutlass_dir, progress=sys.stderr.isatty())

@@ -44,7 +44,8 @@ m = json.load(open(f"generated/{e}/manifest.json"))
 g1, g2 = m["stages"]
 open(f"{inc}/chain_under_test.h", "w").write(
     f'#include "{e}_testing.h"\n#include "{e}_c.h"\n#define CHAIN_NS {e}\n#define CHAIN_CLASS {m["class_name"]}\n'
-    f'#define INPUT_WIDTH {g1["k"]}\n#define GEMM1_N {g1["n"]}\n#define GEMM2_N {g2["n"]}\n#define C_FN(x) {e}_##x\n')
+    f'#define INPUT_WIDTH {g1["k"]}\n#define GEMM1_N {g1["n"]}\n#define GEMM2_N {g2["n"]}\n#define C_FN(x) {e}_##x\n'
+    + ('#define CHAIN_SM90 1\n' if m["arch"] == "sm90" else ''))
 PY
     # a hand-written link needs what CMake adds for its own targets: cuBLASLt where the sm90 library has it
     lt=$(grep -q CUSYNC_HAVE_CUBLASLT build/gpu/$e/build.ninja 2>/dev/null && echo -lcublasLt)

@@ -85,5 +85,6 @@ def epoch_wrap_header(name: str, into: Path) -> Path:
     (into / "chain_under_test.h").write_text(
         f'#include "{name}_testing.h"\n#include "{name}_c.h"\n#define CHAIN_NS {name}\n'
         f"#define CHAIN_CLASS {plan.class_name}\n#define INPUT_WIDTH {gemm1.k}\n#define GEMM1_N {gemm1.n}\n"
-        f"#define GEMM2_N {gemm2.n}\n#define C_FN(x) {name}_##x\n")
+        f"#define GEMM2_N {gemm2.n}\n#define C_FN(x) {name}_##x\n"
+        + ("#define CHAIN_SM90 1\n" if plan.arch.value == "sm90" else ""))
     return into

@@ -245,17 +245,20 @@ def fake_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, lis
     """In tmp_path: render.generate writes a manifest only, build.build and build.run are recorded (rows
     from the run). The GPU is a Hopper one unless a test says otherwise."""
     monkeypatch.chdir(tmp_path)
-    calls: dict[str, list] = {"generate": [], "build": [], "run": []}
+    calls: dict[str, list] = {"generate": [], "build": [], "run": [], "run_kwargs": []}
 
     def fake_generate(spec_path: Path, out_dir: Path, target: str | None = None, check: bool = False,
                       force: bool = False) -> Path:
         calls["generate"].append(Path(spec_path).stem)
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "manifest.json").write_text(json.dumps({"name": Path(spec_path).stem, "stages": []}))
+        name = Path(spec_path).stem
+        arch = "sm90" if name.endswith("_sm90") else "sm80"
+        (Path(out_dir) / "manifest.json").write_text(json.dumps({"name": name, "arch": arch, "stages": []}))
         return Path(out_dir)
 
     def fake_run(project: Path, ms: list[int], *args: object, **kwargs: object) -> list[dict[str, Any]]:
         calls["run"].append(Path(project))
+        calls["run_kwargs"].append(kwargs)
         return [ROW]
 
     monkeypatch.setattr(render, "generate", fake_generate)
@@ -305,6 +308,18 @@ def test_run_never_rewrites_a_spec_path(fake_tools: dict[str, list], tmp_path: P
     code, out, err = cli_run(capsys, "run", "gpt3_mlp.yaml", "--backend", "sm90")
     assert code == 2 and out == ""
     assert error_lines(err) == ["error: --backend picks among the shipped examples; 'gpt3_mlp.yaml' is a path"]
+
+
+def test_run_autotune_reaches_the_bench(fake_tools: dict[str, list], capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = cli_run(capsys, "run", "gpt3_mlp", "--m", "256,1024", "--autotune", "5")
+    assert code == 0, err
+    assert fake_tools["run_kwargs"][0]["extra_args"] == ["--autotune", "5"]
+    code, _, err = cli_run(capsys, "run", "gpt3_mlp", "--m", "1024")
+    assert code == 0 and fake_tools["run_kwargs"][1]["extra_args"] == []
+    code, _, err = cli_run(capsys, "run", "gpt3_mlp", "--backend", "sm80", "--autotune", "3")
+    assert code == 2 and error_lines(err) == [
+        "error: --autotune applies to sm90 GEMM chains only (it picks among run()'s modes)"]
+    assert len(fake_tools["run"]) == 2  # refused before building or running
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -76,3 +76,36 @@ def test_default_mode_rule_is_the_same_in_python_and_cpp(tmp_path: Path) -> None
     got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
     assert got[0] == f"{PINGPONG_TILE} {PINGPONG_TILES_PER_SM}"  # the rule's numbers, one value in both
     assert got[1:] == [f"{mode.value}|{why}" for mode, why in (default_mode(g, s, lt) for g, s, lt in cases)]
+
+
+def test_autotune_table_cuts_like_tune(tmp_path: Path) -> None:
+    """autotune() (cusync/sm90/autotune.h, tuned_table) turns the winners at the M it timed into dispatch
+    entries by the same rule as `cusync-gen tune` writes a spec's `dispatch:` (tune.dispatch_table): cut at
+    the geometric mean of two neighbours, equal neighbours merged, the last entry ending at the largest M."""
+    from cusync_gen.tune import dispatch_table
+
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if not Path(nvcc).exists():
+        pytest.skip("nvcc not found")
+    modes = ["overlap", "stock", "streamk", "cluster", "pingpong", "cublaslt"]
+    cases = [[(256, "cublaslt"), (512, "cublaslt"), (1024, "pingpong"), (1536, "cublaslt"), (8192, "pingpong")],
+             [(1, "stock")], [(100, "overlap"), (3000, "overlap")], [(7, "streamk"), (8, "cluster"), (4096, "stock")]]
+    body = []
+    for case in cases:
+        ms = ", ".join(str(m) for m, _ in case)
+        ws = ", ".join(f"cusync::Mode({modes.index(w)})" for _, w in case)
+        body.append(f"{{ int ms[] = {{{ms}}}; cusync::Mode w[] = {{{ws}}}; cusync::DispatchEntry t[32];\n"
+                    f"  int n = cusync::sm90::tuned_table(ms, w, {len(case)}, t);\n"
+                    f"  for (int i = 0; i < n; ++i) std::printf(\"%d %s%s\", t[i].m_max, cusync::to_string(t[i].mode),"
+                    f" i + 1 == n ? \"\\n\" : \",\");\n}}")
+    src = tmp_path / "tuned_table.cpp"
+    src.write_text('#include <cstdio>\n#include "cusync/sm90/autotune.h"\nint main() {\n' + "\n".join(body) + "\n}\n")
+    exe = tmp_path / "tuned_table"
+    build = subprocess.run([nvcc, "-std=c++17", "-I", str(REPO / "templates" / "sm90" / "include"), "-I",
+                            str(REPO / "templates" / "runtime" / "include"), str(src), "-o", str(exe)],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    lines = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
+    for case, line in zip(cases, lines, strict=True):
+        table = dispatch_table({m: {"mode": w, "sms": 132, "gpu": "g", "stock_pdl_us": 1.0} for m, w in case})
+        assert line == ",".join(f"{e['m_max']} {e['mode']}" for e in table["modes"])

@@ -97,19 +97,43 @@ int main() {
   third = std::move(second);
   bool const run_ok = third.run_sequential(0) == cusync::Status::kSuccess && third.check_sync_error() == cusync::Status::kSuccess;
   cudaMemcpy(from_cpp.data(), y2[1], o2 * 2, cudaMemcpyDeviceToHost);
+  bool tuned = true;
+  char tune_json[512] = "";
+#if defined(CHAIN_SM90)
+  // 4. autotune (sm90): every mode timed at two M on this GPU; run() then takes the winner (its reason
+  // says so), still computes the chain (poisoned first, every element written, no sync error); an M
+  // above max_m is refused and leaves the table as it was.
+  int const tune_ms[2] = {kM, 200};
+  int const too_big[1] = {kM + 1};
+  bool const tune_ok = third.autotune(tune_ms, 2, 0, 3) == cusync::Status::kSuccess;
+  bool const reason_ok = std::strstr(third.mode_reason(), "autotune") != nullptr;
+  bool const refused = third.autotune(too_big, 1, 0) == cusync::Status::kInvalidArgument &&
+                       std::strstr(third.mode_reason(), "autotune") != nullptr;  // a refused call changes nothing
+  cudaMemset(y2[1], 0xFF, o2 * 2);
+  bool const tuned_run_ok = third.run(0) == cusync::Status::kSuccess && third.check_sync_error() == cusync::Status::kSuccess;
+  std::vector<uint16_t> from_tuned(o2);
+  cudaMemcpy(from_tuned.data(), y2[1], o2 * 2, cudaMemcpyDeviceToHost);
+  size_t bad = 0;
+  for (uint16_t v : from_tuned) bad += (v & 0x7C00) == 0x7C00;
+  tuned = tune_ok && reason_ok && refused && tuned_run_ok && bad == 0;
+  std::snprintf(tune_json, sizeof(tune_json),
+                ", \"autotune\": %s, \"autotune_reason\": \"%s\", \"autotune_mode\": %d, \"autotune_refused_big_m\": %s, "
+                "\"autotune_run\": %s, \"autotune_inf_or_nan\": %zu", tune_ok ? "true" : "false", third.mode_reason(),
+                int(third.mode()), refused ? "true" : "false", tuned_run_ok ? "true" : "false", bad);
+#endif
   bool const no_error = ok_cuda(cudaDeviceSynchronize(), "after runs");
 
   size_t nan = 0;
   for (uint16_t v : from_c) nan += (v & 0x7C00) == 0x7C00;  // fp16 Inf/NaN (the poison is 0xFFFF)
   bool const equal = std::memcmp(from_c.data(), from_cpp.data(), o2 * 2) == 0;
   bool const poison_gone = std::memcmp(from_c.data(), std::vector<uint16_t>(o2, 0xFFFF).data(), 2) != 0;
-  bool const ok = created == 0 && initialized == 0 && sequential == 0 && checked == 0 && updated == 0 && ran == 0 &&
+  bool const ok = tuned && created == 0 && initialized == 0 && sequential == 0 && checked == 0 && updated == 0 && ran == 0 &&
                   ran_checked == 0 && destroyed == 0 && init_ok && moved_from_empty && run_ok && no_error && equal &&
                   poison_gone && std::find(from_c.begin(), from_c.end(), uint16_t(0xFFFF)) == from_c.end();
   std::printf("{\"ok\": %s, \"c_abi\": [%d, %d, %d, %d, %d, %d, %d, %d], \"status_0\": \"%s\", \"cpp_init\": %s, "
-              "\"moved_from_not_initialized\": %s, \"cpp_run\": %s, \"bitwise_c_vs_cpp\": %s, \"inf_or_nan_halves\": %zu}\n",
+              "\"moved_from_not_initialized\": %s, \"cpp_run\": %s, \"bitwise_c_vs_cpp\": %s, \"inf_or_nan_halves\": %zu%s}\n",
               ok ? "true" : "false", created, initialized, sequential, checked, updated, ran, ran_checked, destroyed, name,
               init_ok ? "true" : "false", moved_from_empty ? "true" : "false", run_ok ? "true" : "false",
-              equal ? "true" : "false", nan);
+              equal ? "true" : "false", nan, tune_json);
   return ok ? 0 : 1;
 }
