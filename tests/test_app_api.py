@@ -77,7 +77,9 @@ def test_class_is_movable_not_copyable(name: str) -> None:
                  f"{cls}({cls}&& other) noexcept;", f"{cls}& operator=({cls}&& other) noexcept;"):
         assert line in body, line
     source = rendered(name)[f"src/{name}.cu"]
-    assert f"{cls}::{cls}({cls}&& other) noexcept {{ swap(other); }}" in source
+    # the moves are the runtime class's (its move constructor swaps with a fresh object; tested below)
+    assert f"{cls}::{cls}({cls}&& other) noexcept = default;" in source
+    assert f"{cls}& {cls}::operator=({cls}&& other) noexcept = default;" in source
 
 
 MEMBER = re.compile(r"^  (?:mutable )?[\w:<>* ]+?[ *](\w+_)(?:\[[^\]]*\])*(?: = [^;]*|\{[^;]*\})?;", re.MULTILINE)
@@ -120,7 +122,20 @@ RUNTIME_SWAPS = [  # (header, class, the header holding swap's definition, swap'
      "\n private:\n"),
     ("cusync/sm90/chain.h", "Chain", "cusync/sm90/chain.cuh", "inline void Chain::swap(Chain& other) noexcept",
      "\n private:\n"),
+    ("cusync/attention_chain.h", "AttentionChain", "cusync/attention_chain.cuh",
+     "inline void AttentionChain::swap(AttentionChain& other) noexcept", "\n private:\n"),
 ]
+
+
+@pytest.mark.parametrize(("source", "cls"), [("sm80/include/cusync/sm80/chain.cuh", "Chain"),
+                                             ("sm90/include/cusync/sm90/chain.cuh", "Chain"),
+                                             ("runtime/include/cusync/attention_chain.cuh", "AttentionChain")])
+def test_runtime_moves_are_built_on_swap(source: str, cls: str) -> None:
+    """A moved-from chain is as if just constructed: the move constructor swaps with a fresh object, and
+    assignment moves into a temporary that frees what the target held."""
+    text = (REPO / "templates" / source).read_text()
+    assert re.search(rf"inline {cls}::{cls}\({cls}&& other\) noexcept : [^{{]*\{{ swap\(other\); \}}", text)
+    assert f"{cls} taken(std::move(other));" in text and "swap(taken);" in text
 
 
 @pytest.mark.parametrize(("header", "cls", "source", "signature", "marker"), RUNTIME_SWAPS)

@@ -36,15 +36,8 @@ cusync::AttentionArguments untyped(Arguments const& a) {
 
 Gpt3Attention::~Gpt3Attention() = default;
 
-Gpt3Attention::Gpt3Attention(Gpt3Attention&& other) noexcept { swap(other); }
-
-Gpt3Attention& Gpt3Attention::operator=(Gpt3Attention&& other) noexcept {
-  if (this != &other) {
-    Gpt3Attention taken(std::move(other));  // other is now empty
-    swap(taken);                                   // taken holds what this held, and frees it
-  }
-  return *this;
-}
+Gpt3Attention::Gpt3Attention(Gpt3Attention&& other) noexcept = default;  // the runtime class's moves (built on its swap)
+Gpt3Attention& Gpt3Attention::operator=(Gpt3Attention&& other) noexcept = default;
 
 void Gpt3Attention::swap(Gpt3Attention& other) noexcept { core_.swap(other.core_); }
 

@@ -104,7 +104,7 @@ class Gpt3Mlp {
   // Exchanges every member (the moves are built on it); lists each one.
   void swap(Gpt3Mlp& other) noexcept;
 
-  cusync::sm80::Chain core_{detail::tables(), /*ticket_order=*/true};
+  cusync::sm80::Chain core_{detail::tables()};
 };
 
 }  // namespace gpt3_mlp

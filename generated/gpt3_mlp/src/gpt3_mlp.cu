@@ -17,7 +17,7 @@ constexpr cusync::LaunchFn kLaunch[kNumStages] = { &launch_gemm1, &launch_gemm2 
 constexpr cusync::PrepareFn kPrepare[kNumStages] = { &prepare_gemm1, &prepare_gemm2 };
 constexpr cusync::ChainTables kTables{kNumStages, kNumConfigs, kMaxM, &kStages[0][0], kConfigMaxM, kLaunch, kPrepare,
                                       /*no_atomic_add=*/false, /*avoid_wait_kernel=*/false,
-                                      /*has_unsynced_edge=*/false};
+                                      /*has_unsynced_edge=*/false, /*ticket_order=*/true};
 
 
 }  // namespace
@@ -49,15 +49,8 @@ cusync::ChainPointers pointers(Arguments const& a) {
 
 Gpt3Mlp::~Gpt3Mlp() = default;
 
-Gpt3Mlp::Gpt3Mlp(Gpt3Mlp&& other) noexcept { swap(other); }
-
-Gpt3Mlp& Gpt3Mlp::operator=(Gpt3Mlp&& other) noexcept {
-  if (this != &other) {
-    Gpt3Mlp taken(std::move(other));  // other is now empty
-    swap(taken);                                   // taken holds what this held, and frees it
-  }
-  return *this;
-}
+Gpt3Mlp::Gpt3Mlp(Gpt3Mlp&& other) noexcept = default;  // the runtime class's moves (built on its swap)
+Gpt3Mlp& Gpt3Mlp::operator=(Gpt3Mlp&& other) noexcept = default;
 
 void Gpt3Mlp::swap(Gpt3Mlp& other) noexcept { core_.swap(other.core_); }
 

@@ -36,15 +36,8 @@ cusync::AttentionArguments untyped(Arguments const& a) {
 
 LlamaAttention::~LlamaAttention() = default;
 
-LlamaAttention::LlamaAttention(LlamaAttention&& other) noexcept { swap(other); }
-
-LlamaAttention& LlamaAttention::operator=(LlamaAttention&& other) noexcept {
-  if (this != &other) {
-    LlamaAttention taken(std::move(other));  // other is now empty
-    swap(taken);                                   // taken holds what this held, and frees it
-  }
-  return *this;
-}
+LlamaAttention::LlamaAttention(LlamaAttention&& other) noexcept = default;  // the runtime class's moves (built on its swap)
+LlamaAttention& LlamaAttention::operator=(LlamaAttention&& other) noexcept = default;
 
 void LlamaAttention::swap(LlamaAttention& other) noexcept { core_.swap(other.core_); }
 

@@ -105,7 +105,7 @@ class LlamaMlp {
   // Exchanges every member (the moves are built on it); lists each one.
   void swap(LlamaMlp& other) noexcept;
 
-  cusync::sm80::Chain core_{detail::tables(), /*ticket_order=*/true};
+  cusync::sm80::Chain core_{detail::tables()};
 };
 
 }  // namespace llama_mlp

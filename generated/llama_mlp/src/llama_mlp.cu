@@ -17,7 +17,7 @@ constexpr cusync::LaunchFn kLaunch[kNumStages] = { &launch_gemm1, &launch_glu, &
 constexpr cusync::PrepareFn kPrepare[kNumStages] = { &prepare_gemm1, &prepare_glu, &prepare_gemm2 };
 constexpr cusync::ChainTables kTables{kNumStages, kNumConfigs, kMaxM, &kStages[0][0], kConfigMaxM, kLaunch, kPrepare,
                                       /*no_atomic_add=*/false, /*avoid_wait_kernel=*/false,
-                                      /*has_unsynced_edge=*/false};
+                                      /*has_unsynced_edge=*/false, /*ticket_order=*/true};
 
 
 }  // namespace
@@ -51,15 +51,8 @@ cusync::ChainPointers pointers(Arguments const& a) {
 
 LlamaMlp::~LlamaMlp() = default;
 
-LlamaMlp::LlamaMlp(LlamaMlp&& other) noexcept { swap(other); }
-
-LlamaMlp& LlamaMlp::operator=(LlamaMlp&& other) noexcept {
-  if (this != &other) {
-    LlamaMlp taken(std::move(other));  // other is now empty
-    swap(taken);                                   // taken holds what this held, and frees it
-  }
-  return *this;
-}
+LlamaMlp::LlamaMlp(LlamaMlp&& other) noexcept = default;  // the runtime class's moves (built on its swap)
+LlamaMlp& LlamaMlp::operator=(LlamaMlp&& other) noexcept = default;
 
 void LlamaMlp::swap(LlamaMlp& other) noexcept { core_.swap(other.core_); }
 

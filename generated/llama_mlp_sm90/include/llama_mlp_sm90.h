@@ -134,7 +134,7 @@ class LlamaMlpSm90 {
   // Exchanges every member (the moves are built on it); lists each one.
   void swap(LlamaMlpSm90& other) noexcept;
 
-  cusync::sm90::Chain core_{detail::tables(), detail::baselines(), /*ticket_order=*/true};
+  cusync::sm90::Chain core_{detail::tables(), detail::baselines()};
 };
 
 }  // namespace llama_mlp_sm90

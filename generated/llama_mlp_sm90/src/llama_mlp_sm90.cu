@@ -17,7 +17,7 @@ constexpr cusync::LaunchFn kLaunch[kNumStages] = { &launch_gemm1, &launch_glu, &
 constexpr cusync::PrepareFn kPrepare[kNumStages] = { &prepare_gemm1, &prepare_glu, &prepare_gemm2 };
 constexpr cusync::ChainTables kTables{kNumStages, kNumConfigs, kMaxM, &kStages[0][0], kConfigMaxM, kLaunch, kPrepare,
                                       /*no_atomic_add=*/false, /*avoid_wait_kernel=*/false,
-                                      /*has_unsynced_edge=*/false};
+                                      /*has_unsynced_edge=*/false, /*ticket_order=*/true};
 constexpr cusync::LaunchFn kLaunchStock[kNumStages] = { &launch_gemm1_stock, nullptr, &launch_gemm2_stock };
 constexpr cusync::PrepareFn kPrepareStock[kNumStages] = { &prepare_gemm1_stock, nullptr, &prepare_gemm2_stock };
 constexpr cusync::sm90::WorkspaceFn kStreamKWorkspace[kNumStages] = { &streamk_workspace_gemm1, nullptr, &streamk_workspace_gemm2 };
@@ -61,15 +61,8 @@ cusync::ChainPointers pointers(Arguments const& a) {
 
 LlamaMlpSm90::~LlamaMlpSm90() = default;
 
-LlamaMlpSm90::LlamaMlpSm90(LlamaMlpSm90&& other) noexcept { swap(other); }
-
-LlamaMlpSm90& LlamaMlpSm90::operator=(LlamaMlpSm90&& other) noexcept {
-  if (this != &other) {
-    LlamaMlpSm90 taken(std::move(other));  // other is now empty
-    swap(taken);                                   // taken holds what this held, and frees it
-  }
-  return *this;
-}
+LlamaMlpSm90::LlamaMlpSm90(LlamaMlpSm90&& other) noexcept = default;  // the runtime class's moves (built on its swap)
+LlamaMlpSm90& LlamaMlpSm90::operator=(LlamaMlpSm90&& other) noexcept = default;
 
 void LlamaMlpSm90::swap(LlamaMlpSm90& other) noexcept { core_.swap(other.core_); }
 

@@ -107,7 +107,7 @@ class LlamaMlpSplit {
   // Exchanges every member (the moves are built on it); lists each one.
   void swap(LlamaMlpSplit& other) noexcept;
 
-  cusync::sm80::Chain core_{detail::tables(), /*ticket_order=*/true};
+  cusync::sm80::Chain core_{detail::tables()};
 };
 
 }  // namespace llama_mlp_split

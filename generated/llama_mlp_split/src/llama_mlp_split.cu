@@ -17,7 +17,7 @@ constexpr cusync::LaunchFn kLaunch[kNumStages] = { &launch_gate, &launch_up, &la
 constexpr cusync::PrepareFn kPrepare[kNumStages] = { &prepare_gate, &prepare_up, &prepare_glu, &prepare_down };
 constexpr cusync::ChainTables kTables{kNumStages, kNumConfigs, kMaxM, &kStages[0][0], kConfigMaxM, kLaunch, kPrepare,
                                       /*no_atomic_add=*/false, /*avoid_wait_kernel=*/false,
-                                      /*has_unsynced_edge=*/false};
+                                      /*has_unsynced_edge=*/false, /*ticket_order=*/true};
 
 
 }  // namespace
@@ -56,15 +56,8 @@ cusync::ChainPointers pointers(Arguments const& a) {
 
 LlamaMlpSplit::~LlamaMlpSplit() = default;
 
-LlamaMlpSplit::LlamaMlpSplit(LlamaMlpSplit&& other) noexcept { swap(other); }
-
-LlamaMlpSplit& LlamaMlpSplit::operator=(LlamaMlpSplit&& other) noexcept {
-  if (this != &other) {
-    LlamaMlpSplit taken(std::move(other));  // other is now empty
-    swap(taken);                                   // taken holds what this held, and frees it
-  }
-  return *this;
-}
+LlamaMlpSplit::LlamaMlpSplit(LlamaMlpSplit&& other) noexcept = default;  // the runtime class's moves (built on its swap)
+LlamaMlpSplit& LlamaMlpSplit::operator=(LlamaMlpSplit&& other) noexcept = default;
 
 void LlamaMlpSplit::swap(LlamaMlpSplit& other) noexcept { core_.swap(other.core_); }
 

@@ -104,7 +104,7 @@ class TwoGemm {
   // Exchanges every member (the moves are built on it); lists each one.
   void swap(TwoGemm& other) noexcept;
 
-  cusync::sm80::Chain core_{detail::tables(), /*ticket_order=*/true};
+  cusync::sm80::Chain core_{detail::tables()};
 };
 
 }  // namespace two_gemm

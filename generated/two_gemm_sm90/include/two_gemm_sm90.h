@@ -133,7 +133,7 @@ class TwoGemmSm90 {
   // Exchanges every member (the moves are built on it); lists each one.
   void swap(TwoGemmSm90& other) noexcept;
 
-  cusync::sm90::Chain core_{detail::tables(), detail::baselines(), /*ticket_order=*/true};
+  cusync::sm90::Chain core_{detail::tables(), detail::baselines()};
 };
 
 }  // namespace two_gemm_sm90

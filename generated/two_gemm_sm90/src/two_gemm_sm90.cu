@@ -17,7 +17,7 @@ constexpr cusync::LaunchFn kLaunch[kNumStages] = { &launch_gemm1, &launch_gemm2 
 constexpr cusync::PrepareFn kPrepare[kNumStages] = { &prepare_gemm1, &prepare_gemm2 };
 constexpr cusync::ChainTables kTables{kNumStages, kNumConfigs, kMaxM, &kStages[0][0], kConfigMaxM, kLaunch, kPrepare,
                                       /*no_atomic_add=*/false, /*avoid_wait_kernel=*/false,
-                                      /*has_unsynced_edge=*/false};
+                                      /*has_unsynced_edge=*/false, /*ticket_order=*/true};
 constexpr cusync::LaunchFn kLaunchStock[kNumStages] = { &launch_gemm1_stock, &launch_gemm2_stock };
 constexpr cusync::PrepareFn kPrepareStock[kNumStages] = { &prepare_gemm1_stock, &prepare_gemm2_stock };
 constexpr cusync::sm90::WorkspaceFn kStreamKWorkspace[kNumStages] = { &streamk_workspace_gemm1, &streamk_workspace_gemm2 };
@@ -59,15 +59,8 @@ cusync::ChainPointers pointers(Arguments const& a) {
 
 TwoGemmSm90::~TwoGemmSm90() = default;
 
-TwoGemmSm90::TwoGemmSm90(TwoGemmSm90&& other) noexcept { swap(other); }
-
-TwoGemmSm90& TwoGemmSm90::operator=(TwoGemmSm90&& other) noexcept {
-  if (this != &other) {
-    TwoGemmSm90 taken(std::move(other));  // other is now empty
-    swap(taken);                                   // taken holds what this held, and frees it
-  }
-  return *this;
-}
+TwoGemmSm90::TwoGemmSm90(TwoGemmSm90&& other) noexcept = default;  // the runtime class's moves (built on its swap)
+TwoGemmSm90& TwoGemmSm90::operator=(TwoGemmSm90&& other) noexcept = default;
 
 void TwoGemmSm90::swap(TwoGemmSm90& other) noexcept { core_.swap(other.core_); }
 

@@ -76,6 +76,7 @@ struct ChainTables {
   bool no_atomic_add;
   bool avoid_wait_kernel;        // sm80: skip the wait kernel where producer and consumer are co-resident
   bool has_unsynced_edge;        // some edge is sync: none (run() orders it by the stream or an event)
+  bool ticket_order;             // the default of set_ticket_order (false with avoid_custom_order)
   StageInfo const& at(int config, int stage) const { return stages[config * num_stages + stage]; }
 };
 
@@ -150,7 +151,7 @@ class TwoStreams {
 // A chain of stages described by a ChainTables.
 class StagedChain : public ChainBase {
  public:
-  explicit StagedChain(ChainTables const& tables, bool ticket_order) : t_(&tables), ticket_order_(ticket_order) {}
+  explicit StagedChain(ChainTables const& tables) : t_(&tables), ticket_order_(tables.ticket_order) {}
 
   // Checks the pointers, allocates the state and the semaphores for max(max_m, args.m) rows, prepares
   // every stage; the backend's initialize() adds its own resources.

@@ -53,6 +53,9 @@ class AttentionChain : public ChainBase {
   static constexpr int kNumStages = 5;
   explicit AttentionChain(AttentionTables const& tables) : t_(&tables) {}
   ~AttentionChain();
+  // Moves take every buffer, stream and event; `other` is left as if just constructed.
+  AttentionChain(AttentionChain&& other) noexcept;
+  AttentionChain& operator=(AttentionChain&& other) noexcept;
   void swap(AttentionChain& other) noexcept;
 
   Status initialize(AttentionArguments const& args, int max_rows, int max_keys, cudaStream_t stream);

@@ -15,8 +15,11 @@ namespace cusync::sm80 {
 
 class Chain : public StagedChain {
  public:
-  Chain(ChainTables const& tables, bool ticket_order) : StagedChain(tables, ticket_order) {}
+  explicit Chain(ChainTables const& tables) : StagedChain(tables) {}
   ~Chain();
+  // Moves take every buffer, stream and event; `other` is left as if just constructed.
+  Chain(Chain&& other) noexcept;
+  Chain& operator=(Chain&& other) noexcept;
   void swap(Chain& other) noexcept;
 
   Status initialize(ChainPointers const& args, int max_m, cudaStream_t stream);

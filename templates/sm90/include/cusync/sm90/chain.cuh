@@ -18,6 +18,16 @@ inline Chain::~Chain() {
   destroy_lt_context(static_cast<LtContext*>(lt_));
 }
 
+inline Chain::Chain(Chain&& other) noexcept : StagedChain(*other.t_), b_(other.b_) { swap(other); }
+
+inline Chain& Chain::operator=(Chain&& other) noexcept {
+  if (this != &other) {
+    Chain taken(std::move(other));  // other is now as if just constructed
+    swap(taken);                     // taken holds what this held, and frees it
+  }
+  return *this;
+}
+
 inline void Chain::swap(Chain& other) noexcept {
   using std::swap;
   swap(b_, other.b_);

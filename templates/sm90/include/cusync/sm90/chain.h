@@ -36,9 +36,11 @@ struct BaselineTables {
 
 class Chain : public StagedChain {
  public:
-  Chain(ChainTables const& tables, BaselineTables const& baselines, bool ticket_order)
-      : StagedChain(tables, ticket_order), b_(&baselines) {}
+  Chain(ChainTables const& tables, BaselineTables const& baselines) : StagedChain(tables), b_(&baselines) {}
   ~Chain();
+  // Moves take every buffer and the cuBLASLt context; `other` is left as if just constructed.
+  Chain(Chain&& other) noexcept;
+  Chain& operator=(Chain&& other) noexcept;
   void swap(Chain& other) noexcept;
 
   Status initialize(ChainPointers const& args, int max_m, cudaStream_t stream);
