@@ -1,0 +1,137 @@
+"""Issue 11: backends as modules, one runtime, and one source of truth for derived numbers.
+
+- Every backend is a module in cusync_gen/backends with its own template folder, chosen from one table;
+  shared templates hold no branch on the architecture, and render.py none on the plan's type.
+- The emitted wait value of every edge is EdgePlan.wait_value, the number verify.py proves, in every tile
+  configuration; the C++ static_asserts it against the emitted tiles (a wrong table does not compile).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES, EXAMPLES_GEMM, REPO
+from cusync_gen.backends import BACKENDS, backend_of
+from cusync_gen.render import output_files, plan_of_spec, render_project
+from cusync_gen.spec import load_spec
+from cusync_gen.verify import representative_ms, verify
+
+SPECS = REPO / "cusync_gen" / "examples"
+TEMPLATES = REPO / "templates"
+
+
+def plan_of(name: str):  # noqa: ANN201
+    return plan_of_spec(load_spec(SPECS / f"{name}.yaml"))
+
+
+def test_each_backend_is_a_module_with_its_own_folder() -> None:
+    for name, module in BACKENDS.items():
+        for attr in ("files", "context", "manifest_stages", "prove", "MANIFEST"):
+            assert hasattr(module, attr), (name, attr)
+        assert (TEMPLATES / name).is_dir(), name
+    for name in EXAMPLES:
+        plan = plan_of(name)
+        assert backend_of(plan) is BACKENDS[plan.backend]
+
+
+def test_shared_templates_and_render_do_not_branch_on_the_backend() -> None:
+    for path in sorted((TEMPLATES / "project").rglob("*.j2")):
+        text = path.read_text()
+        assert "plan.arch" not in text, path.relative_to(REPO)
+    render = (REPO / "cusync_gen" / "render.py").read_text()
+    assert "isinstance(plan" not in render and "Arch." not in render
+
+
+def test_every_template_a_backend_includes_exists() -> None:
+    for module in BACKENDS.values():
+        for template in getattr(module, "PARTS", {}).values():
+            assert (TEMPLATES / template).is_file(), template
+
+
+def test_the_backends_import_nothing_above_them() -> None:
+    for path in sorted((REPO / "cusync_gen" / "backends").glob("*.py")):
+        text = path.read_text()
+        for upper in ("cusync_gen.render", "cusync_gen.cli", "cusync_gen.build", "cusync_gen.tune"):
+            assert upper not in text, (path.name, upper)
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_projects_carry_only_headers_they_include(name: str) -> None:
+    """No dead output: every copied header is included by some file of the project."""
+    files = render_project(plan_of(name), "/cutlass")
+    included = set()
+    for text in files.values():
+        included |= set(re.findall(r'#include "([^"]+)"', text))
+    for path in files:
+        for root in ("include/", "bench/"):
+            if path.startswith(root) and path.endswith((".h", ".cuh")):
+                rel = path[len(root):]
+                assert rel in included or path.startswith(f"include/{name}"), path
+
+
+ROW = re.compile(r'^\s*\{"(\w+)", (.*)\},$', re.MULTILINE)
+
+
+def emitted_tables(stages_h: str) -> list[list[list[str]]]:
+    """kStages as emitted: per configuration, per stage, the fields after the name."""
+    body = stages_h[stages_h.index("constexpr StageInfo kStages"):]
+    body = body[:body.index("\n};\n")]
+    configs = body.split("// configuration ")[1:]
+    return [[m.group(2).split(", ") for m in ROW.finditer(c)] for c in configs]
+
+
+@pytest.mark.parametrize("name", EXAMPLES_GEMM)
+def test_the_emitted_wait_values_are_the_proved_ones(name: str) -> None:
+    """StageInfo.wait_value / wait_value_b (fields 14 and 15) are EdgePlan.wait_value of the input edges,
+    config by config; verify() proves exactly those numbers at every representative M."""
+    plan = plan_of(name)
+    tables = emitted_tables(render_project(plan, "/cutlass")[f"src/{name}_stages.h"])
+    assert len(tables) == len(plan.configs)
+    for config, rows in zip(plan.configs, tables, strict=True):
+        for stage, row in zip(config.stages, rows, strict=True):
+            assert int(row[13]) == (stage.input.wait_value if stage.input else 0), (stage.name, row)
+            assert int(row[14]) == (stage.input_b.wait_value if stage.input_b else 0), (stage.name, row)
+            assert int(row[15]) == (stage.input.row_wait_value if stage.input else 0), (stage.name, row)
+    for m in representative_ms(plan):
+        proof = verify(plan, m)
+        assert proof is not None
+
+
+@pytest.mark.nvcc
+def test_a_wrong_wait_value_does_not_compile(tmp_path: Path) -> None:
+    """The static_assert of <name>_stages.h (cusync::wait_values_consistent) refuses a table whose wait
+    value disagrees with its tiles and policies."""
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if not Path(nvcc).exists():
+        pytest.skip("nvcc not found")
+    name = "gpt3_mlp"
+    files = render_project(plan_of(name), "/cutlass")
+    for path, text in files.items():
+        if path.startswith(("include/", "src/")):
+            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / path).write_text(text)
+    main = tmp_path / "main.cu"
+    main.write_text(f'#include "{name}_stages.h"\nint main() {{ return 0; }}\n')
+    command = [nvcc, "-std=c++17", "-arch=sm_80", "--expt-relaxed-constexpr", "-I", str(tmp_path / "include"), "-I",
+               str(tmp_path / "src"), "-c", str(main), "-o", str(tmp_path / "main.o")]
+    ok = subprocess.run(command, capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    stages = tmp_path / "src" / f"{name}_stages.h"
+    text = stages.read_text()
+    row = next(m for m in ROW.finditer(text) if m.group(2).split(", ")[3] != "-1")  # a stage with an input edge
+    fields = row.group(2).split(", ")
+    fields[13] = str(int(fields[13]) + 1)  # one more post than the producer sends
+    stages.write_text(text.replace(row.group(0), f'    {{"{row.group(1)}", {", ".join(fields)}}},'))
+    bad = subprocess.run(command, capture_output=True, text=True)
+    assert bad.returncode != 0 and "wait value disagrees" in bad.stderr, bad.stderr[-2000:]
+
+
+def test_output_files_come_from_the_backend() -> None:
+    for name in EXAMPLES:
+        plan = plan_of(name)
+        assert output_files(plan) == backend_of(plan).files(plan)
