@@ -1,6 +1,6 @@
 """Render a plan into a standalone CMake project, with nothing but Jinja.
 
-The plan lists every output file (`project_files`); nothing is discovered by walking folders. Files are
+The plan's backend (`cusync_gen/backends`) lists every output file; nothing is discovered by walking folders. Files are
 rendered in memory first, written to a sibling staging folder and swapped in with renames
 (`fsio.swap_in`), so the target always holds either its old project or the complete new one, never a mix;
 `generate(check=True)` compares instead of writing (the golden-file test).
