@@ -135,7 +135,9 @@ def test_runtime_moves_are_built_on_swap(source: str, cls: str) -> None:
     assignment moves into a temporary that frees what the target held."""
     text = (REPO / "templates" / source).read_text()
     assert re.search(rf"inline {cls}::{cls}\({cls}&& other\) noexcept : [^{{]*\{{ swap\(other\); \}}", text)
-    assert f"{cls} taken(std::move(other));" in text and "swap(taken);" in text
+    assert f"inline {cls}& {cls}::operator=({cls}&& other) noexcept {{ return move_assign(*this, other); }}" in text
+    helper = (REPO / "templates" / "runtime" / "include" / "cusync" / "chain.h").read_text()
+    assert "Chain taken(static_cast<Chain&&>(other));" in helper and "self.swap(taken);" in helper
 
 
 @pytest.mark.parametrize(("header", "cls", "source", "signature", "marker"), RUNTIME_SWAPS)

@@ -107,13 +107,7 @@ inline AttentionChain::~AttentionChain() {
 
 inline AttentionChain::AttentionChain(AttentionChain&& other) noexcept : t_(other.t_) { swap(other); }
 
-inline AttentionChain& AttentionChain::operator=(AttentionChain&& other) noexcept {
-  if (this != &other) {
-    AttentionChain taken(std::move(other));  // other is now as if just constructed
-    swap(taken);                              // taken holds what this held, and frees it
-  }
-  return *this;
-}
+inline AttentionChain& AttentionChain::operator=(AttentionChain&& other) noexcept { return move_assign(*this, other); }
 
 inline void AttentionChain::swap(AttentionChain& other) noexcept {
   using std::swap;

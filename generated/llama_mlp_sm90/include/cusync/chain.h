@@ -98,6 +98,17 @@ struct LaunchOrder {
 
 inline Status from_cuda(cudaError_t err) { return err == cudaSuccess ? Status::kSuccess : Status::kCudaError; }
 
+// Move assignment of the chain classes: move `other` into a temporary (which leaves it as if just
+// constructed), then swap, so that the temporary frees what `self` held.
+template <typename Chain>
+Chain& move_assign(Chain& self, Chain& other) noexcept {
+  if (&self != &other) {
+    Chain taken(static_cast<Chain&&>(other));
+    self.swap(taken);
+  }
+  return self;
+}
+
 // The device state of one chain instance: what every backend allocates, checks and frees the same way.
 class ChainBase {
  public:

@@ -15,13 +15,7 @@ inline Chain::~Chain() {
 
 inline Chain::Chain(Chain&& other) noexcept : StagedChain(*other.t_) { swap(other); }
 
-inline Chain& Chain::operator=(Chain&& other) noexcept {
-  if (this != &other) {
-    Chain taken(std::move(other));  // other is now as if just constructed
-    swap(taken);                     // taken holds what this held, and frees it
-  }
-  return *this;
-}
+inline Chain& Chain::operator=(Chain&& other) noexcept { return move_assign(*this, other); }
 
 inline void Chain::swap(Chain& other) noexcept {
   std::swap(sequential_fallback_, other.sequential_fallback_);
