@@ -63,7 +63,7 @@ def test_op_signature_checks_and_capture_rules() -> None:
     assert ('m.def("llama_mlp_sm90(Tensor x, Tensor gemm1_weight, Tensor gemm2_weight, str mode=\\"auto\\") '
             '-> Tensor");') in op
     assert "TORCH_LIBRARY_FRAGMENT(cusync, m)" in op and "TORCH_LIBRARY_IMPL(cusync, CUDA, m)" in op
-    assert "TORCH_LIBRARY_IMPL(cusync, Meta, m)" in op
+    assert "TORCH_LIBRARY_IMPL(cusync, Meta, m)" in op and "TORCH_LIBRARY_IMPL(cusync, CPU, m)" in op
     # x: any M, its width; weights: their layout's shape on x's device
     assert 'check_operand(x, "x", -1, kInputWidth, nullptr, "");' in op and "kInputWidth = 8192;" in op
     assert 'check_operand(gemm1_weight, "gemm1_weight", 8192, 5632, &device, " (row layout: [k, n])");' in op

@@ -212,6 +212,15 @@ def check_project(project: Path, ms: list[int], checks: Checks) -> None:
         raised = str(err)
     checks.expect(raised.startswith(f"cusync::{chain.NAME}: x must be") and "got fp32" in raised,
                   f"{chain.NAME} fp32 x is refused: {raised.splitlines()[0] if raised else 'nothing raised'}")
+    try:
+        with torch.inference_mode():
+            chain.__dict__[chain.NAME](torch.randn(4, chain.INPUT_WIDTH, dtype=dtype),
+                                       *[getattr(ops["auto"], w[0]).cpu() for w in chain.WEIGHTS])
+        raised = ""
+    except ValueError as err:
+        raised = str(err)
+    checks.expect("on a CUDA device; got" in raised and "on cpu" in raised,
+                  f"{chain.NAME} CPU tensors are refused: {raised.splitlines()[0] if raised else 'nothing raised'}")
 
 
 def main() -> int:
