@@ -7,6 +7,7 @@ docs/torch.md describes the generated op and module.
 
 from __future__ import annotations
 
+import keyword
 from dataclasses import dataclass
 
 from cusync_gen.errors import UsageError
@@ -21,6 +22,11 @@ COMMON_MODES = ("auto", "overlap", "sequential")
 #: The smallest chain the op initializes: M is rounded up to a power of two, at least this
 #: (each chain holds semaphores for its max_m; see templates/torch/op.cpp.j2).
 MIN_CACHED_M = 128
+
+#: Names the generated Python module defines or imports at its top level: the op's function is named after
+#: the chain and its class after the chain's CamelCase name, so neither may be one of these.
+PYTHON_NAMES = frozenset({"annotations", "os", "torch", "nn", "path", "load", "loaded", "library_path", "sync_error",
+                          "weight_from_layers"})
 
 TORCH_DTYPE: dict[Dtype, str] = {Dtype.FP16: "torch.float16", Dtype.BF16: "torch.bfloat16"}  # Python spelling
 
@@ -103,6 +109,11 @@ def torch_problem(plan: object) -> UsageError | None:
             "generated for GEMM chains (a spec with `stages:`) only",
             hint="generate it without --torch and call its C++ class or C ABI (include/<name>.h, <name>_c.h), "
                  "or pass a GEMM chain spec such as gpt3_mlp_sm90 or llama_mlp_sm90")
+    if keyword.iskeyword(plan.name) or keyword.issoftkeyword(plan.name) or plan.name in PYTHON_NAMES:
+        return UsageError(
+            f"--torch: the chain's name `{plan.name}` (spec field `name`) is a Python keyword or a name the "
+            f"generated module {plan.name}_torch.py already uses, so its function {plan.name}() cannot be defined",
+            hint=f"rename the chain (e.g. name: {plan.name}_mlp) and generate again")
     return None
 
 

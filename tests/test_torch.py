@@ -124,6 +124,16 @@ def test_torch_on_an_attention_spec_is_a_usage_error(tmp_path: Path) -> None:
         render_project(plan_of_spec(load_spec(EXAMPLES / "gpt3_attention.yaml")), CUTLASS, torch=True)
 
 
+@pytest.mark.parametrize("name", ["lambda", "load", "path"])
+def test_chain_names_the_python_module_cannot_take_are_refused(name: str) -> None:
+    plan = make_plan(parse_spec({"name": name, "stages": [
+        {"name": "g1", "op": "gemm", "a": "input", "n": 256, "k": 256, "tile": TILE},
+        {"name": "g2", "op": "gemm", "a": "g1", "sync": "row", "n": 256, "k": 256, "tile": TILE}]}))
+    with pytest.raises(UsageError, match=rf"the chain's name `{name}` \(spec field `name`\)") as err:
+        make_torch_plan(plan)
+    assert "rename the chain" in err.value.hint
+
+
 def test_cli_generate_torch_writes_the_folder(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "cusync_gen.cli", "generate", "two_gemm", "-o", str(tmp_path / "p"),
                           "--torch"], capture_output=True, text=True, cwd=REPO)
