@@ -283,12 +283,15 @@ def generate(
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if the folder is stale.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Also write into a non-empty folder that is not a "
                                         "cusync-gen project (same-named files are replaced, others kept).")] = False,
+    torch: Annotated[bool, typer.Option("--torch", help="Also emit a PyTorch op and its CMake project in torch/ "
+                                        "(GEMM chains; docs/torch.md).")] = False,
 ) -> None:
     """Generate a standalone CMake project from a spec (into a new folder, or replacing our earlier one)."""
     from cusync_gen.render import generate as render_generate
 
     # check: raises (exit 1) when stale
-    project = render_generate(resolve_spec(spec), output, check_target(target, "--target"), check, force=force)
+    project = render_generate(resolve_spec(spec), output, check_target(target, "--target"), check, force=force,
+                              torch=torch)
     _out().print(f"{escape(str(output))} is up to date" if check else f"generated {escape(str(project))}")
 
 

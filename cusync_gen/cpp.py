@@ -12,6 +12,7 @@ from cusync_gen.spec.model import BLayout, Dtype, Epilogue, Mode, Order, Policy
 CUTLASS_ELEMENT: dict[Dtype, str] = {Dtype.FP16: "cutlass::half_t", Dtype.BF16: "cutlass::bfloat16_t"}
 CUDA_ELEMENT: dict[Dtype, str] = {Dtype.FP16: "__half", Dtype.BF16: "__nv_bfloat16"}
 CUDA_HEADER: dict[Dtype, str] = {Dtype.FP16: "cuda_fp16.h", Dtype.BF16: "cuda_bf16.h"}
+ATEN_DTYPE: dict[Dtype, str] = {Dtype.FP16: "at::kHalf", Dtype.BF16: "at::kBFloat16"}  # the --torch op (torch/)
 
 EPILOGUE: dict[Epilogue, tuple[str, str]] = {  # functor template, header under cutlass/epilogue/thread/
     Epilogue.IDENTITY: ("cutlass::epilogue::thread::LinearCombination", "linear_combination.h"),
@@ -84,6 +85,7 @@ FILTERS: dict[str, Callable[..., str]] = {
     "cpp_element": CUTLASS_ELEMENT.__getitem__,
     "cuda_element": CUDA_ELEMENT.__getitem__,
     "cuda_header": CUDA_HEADER.__getitem__,
+    "aten_dtype": ATEN_DTYPE.__getitem__,
     "cpp_epilogue": lambda e: EPILOGUE[e][0],
     "cpp_epilogue_header": lambda e: EPILOGUE[e][1],
     "cpp_activation": ACTIVATION.__getitem__,

@@ -154,19 +154,31 @@ def manifest(plan: ChainPlan | AttentionPlan, files: list[OutputFile], texts: di
     return json.dumps(data, indent=2) + "\n"
 
 
-def render_project(plan: ChainPlan | AttentionPlan, cutlass: CutlassDefault | str) -> dict[str, str]:
+def render_project(plan: ChainPlan | AttentionPlan, cutlass: CutlassDefault | str,
+                   torch: bool = False) -> dict[str, str]:
     """Relative path -> file text, for the whole project (`cutlass`: see cutlass_default; a str is an
-    absolute CUTLASS folder)."""
+    absolute CUTLASS folder; `torch`: also the PyTorch extension in torch/, cusync_gen/torch_plan.py)."""
     if isinstance(cutlass, str):
         cutlass = CutlassDefault(cutlass, relative=False)
     env = _environment()
     backend = backend_of(plan)
     files = output_files(plan)
+    extra: dict[str, Any] = {}
+    if torch:
+        from cusync_gen.torch_plan import make_torch_plan, torch_files
+
+        extra["torch"] = make_torch_plan(plan)
+        files = files + [OutputFile(path, source, True, field="name") for path, source in torch_files(extra["torch"])]
+        _check_paths(files)
     root = templates_dir()
     out: dict[str, str] = {}
     for f in files:
         if f.template:
-            context = {"plan": plan, "version": __version__, "cutlass": cutlass, **backend.context(plan, f)}
+            context = {"plan": plan, "version": __version__, "cutlass": cutlass, **extra}
+            if f.path.startswith("torch/"):  # the PyTorch extension (torch_plan): no stage of its own
+                context.update(stage=None, parts={})
+            else:
+                context.update(backend.context(plan, f))
             out[f.path] = env.get_template(f.source).render(**context)
         else:
             out[f.path] = (root / f.source).read_text()
@@ -321,8 +333,9 @@ def proved_plan(spec_path: Path, target: str | None = None) -> ChainPlan | Atten
 
 
 def generate(spec_path: Path, out_dir: Path, target: str | None = None, check: bool = False,
-             cutlass_dir: Path | None = None, force: bool = False) -> Path:
+             cutlass_dir: Path | None = None, force: bool = False, torch: bool = False) -> Path:
     """Spec file -> project folder (or, with check, raise if the folder differs from what we emit).
+    `torch`: also emit the PyTorch extension (torch/; GEMM chains only, else a UsageError).
 
     Writes only inside `out_dir`; refuses a non-empty folder that is not our project unless `force`.
     Ctrl-C is an `fsio.Interrupted` (exit 130) that says what the folder holds.
@@ -333,7 +346,7 @@ def generate(spec_path: Path, out_dir: Path, target: str | None = None, check: b
         plan = proved_plan(spec_path, target)
         try:
             root = fsio.check_target(shown, "-o")
-            rendered = render_project(plan, cutlass_default(shown, cutlass_dir))
+            rendered = render_project(plan, cutlass_default(shown, cutlass_dir), torch=torch)
             if check:
                 report = _check_report(root, shown, rendered)
                 if report:
