@@ -1,4 +1,4 @@
-"""Host-side tests of the CuSync runtime headers: policy index math and tile orders.
+"""Host-side tests of the CuSync runtime headers: policy index math, tile orders, the chain runtime.
 
 The headers are host+device code, so nvcc compiles the checks; they run on the CPU (no GPU needed).
 """
@@ -109,3 +109,21 @@ def test_autotune_table_cuts_like_tune(tmp_path: Path) -> None:
     for case, line in zip(cases, lines, strict=True):
         table = dispatch_table({m: {"mode": w, "sms": 132, "gpu": "g", "stock_pdl_us": 1.0} for m, w in case})
         assert line == ",".join(f"{e['m_max']} {e['mode']}" for e in table["modes"])
+
+
+def test_chain_runtime_on_host(tmp_path: Path) -> None:
+    """The chain runtime (cusync/chain.cuh, sm80/chain.cuh) on a hand-made table, without a device: the
+    argument checks, configuration by M, the emitted wait values in the policies (spec and override),
+    the override's checks, moves; and wait_values_consistent refuses a table one post short."""
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if not Path(nvcc).exists():
+        pytest.skip("nvcc not found")
+    exe = tmp_path / "chain_host"
+    build = subprocess.run([nvcc, "-std=c++17", "--expt-relaxed-constexpr", "-I",
+                            str(REPO / "templates" / "runtime" / "include"), "-I", str(REPO / "templates" / "sm80" / "include"),
+                            str(REPO / "tests" / "runtime" / "chain_host.cu"), "-o", str(exe)],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert "0 failures" in out.stdout
