@@ -107,7 +107,7 @@ class Gpt3Attention {
 
  private:
   friend struct testing::Access;
-  // Exchanges every member (the moves are built on it); lists each one.
+  // Exchanges the runtime object, which holds every member (its moves are built on its swap).
   void swap(Gpt3Attention& other) noexcept;
 
   cusync::AttentionChain core_{detail::tables()};  // the lifecycle: cusync/attention_chain.h

@@ -107,7 +107,7 @@ class LlamaAttention {
 
  private:
   friend struct testing::Access;
-  // Exchanges every member (the moves are built on it); lists each one.
+  // Exchanges the runtime object, which holds every member (its moves are built on its swap).
   void swap(LlamaAttention& other) noexcept;
 
   cusync::AttentionChain core_{detail::tables()};  // the lifecycle: cusync/attention_chain.h

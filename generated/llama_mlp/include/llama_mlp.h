@@ -102,7 +102,7 @@ class LlamaMlp {
 
  private:
   friend struct testing::Access;
-  // Exchanges every member (the moves are built on it); lists each one.
+  // Exchanges the runtime object, which holds every member (its moves are built on its swap).
   void swap(LlamaMlp& other) noexcept;
 
   cusync::sm80::Chain core_{detail::tables()};

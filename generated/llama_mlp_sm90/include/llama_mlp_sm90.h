@@ -131,7 +131,7 @@ class LlamaMlpSm90 {
 
  private:
   friend struct testing::Access;
-  // Exchanges every member (the moves are built on it); lists each one.
+  // Exchanges the runtime object, which holds every member (its moves are built on its swap).
   void swap(LlamaMlpSm90& other) noexcept;
 
   cusync::sm90::Chain core_{detail::tables(), detail::baselines()};

@@ -101,7 +101,7 @@ class TwoGemm {
 
  private:
   friend struct testing::Access;
-  // Exchanges every member (the moves are built on it); lists each one.
+  // Exchanges the runtime object, which holds every member (its moves are built on its swap).
   void swap(TwoGemm& other) noexcept;
 
   cusync::sm80::Chain core_{detail::tables()};
