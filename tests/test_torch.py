@@ -97,6 +97,19 @@ def test_cmake_adds_the_chain_before_torch_and_links_its_target() -> None:
     assert "set(CMAKE_CUDA_ARCHITECTURES 80)" in cmake
 
 
+def test_cmake_links_the_shared_cxx_runtime_where_the_compiler_has_only_the_static_one() -> None:
+    """On the H200 machine the GCC under /opt/gcc carries only libstdc++.a: the op then held a second C++
+    runtime beside torch's and segfaulted in std::ostream on its first call (every chain). Where
+    -print-file-name finds no shared libstdc++, the module links the one torch's process has loaded,
+    before the driver's -lstdc++ (verified there: all checks of three chains pass; simulated here by
+    tests of the CMake text and, on the GPU machine, tests/test_torch_gpu.py)."""
+    cmake = _render(_plan("two_gemm"))["torch/CMakeLists.txt"]
+    assert "-print-file-name=libstdc++.so" in cmake and "/proc/self/maps" in cmake
+    assert ('target_link_options(two_gemm_torch PRIVATE "LINKER:--no-as-needed" "${CUSYNC_LIBSTDCXX}" '
+            '"LINKER:--as-needed")') in cmake
+    assert "-DCUSYNC_LIBSTDCXX=<path to libstdc++.so.6>" in cmake  # the error says how to get out
+
+
 def test_mlp_patterns_and_weight_roles() -> None:
     mlp = make_torch_plan(_plan("gpt3_mlp"))
     assert mlp.mlp == "mlp" and mlp.activation == "gelu" and [w.roles for w in mlp.weights] == [("fc1",), ("fc2",)]
