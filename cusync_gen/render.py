@@ -176,7 +176,7 @@ def render_project(plan: ChainPlan | AttentionPlan, cutlass: CutlassDefault | st
         if f.template:
             context = {"plan": plan, "version": __version__, "cutlass": cutlass, **extra}
             if f.path.startswith("torch/"):  # the PyTorch extension (torch_plan): no stage of its own
-                context.update(stage=None, parts={})
+                context.update(stage=None, parts=getattr(backend, "PARTS", {}))
             else:
                 context.update(backend.context(plan, f))
             out[f.path] = env.get_template(f.source).render(**context)

@@ -40,7 +40,7 @@ def test_each_backend_is_a_module_with_its_own_folder() -> None:
 
 
 def test_shared_templates_and_render_do_not_branch_on_the_backend() -> None:
-    for path in sorted((TEMPLATES / "project").rglob("*.j2")):
+    for path in sorted([*(TEMPLATES / "project").rglob("*.j2"), *(TEMPLATES / "torch").rglob("*.j2")]):
         text = path.read_text()
         assert "plan.arch" not in text, path.relative_to(REPO)
     render = (REPO / "cusync_gen" / "render.py").read_text()

@@ -20,6 +20,7 @@ PARTS = {
     "cmake": "sm80/cmake/parts.cmake.j2",        # project/CMakeLists.txt.j2 and project/cmake/*.j2
     "project": "sm80/project_parts.j2",          # project/README.md.j2, the C ABI
     "bench": "sm80/bench/bench_parts.cu.j2",     # project/bench/bench.cu.j2
+    "torch": "sm80/torch_parts.j2",               # torch/ (generate --torch): the op's run() cases, its README
 }
 
 
