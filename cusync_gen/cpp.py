@@ -25,12 +25,14 @@ ACTIVATION: dict[Epilogue, str] = {  # sm90: the activation of CUTLASS's LinComb
     Epilogue.RELU: "cutlass::epilogue::thread::ReLu",
     Epilogue.GELU: "cutlass::epilogue::thread::GELU",
     Epilogue.SILU: "cutlass::epilogue::thread::SiLu",
+    Epilogue.SWIGLU: "cutlass::epilogue::thread::SiLu",  # of the gate (GatedEpilogue: silu(gate) * up)
 }
 BENCH_ACTIVATION: dict[Epilogue, str] = {
     Epilogue.IDENTITY: "bench::Activation::kIdentity",
     Epilogue.RELU: "bench::Activation::kRelu",
     Epilogue.GELU: "bench::Activation::kGelu",
     Epilogue.SILU: "bench::Activation::kSilu",
+    Epilogue.SWIGLU: "bench::Activation::kSwiglu",
 }
 LAYOUT_B: dict[BLayout, str] = {BLayout.ROW: "cutlass::layout::RowMajor", BLayout.COL: "cutlass::layout::ColumnMajor"}
 POLICY: dict[Policy | None, str] = {

@@ -112,6 +112,20 @@ class StagePlan:
     occupancy: int  # resident blocks per SM (threads, smem)
     input_b: EdgePlan | None = None  # a second producer (a swiglu with `b`): gate from input, up from input_b
 
+    @property
+    def gated(self) -> bool:
+        """A gated GEMM (epilogue swiglu): it computes gate and up, 2 x n columns, and writes n."""
+        return self.op is Op.GEMM and self.epilogue is Epilogue.SWIGLU
+
+    @property
+    def gemm_n(self) -> int:
+        """N of the GEMM the kernel computes: n, or gate and up (2n) for a gated GEMM."""
+        return 2 * self.n if self.gated else self.n
+
+    def kernel_tile_n(self, tile: TilePlan) -> int:
+        """The kernel's BLK_N for this stage's tile: a gated GEMM's output tile is half of it."""
+        return 2 * tile.n if self.gated else tile.n
+
     def input_edges(self) -> tuple[EdgePlan, ...]:
         """The edges this stage waits on: none, `input`, or `input` and `input_b`."""
         return tuple(e for e in (self.input, self.input_b) if e is not None)
@@ -291,7 +305,7 @@ class ChainPlan:
         if table is not None and table.sms == sms and m <= table.modes[-1][0]:
             m_max, mode = next(entry for entry in table.modes if m <= entry[0])
             return mode, f"dispatch table (measured on {table.gpu}, {table.sms} SMs): M <= {m_max}"
-        gemms = [(s.name, -(-m // PINGPONG_TILE) * -(-s.n // PINGPONG_TILE)) for s in self.stages if s.op is Op.GEMM]
+        gemms = [(s.name, -(-m // PINGPONG_TILE) * -(-s.gemm_n // PINGPONG_TILE)) for s in self.stages if s.op is Op.GEMM]
         return default_mode(gemms, sms)
 
 
@@ -442,8 +456,11 @@ def tile_plan(i: int, stage: StageSpec, target: str, arch: Arch = Arch.SM80, bas
         return TilePlan(tb[0], tb[1], 1, (0, 0, 0), (0, 0, 0), 0, SWIGLU_THREADS, 0)
     if arch is Arch.SM90:
         # One load warp group and two math warp groups; CUTLASS sizes the pipeline to fill shared memory
-        # (stages 0 = "auto"), so one CTA takes a whole SM.
-        return TilePlan(tb[0], tb[1], tb[2], (0, 0, 0), (0, 0, 0), 0, SM90_THREADS, SMEM_PER_SM[target])
+        # (stages 0 = "auto"), so one CTA takes a whole SM. A gated GEMM's tile (epilogue swiglu) is planned
+        # as the output tile it writes: half the kernel's BLK_N (StagePlan.kernel_tile_n), so that grids,
+        # semaphores and waits all count output tiles.
+        n = tb[1] // 2 if stage.op is Op.GEMM and stage.epilogue is Epilogue.SWIGLU else tb[1]
+        return TilePlan(tb[0], n, tb[2], (0, 0, 0), (0, 0, 0), 0, SM90_THREADS, SMEM_PER_SM[target])
     warp, inst, pipe = stage.tile.warp, stage.tile.instruction, stage.tile.stages
     if warp is None or inst is None or pipe is None:  # resolve_defaults ran; keeps the type checker honest
         raise SpecError(base, "tile defaults were not resolved", "report this as a cusync-gen bug")
@@ -532,9 +549,13 @@ def _describe_stage(plan: ChainPlan, s: StagePlan, m: int) -> list[str]:
     tiles_m, tiles_n, total, waves, fill = _waves(plan, s, m)
     if s.op is Op.GEMM and plan.arch is Arch.SM90:
         head = f"stage {s.index}: {s.name} (gemm, epilogue {s.epilogue.value}, B {s.b_layout.value})"
+        if s.gated:
+            head = (f"stage {s.index}: {s.name} (gated gemm: out = silu(A x gate) * (A x up), B {s.b_layout.value} "
+                    f"[gate | up], {s.gemm_n} columns, interleaved by the library)")
         tile = (
-            f"threadblock {t.m}x{t.n}x{t.k}, cluster 1x1x1, warp-specialized cooperative (TMA + wgmma), "
+            f"threadblock {t.m}x{s.kernel_tile_n(t)}x{t.k}, cluster 1x1x1, warp-specialized cooperative (TMA + wgmma), "
             "persistent, pipeline stages sized by CUTLASS to fill shared memory"
+            + (f"; writes {t.m}x{t.n} output tiles" if s.gated else "")
         )
     elif s.op is Op.GEMM:
         head = f"stage {s.index}: {s.name} (gemm, epilogue {s.epilogue.value}, B {s.b_layout.value})"

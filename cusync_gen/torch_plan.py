@@ -123,6 +123,8 @@ def _mlp_kind(plan: ChainPlan) -> tuple[str | None, dict[str, tuple[str, ...]]]:
     ops = [st.op for st in s]
     producers = [st.input.producer if st.input else None for st in s]
     gemm_tail = s[-1].op is Op.GEMM and s[-1].epilogue is Epilogue.IDENTITY
+    if ops == [Op.GEMM, Op.GEMM] and producers == [None, 0] and gemm_tail and s[0].gated:
+        return "gated", {s[0].name: ("gate", "up"), s[1].name: ("down",)}  # silu(gate) * up fused into gemm1
     if ops == [Op.GEMM, Op.GEMM] and producers == [None, 0] and gemm_tail:
         return "mlp", {s[0].name: ("fc1",), s[1].name: ("fc2",)}
     if (ops == [Op.GEMM, Op.SWIGLU, Op.GEMM] and producers == [None, 0, 1] and gemm_tail
@@ -142,7 +144,7 @@ def make_torch_plan(plan: ChainPlan) -> TorchPlan:
         raise problem
     kind, roles = _mlp_kind(plan)
     weights = tuple(
-        TorchWeight(st.name, f"{st.name}_weight", st.k, st.n, st.b_layout, roles.get(st.name, ()))
+        TorchWeight(st.name, f"{st.name}_weight", st.k, st.gemm_n, st.b_layout, roles.get(st.name, ()))
         for st in plan.stages if st.op is Op.GEMM
     )
     outputs = tuple(TorchOutput(st.name, f"{st.name}_out", st.n) for st in plan.stages)

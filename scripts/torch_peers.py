@@ -56,7 +56,10 @@ def chain_function(manifest: dict):
             if s["op"] == "gemm":
                 weight = next(w)
                 y = a @ (weight.t() if s["b_layout"] == "col" else weight)
-                outs.append(ACTIVATIONS[s["epilogue"]](y))
+                if s["epilogue"] == "swiglu":  # a gated GEMM: [gate | up] in one weight, as PyTorch's LLaMA MLP
+                    outs.append(F.silu(y[:, :s["n"]]) * y[:, s["n"]:])
+                else:
+                    outs.append(ACTIVATIONS[s["epilogue"]](y))
             else:  # swiglu: gate | up halves of one producer, or gate and up from two producers
                 n = s["n"]
                 if s.get("producer_b"):
@@ -74,7 +77,8 @@ def weights_of(manifest: dict, dtype: torch.dtype) -> list[torch.Tensor]:
     for s in manifest["stages"]:
         if s["op"] != "gemm":
             continue
-        shape = (s["n"], s["k"]) if s["b_layout"] == "col" else (s["k"], s["n"])
+        n = 2 * s["n"] if s["epilogue"] == "swiglu" else s["n"]  # a gated GEMM's weights: [gate | up]
+        shape = (n, s["k"]) if s["b_layout"] == "col" else (s["k"], n)
         out.append((torch.rand(shape, device="cuda", dtype=dtype) * 2 - 1) * (3.0 / s["k"]) ** 0.5)
     return out
 

@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES_SM80 = ("two_gemm", "gpt3_mlp", "llama_mlp", "llama_mlp_split")
-EXAMPLES_SM90 = ("two_gemm_sm90", "gpt3_mlp_sm90", "llama_mlp_sm90")
+EXAMPLES_SM90 = ("two_gemm_sm90", "gpt3_mlp_sm90", "llama_mlp_sm90", "llama_mlp_fused_sm90")
 EXAMPLES_GEMM = EXAMPLES_SM80 + EXAMPLES_SM90
 EXAMPLES_ATTENTION = ("gpt3_attention", "llama_attention")
 EXAMPLES = EXAMPLES_GEMM + EXAMPLES_ATTENTION
@@ -85,6 +85,8 @@ def epoch_wrap_header(name: str, into: Path) -> Path:
     (into / "chain_under_test.h").write_text(
         f'#include "{name}_testing.h"\n#include "{name}_c.h"\n#define CHAIN_NS {name}\n'
         f"#define CHAIN_CLASS {plan.class_name}\n#define INPUT_WIDTH {gemm1.k}\n#define GEMM1_N {gemm1.n}\n"
-        f"#define GEMM2_N {gemm2.n}\n#define C_FN(x) {name}_##x\n"
-        + ("#define CHAIN_SM90 1\n" if plan.arch.value == "sm90" else ""))
+        f"#define GEMM2_N {gemm2.n}\n#define C_FN(x) {name}_##x\n#define GEMM1_WEIGHT_N {gemm1.gemm_n}\n"
+        + ("#define CHAIN_SM90 1\n" if plan.arch.value == "sm90" else "")
+        + ("#define CHAIN_BF16 1\n" if plan.dtype.value == "bf16" else "")
+        + ("#define GEMM1_GATED 1\n" if gemm1.gated else ""))
     return into

@@ -252,7 +252,7 @@ def test_epoch_wrap(name: str, built: dict[str, Path], tmp_path: Path) -> None:
     assert row["missing_post_after_wrap_timed_out"] and row["stage"] == 1
 
 
-@pytest.mark.parametrize("name", ["two_gemm", "two_gemm_sm90"])
+@pytest.mark.parametrize("name", ["two_gemm", "two_gemm_sm90", "llama_mlp_fused_sm90"])
 def test_public_api_c_abi_and_moves(name: str, built: dict[str, Path], tmp_path: Path) -> None:
     """tests/runtime/api_smoke.cu: the C ABI (create, initialize, run_sequential, update, run, check, destroy)
     and the move-only C++ class (initialize, move-construct, move-assign, run) compute the same chain, the
@@ -264,3 +264,5 @@ def test_public_api_c_abi_and_moves(name: str, built: dict[str, Path], tmp_path:
     if name in EXAMPLES_SM90:  # autotune: every mode timed on this GPU, run() takes the winner and stays right
         assert row["autotune"] and row["autotune_run"] and row["autotune_refused_big_m"]
         assert row["autotune_reason"].startswith("autotune on this GPU")
+    if name == "llama_mlp_fused_sm90":  # the gated GEMM's interleaved weights follow update() and refresh_weights()
+        assert row["gated_update_follows"] and row["gated_refresh_follows"], row

@@ -29,6 +29,7 @@ TORCH_EXAMPLE = REPO / "examples" / "torch_mlp"
 CHAINS = {
     "gpt2_mlp_sm90": (TORCH_EXAMPLE / "gpt2_mlp_sm90.yaml", True),    # fp16, GELU, col-layout weights
     "llama_mlp_sm90": (EXAMPLES / "llama_mlp_sm90.yaml", True),       # bf16, [gate | up] -> swiglu -> down
+    "llama_mlp_fused_sm90": (EXAMPLES / "llama_mlp_fused_sm90.yaml", True),  # bf16, silu(gate) * up fused into gemm1
     "gpt2_mlp": (TORCH_EXAMPLE / "gpt2_mlp.yaml", False),             # sm80 backend, row-layout weights
     "llama_mlp_split": (EXAMPLES / "llama_mlp_split.yaml", False),    # sm80, gate and up in two GEMMs
 }

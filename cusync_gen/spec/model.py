@@ -49,6 +49,9 @@ class Epilogue(str, Enum):
     RELU = "relu"
     GELU = "gelu"
     SILU = "silu"
+    # sm90 GEMM only, the fused gated MLP: B holds [gate | up] (2n columns), the output is
+    # silu(A x gate) * (A x up), [M, n] (templates/sm90/include/cusync/sm90/gated_epilogue.cuh).
+    SWIGLU = "swiglu"
 
 
 class Policy(str, Enum):
@@ -98,6 +101,10 @@ SM90_TILE_M: tuple[int, ...] = (128, 256)
 SM90_TILE_N: tuple[int, ...] = (64, 128, 192, 256)
 SM90_TILE_K: tuple[int, ...] = (64,)
 SM90_SCHEDULES: tuple[str, ...] = ("cooperative",)
+
+#: Gate and up columns per interleaved group of a gated GEMM's weights (epilogue swiglu; kGateGroup of
+#: templates/sm90/include/cusync/sm90/gated_epilogue.cuh): one 8-column step of the wgmma accumulator.
+GATE_GROUP = 8
 
 #: SwiGluStage (templates/runtime/include/cusync/swiglu.cuh): threads per block and elements per access.
 SWIGLU_BLOCK_THREADS = 512

@@ -16,6 +16,7 @@ from cusync_gen.spec.model import (
     ATTENTION_GEMMS,
     DEFAULT_INSTRUCTION,
     DEFAULT_PIPELINE_STAGES,
+    GATE_GROUP,
     MAX_WARP_MN,
     MIN_PIPELINE_STAGES,
     SM80_INSTRUCTIONS,
@@ -73,6 +74,8 @@ def check_rules(spec: ChainSpec) -> None:
         producer = _check_source(spec, i, stage, seen)
         _check_sync_presence(i, stage, producer)
         _check_widths(spec, i, stage, producer)
+        if stage.op is Op.GEMM and stage.epilogue is Epilogue.SWIGLU:
+            _check_gated_gemm(spec, i, stage)
         if stage.op is Op.GEMM and spec.arch is Arch.SM90:
             _check_sm90_gemm_tile(i, stage)
         elif stage.op is Op.GEMM:
@@ -237,6 +240,24 @@ def _check_arch(spec: ChainSpec) -> None:
                     f"{key} is a Hopper kernel setting and does not apply to arch: {spec.arch.value}",
                     f"remove {key}, or set arch: sm90",
                 )
+
+
+def _check_gated_gemm(spec: ChainSpec, i: int, stage: StageSpec) -> None:
+    """epilogue: swiglu, the fused gated MLP: an sm90 GEMM whose tiles hold whole gate | up groups of 8."""
+    field = f"stages[{i}].epilogue"
+    if spec.arch is not Arch.SM90:
+        raise SpecError(
+            field,
+            f"epilogue swiglu (silu(gate) * up fused into the GEMM) is an sm90 kernel; arch is {spec.arch.value}",
+            "set arch: sm90, or compute gate | up with epilogue: identity (n: 2 x the width) and add an op: swiglu stage",
+        )
+    tile_n = stage.tile.threadblock[1]
+    if tile_n % (2 * GATE_GROUP):
+        raise SpecError(
+            f"stages[{i}].tile.threadblock",
+            f"a gated GEMM's tile N={tile_n} must hold whole gate and up groups of {GATE_GROUP} columns",
+            f"use a tile N that is a multiple of {2 * GATE_GROUP}, e.g. 128",
+        )
 
 
 def _check_sm90_gemm_tile(i: int, stage: StageSpec) -> None:

@@ -3,7 +3,9 @@
 // epoch_wrap.cu, plus C_FN(x): the C function prefix). Prints one JSON line; exit 0 when every check holds.
 //   1. C ABI: create, initialize (real buffers), run_sequential, run (the library's mode), check_sync_error;
 //   2. C++: initialize a chain, move it into another (the source reports kNotInitialized), run_sequential;
-//   3. outputs of 1 and 2 bitwise equal (same kernels, same order), every element written (poisoned first).
+//   3. outputs of 1 and 2 bitwise equal (same kernels, same order), every element written (poisoned first);
+//   4. (sm90) autotune; 5. (a gated gemm1, epilogue swiglu) the chain's interleaved copy of the weights
+//      follows a new weight pointer given to update(), and refresh_weights() after an in-place change.
 #include <cstdint>
 #include <cstdio>
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -19,6 +22,14 @@
 namespace {
 
 constexpr int kM = 1000;
+#if defined(CHAIN_BF16)
+constexpr uint16_t kExponent = 0x7F80;  // bf16 Inf/NaN: every exponent bit set (the poison is 0xFFFF)
+#else
+constexpr uint16_t kExponent = 0x7C00;  // fp16
+#endif
+#if !defined(GEMM1_WEIGHT_N)
+#define GEMM1_WEIGHT_N GEMM1_N
+#endif
 
 __global__ void fill(uint16_t* x, int64_t n, uint32_t seed, float scale) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -27,7 +38,11 @@ __global__ void fill(uint16_t* x, int64_t n, uint32_t seed, float scale) {
     h *= 0x2c1b3c6dU;
     h ^= h >> 12;
     float const v = (float(h & 0xFFFF) / 65535.0f - 0.5f) * scale;
+#if defined(CHAIN_BF16)
+    __nv_bfloat16 const hv = __float2bfloat16(v);
+#else
     __half const hv = __float2half(v);
+#endif
     x[i] = *reinterpret_cast<uint16_t const*>(&hv);
   }
 }
@@ -40,7 +55,7 @@ bool ok_cuda(cudaError_t e, char const* what) {
 }  // namespace
 
 int main() {
-  size_t const in = size_t(kM) * INPUT_WIDTH, w1 = size_t(INPUT_WIDTH) * GEMM1_N, o1 = size_t(kM) * GEMM1_N;
+  size_t const in = size_t(kM) * INPUT_WIDTH, w1 = size_t(INPUT_WIDTH) * GEMM1_WEIGHT_N, o1 = size_t(kM) * GEMM1_N;
   size_t const w2 = size_t(GEMM1_N) * GEMM2_N, o2 = size_t(kM) * GEMM2_N;
   uint16_t *x, *b1, *b2, *y1[2], *y2[2];
   if (!ok_cuda(cudaMalloc(&x, in * 2), "malloc") || !ok_cuda(cudaMalloc(&b1, w1 * 2), "malloc") ||
@@ -114,26 +129,57 @@ int main() {
   std::vector<uint16_t> from_tuned(o2);
   cudaMemcpy(from_tuned.data(), y2[1], o2 * 2, cudaMemcpyDeviceToHost);
   size_t bad = 0;
-  for (uint16_t v : from_tuned) bad += (v & 0x7C00) == 0x7C00;
+  for (uint16_t v : from_tuned) bad += (v & kExponent) == kExponent;
   tuned = tune_ok && reason_ok && refused && tuned_run_ok && bad == 0;
   std::snprintf(tune_json, sizeof(tune_json),
                 ", \"autotune\": %s, \"autotune_reason\": \"%s\", \"autotune_mode\": %d, \"autotune_refused_big_m\": %s, "
                 "\"autotune_run\": %s, \"autotune_inf_or_nan\": %zu", tune_ok ? "true" : "false", third.mode_reason(),
                 int(third.mode()), refused ? "true" : "false", tuned_run_ok ? "true" : "false", bad);
 #endif
+  bool gated = true;
+  char gated_json[256] = "";
+#if defined(GEMM1_GATED)
+  // 5. A second weight buffer: update() with it, then a fresh chain on it, agree bitwise (and differ from
+  // the first weights' result); after copying the first weights into it in place, refresh_weights()
+  // brings back the first result.
+  uint16_t* b1b = nullptr;
+  if (!ok_cuda(cudaMalloc(&b1b, w1 * 2), "malloc")) return 1;
+  fill<<<512, 256>>>(b1b, int64_t(w1), 9u, 0.05f);
+  auto run_into = [&](CHAIN_NS::CHAIN_CLASS& chain, std::vector<uint16_t>& out) {
+    cudaMemset(y2[1], 0xFF, o2 * 2);
+    bool const ok = chain.run_sequential(0) == cusync::Status::kSuccess && cudaDeviceSynchronize() == cudaSuccess;
+    out.resize(o2);
+    cudaMemcpy(out.data(), y2[1], o2 * 2, cudaMemcpyDeviceToHost);
+    return ok;
+  };
+  std::vector<uint16_t> first_weights, updated_weights, fresh, refreshed;
+  bool ok5 = run_into(third, first_weights);
+  args.gemm1_weight = reinterpret_cast<CHAIN_NS::Element const*>(b1b);
+  ok5 = ok5 && third.update(args) == cusync::Status::kSuccess && run_into(third, updated_weights);
+  CHAIN_NS::CHAIN_CLASS fourth;
+  ok5 = ok5 && fourth.initialize(args, kM) == cusync::Status::kSuccess && run_into(fourth, fresh);
+  ok5 = ok5 && cudaMemcpy(b1b, b1, w1 * 2, cudaMemcpyDeviceToDevice) == cudaSuccess;
+  ok5 = ok5 && third.refresh_weights(0) == cusync::Status::kSuccess && run_into(third, refreshed);
+  bool const follows_update = updated_weights == fresh && updated_weights != first_weights;
+  bool const follows_refresh = refreshed == first_weights && first_weights == from_cpp;
+  gated = ok5 && follows_update && follows_refresh;
+  std::snprintf(gated_json, sizeof(gated_json), ", \"gated_update_follows\": %s, \"gated_refresh_follows\": %s",
+                follows_update ? "true" : "false", follows_refresh ? "true" : "false");
+  cudaFree(b1b);
+#endif
   bool const no_error = ok_cuda(cudaDeviceSynchronize(), "after runs");
 
   size_t nan = 0;
-  for (uint16_t v : from_c) nan += (v & 0x7C00) == 0x7C00;  // fp16 Inf/NaN (the poison is 0xFFFF)
+  for (uint16_t v : from_c) nan += (v & kExponent) == kExponent;  // Inf/NaN (the poison is 0xFFFF)
   bool const equal = std::memcmp(from_c.data(), from_cpp.data(), o2 * 2) == 0;
   bool const poison_gone = std::memcmp(from_c.data(), std::vector<uint16_t>(o2, 0xFFFF).data(), 2) != 0;
-  bool const ok = tuned && created == 0 && initialized == 0 && sequential == 0 && checked == 0 && updated == 0 && ran == 0 &&
+  bool const ok = tuned && gated && created == 0 && initialized == 0 && sequential == 0 && checked == 0 && updated == 0 && ran == 0 &&
                   ran_checked == 0 && destroyed == 0 && init_ok && moved_from_empty && run_ok && no_error && equal &&
                   poison_gone && std::find(from_c.begin(), from_c.end(), uint16_t(0xFFFF)) == from_c.end();
   std::printf("{\"ok\": %s, \"c_abi\": [%d, %d, %d, %d, %d, %d, %d, %d], \"status_0\": \"%s\", \"cpp_init\": %s, "
-              "\"moved_from_not_initialized\": %s, \"cpp_run\": %s, \"bitwise_c_vs_cpp\": %s, \"inf_or_nan_halves\": %zu%s}\n",
+              "\"moved_from_not_initialized\": %s, \"cpp_run\": %s, \"bitwise_c_vs_cpp\": %s, \"inf_or_nan_halves\": %zu%s%s}\n",
               ok ? "true" : "false", created, initialized, sequential, checked, updated, ran, ran_checked, destroyed, name,
               init_ok ? "true" : "false", moved_from_empty ? "true" : "false", run_ok ? "true" : "false",
-              equal ? "true" : "false", nan, tune_json);
+              equal ? "true" : "false", nan, tune_json, gated_json);
   return ok ? 0 : 1;
 }

@@ -130,4 +130,8 @@ int gpt3_mlp_sm90_autotune(gpt3_mlp_sm90_chain* chain, const int* ms, int count,
   return guarded(chain, [&](Chain& c) { return c.autotune(ms, count, stream, rounds); });
 }
 
+int gpt3_mlp_sm90_refresh_weights(gpt3_mlp_sm90_chain* chain, cudaStream_t stream) {
+  return guarded(chain, [&](Chain& c) { return c.refresh_weights(stream); });
+}
+
 }  // extern "C"

@@ -11,38 +11,49 @@
 
 namespace bench {
 
-enum class Activation : int { kIdentity = 0, kRelu = 1, kGelu = 2, kSilu = 3 };
+// kSwiglu: a gated GEMM (epilogue swiglu): B holds [gate | up], 2n columns, and out = silu(gate) * up.
+enum class Activation : int { kIdentity = 0, kRelu = 1, kGelu = 2, kSilu = 3, kSwiglu = 4 };
 
 __device__ __forceinline__ float activate(Activation act, float x) {
   switch (act) {
     case Activation::kRelu: return x > 0.0f ? x : 0.0f;
     case Activation::kGelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case Activation::kSilu: return x / (1.0f + expf(-x));
+    case Activation::kSilu:
+    case Activation::kSwiglu: return x / (1.0f + expf(-x));
     default: return x;
   }
 }
 
 // C[m, n] = act(A[m, k] x B), B [k, n] row-major or (b_col) [n, k] row-major; fp32 accumulate.
+// kSwiglu: B is [k, 2n] ([2n, k]) holding gate | up, and C = silu(A x gate) * (A x up).
 template <typename T>
 __global__ void reference_gemm_kernel(T const* a, T const* b, bool b_col, float* c, int m, int n, int k, Activation act) {
   __shared__ float tile_a[16][17];
-  __shared__ float tile_b[16][17];
+  __shared__ float tile_b[2][16][17];
+  bool const gated = act == Activation::kSwiglu;
+  int const b_cols = gated ? 2 * n : n;
   int const row = blockIdx.y * 16 + threadIdx.y;
   int const col = blockIdx.x * 16 + threadIdx.x;
-  float acc = 0.0f;
+  float acc[2] = {0.0f, 0.0f};
   for (int k0 = 0; k0 < k; k0 += 16) {
     int const ka = k0 + threadIdx.x;
     int const kb = k0 + threadIdx.y;
     tile_a[threadIdx.y][threadIdx.x] = (row < m && ka < k) ? float(a[int64_t(row) * k + ka]) : 0.0f;
-    float bv = 0.0f;
-    if (col < n && kb < k) bv = float(b_col ? b[int64_t(col) * k + kb] : b[int64_t(kb) * n + col]);
-    tile_b[threadIdx.y][threadIdx.x] = bv;
+    for (int h = 0; h < (gated ? 2 : 1); ++h) {
+      int const bcol = col + h * n;  // the up half starts n columns in
+      float bv = 0.0f;
+      if (col < n && kb < k) bv = float(b_col ? b[int64_t(bcol) * k + kb] : b[int64_t(kb) * b_cols + bcol]);
+      tile_b[h][threadIdx.y][threadIdx.x] = bv;
+    }
     __syncthreads();
 #pragma unroll
-    for (int i = 0; i < 16; ++i) acc += tile_a[threadIdx.y][i] * tile_b[i][threadIdx.x];
+    for (int i = 0; i < 16; ++i) {
+      acc[0] += tile_a[threadIdx.y][i] * tile_b[0][i][threadIdx.x];
+      if (gated) acc[1] += tile_a[threadIdx.y][i] * tile_b[1][i][threadIdx.x];
+    }
     __syncthreads();
   }
-  if (row < m && col < n) c[int64_t(row) * n + col] = activate(act, acc);
+  if (row < m && col < n) c[int64_t(row) * n + col] = gated ? activate(act, acc[0]) * acc[1] : activate(act, acc[0]);
 }
 
 // out[m, n] = silu(gate) * up, both [m, n] views with leading dimension ld (gate | up halves of one

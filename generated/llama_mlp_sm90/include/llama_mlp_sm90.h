@@ -91,6 +91,11 @@ class LlamaMlpSm90 {
   cusync::Status autotune(int const* ms, int count, cudaStream_t stream, int rounds = 10);
   // Forgets autotune()'s table (back to the spec's table and the rule).
   void clear_autotune() { core_.clear_autotune(); }
+  // A gated GEMM (epilogue swiglu) reads a copy of its weights that the chain interleaved (gate and up
+  // columns in groups of 8) at initialize(), and again on the stream of the first run after update()
+  // changed the pointer. After changing the weights in place, call refresh_weights() (ordered on
+  // `stream`, capturable). A chain without a gated GEMM has nothing to do here.
+  cusync::Status refresh_weights(cudaStream_t stream);
   void set_sequential_fallback(bool enabled) { core_.set_sequential_fallback(enabled); }
   bool overlaps() const { return mode() == cusync::Mode::kOverlap; }
   // Back to back, our kernels with synchronization off: bitwise identical to the overlapped run.

@@ -26,8 +26,12 @@ constexpr cusync::LaunchFn kLaunchStreamK[kNumStages] = { &launch_gemm1_streamk,
 constexpr cusync::LaunchFn kLaunchCluster[kNumStages] = { &launch_gemm1_cluster, nullptr, &launch_gemm2_cluster };
 constexpr cusync::LaunchFn kLaunchPingpong[kNumStages] = { &launch_gemm1_pingpong, nullptr, &launch_gemm2_pingpong };
 constexpr cusync::LaunchFn kLaunchCublasLt[kNumStages] = { &launch_gemm1_cublaslt, nullptr, &launch_gemm2_cublaslt };
+constexpr bool kGemmGated[kNumStages] = { false, false, false };
+constexpr cusync::sm90::InterleaveFn kInterleave[kNumStages] = { nullptr, nullptr, nullptr };
+constexpr size_t kWeightBytes[kNumStages] = { 0, 0, 0 };
 constexpr cusync::sm90::BaselineTables kBaselines{kLaunchStock, kPrepareStock, kStreamKWorkspace, kClearStreamK, kLaunchStreamK,
                                                   kLaunchCluster, kLaunchPingpong, kLaunchCublasLt,
+                                                  kGemmGated, kInterleave, kWeightBytes,
                                                   kDispatchSms, kDispatchGpu, kNumDispatch, kDispatch};
 
 }  // namespace
@@ -86,6 +90,7 @@ char const* LlamaMlpSm90::mode_reason() const { return core_.mode_reason(); }
 bool LlamaMlpSm90::cublaslt_available() const { return core_.cublaslt_available(); }
 cusync::Status LlamaMlpSm90::run_stock(cudaStream_t stream, bool programmatic) { return core_.run_stock(stream, programmatic); }
 cusync::Status LlamaMlpSm90::run_streamk(cudaStream_t stream) { return core_.run_streamk(stream); }
+cusync::Status LlamaMlpSm90::refresh_weights(cudaStream_t stream) { return core_.refresh_weights(stream); }
 
 cusync::Status LlamaMlpSm90::check_sync_error(cusync::SyncErrorInfo* info, cudaStream_t stream) {
   return core_.check_sync_error(info, stream);

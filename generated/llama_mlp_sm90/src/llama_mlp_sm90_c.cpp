@@ -131,4 +131,8 @@ int llama_mlp_sm90_autotune(llama_mlp_sm90_chain* chain, const int* ms, int coun
   return guarded(chain, [&](Chain& c) { return c.autotune(ms, count, stream, rounds); });
 }
 
+int llama_mlp_sm90_refresh_weights(llama_mlp_sm90_chain* chain, cudaStream_t stream) {
+  return guarded(chain, [&](Chain& c) { return c.refresh_weights(stream); });
+}
+
 }  // extern "C"

@@ -60,7 +60,8 @@ cusync::Status launch_gemm1_stock(StageLaunch const& launch, cudaStream_t stream
 cusync::Status launch_gemm1_cluster(StageLaunch const& launch, cudaStream_t stream);  // 2x1x1 clusters
 cusync::Status launch_gemm1_pingpong(StageLaunch const& launch, cudaStream_t stream);  // 128x128 ping-pong
 cusync::Status launch_gemm1_cublaslt(StageLaunch const& launch, cudaStream_t stream);  // cuBLASLt
-// CUTLASS's stream-K kernel for this stage: workspace bytes at M rows, clearing it, launching it.
+// CUTLASS's stream-K kernel for this stage: workspace bytes at M rows (of a gated GEMM also mode kCublasLt's
+// gate | up), clearing it, launching it.
 size_t streamk_workspace_gemm1(int m, int sms, int config);
 cusync::Status clear_gemm1_streamk(StageLaunch const& launch, cudaStream_t stream);
 cusync::Status launch_gemm1_streamk(StageLaunch const& launch, cudaStream_t stream);
@@ -74,7 +75,8 @@ cusync::Status launch_gemm2_stock(StageLaunch const& launch, cudaStream_t stream
 cusync::Status launch_gemm2_cluster(StageLaunch const& launch, cudaStream_t stream);  // 2x1x1 clusters
 cusync::Status launch_gemm2_pingpong(StageLaunch const& launch, cudaStream_t stream);  // 128x128 ping-pong
 cusync::Status launch_gemm2_cublaslt(StageLaunch const& launch, cudaStream_t stream);  // cuBLASLt
-// CUTLASS's stream-K kernel for this stage: workspace bytes at M rows, clearing it, launching it.
+// CUTLASS's stream-K kernel for this stage: workspace bytes at M rows (of a gated GEMM also mode kCublasLt's
+// gate | up), clearing it, launching it.
 size_t streamk_workspace_gemm2(int m, int sms, int config);
 cusync::Status clear_gemm2_streamk(StageLaunch const& launch, cudaStream_t stream);
 cusync::Status launch_gemm2_streamk(StageLaunch const& launch, cudaStream_t stream);

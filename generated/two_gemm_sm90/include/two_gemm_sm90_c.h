@@ -69,6 +69,9 @@ int two_gemm_sm90_mode(const two_gemm_sm90_chain* chain, int* mode);
    arguments are overwritten) and makes the fastest per m run's first choice (C++: autotune()). Outside
    stream capture; synchronizes `stream`. */
 int two_gemm_sm90_autotune(two_gemm_sm90_chain* chain, const int* ms, int count, int rounds, cudaStream_t stream);
+/* Interleaves a gated GEMM's weights (epilogue swiglu) again from the current pointers, on `stream`: after
+   the caller changed them in place (C++: refresh_weights()). Nothing to do for a chain without one. */
+int two_gemm_sm90_refresh_weights(two_gemm_sm90_chain* chain, cudaStream_t stream);
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -7,6 +7,8 @@
 // (griddepcontrol.wait) before its first load, and lets the next one launch from its last tile.
 #include "two_gemm_sm90_stages.h"
 
+#include <algorithm>
+
 #include "cusync/sm90/cublaslt.cuh"
 #include "cusync/sm90/gemm.cuh"
 
@@ -72,10 +74,11 @@ cusync::Status launch_gemm2_cublaslt(StageLaunch const& launch, cudaStream_t str
 
 size_t streamk_workspace_gemm2(int m, int sms, int config) {
   cusync::sm90::GemmProblem const problem{m, 4096, 4096, nullptr, nullptr, nullptr};
+  size_t const gate_up = 0;
   switch (config) {
-    case 0: return StreamK0::workspace_size(problem, sms);
+    case 0: return std::max(StreamK0::workspace_size(problem, sms), gate_up);
   }
-  return 0;
+  return gate_up;
 }
 
 cusync::Status clear_gemm2_streamk(StageLaunch const& launch, cudaStream_t stream) {

@@ -130,4 +130,8 @@ int two_gemm_sm90_autotune(two_gemm_sm90_chain* chain, const int* ms, int count,
   return guarded(chain, [&](Chain& c) { return c.autotune(ms, count, stream, rounds); });
 }
 
+int two_gemm_sm90_refresh_weights(two_gemm_sm90_chain* chain, cudaStream_t stream) {
+  return guarded(chain, [&](Chain& c) { return c.refresh_weights(stream); });
+}
+
 }  // extern "C"

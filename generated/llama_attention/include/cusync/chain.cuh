@@ -299,6 +299,7 @@ inline Status StagedChain::launch_stage(int s, bool synced, cudaStream_t stream,
 
 inline Status StagedChain::run_sequential(cudaStream_t stream) {
   if (state_ == nullptr) return Status::kNotInitialized;
+  if (Status const status = prepare_run(stream); status != Status::kSuccess) return status;
   for (int s = 0; s < t_->num_stages; ++s) {
     Status const status = launch_stage(s, /*synced=*/false, stream);
     if (status != Status::kSuccess) return status;

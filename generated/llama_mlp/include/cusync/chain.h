@@ -192,6 +192,9 @@ class StagedChain : public ChainBase {
   void fill_unsynced(StageLaunch& launch, int stage, bool programmatic) const;
   Status launch_stage(int stage, bool synced, cudaStream_t stream, LaunchOrder order = {});
   virtual void fill_backend(StageLaunch&, int) const {}
+  // Work a backend queues on the run's stream before a run's first stage (sm90: re-interleaving the
+  // weights of a gated GEMM whose pointer update() changed).
+  virtual Status prepare_run(cudaStream_t) { return Status::kSuccess; }
   // sm90: every stage's queue in this order (-1: the spec's).
   int tile_order_override_ = -1;
 

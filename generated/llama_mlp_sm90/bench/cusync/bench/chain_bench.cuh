@@ -49,7 +49,7 @@ struct StageDesc {
   int n;            // output columns
   int k;            // input columns
   bool b_col;
-  ::bench::Activation act;
+  ::bench::Activation act;  // kSwiglu: a gated GEMM, whose weights have 2n columns (gate | up)
   int producer;     // -1: chain input
   int producer_b;   // two-producer swiglu: where up comes from, else -1
 };
@@ -113,6 +113,7 @@ class ChainBench {
     Element* input = nullptr;
     Element* weight[kNumStages] = {};
     Element* out[kNumStages] = {};
+    Element* gated_scratch = nullptr;  // the cuBLAS chain's [m, 2n] gate | up of a gated GEMM
     float* reference = nullptr;
     double* sums = nullptr;
   };
@@ -192,6 +193,8 @@ class ChainBench {
   }
 
   static size_t out_bytes(int s, int m) { return size_t(m) * kStages[s].n * sizeof(Element); }
+  // Columns of a GEMM's weights: 2n (gate | up) for a gated GEMM.
+  static int weight_cols(StageDesc const& d) { return d.act == ::bench::Activation::kSwiglu ? 2 * d.n : d.n; }
 
   // On the bench's stream: that stream does not synchronize with the legacy default stream, and a memset
   // there could run after (or, blocked by persistent CTAs that fill every SM, in the middle of) the run
@@ -283,19 +286,22 @@ class ChainBench {
   // Allocates and fills the inputs and weights for up to `max_m` rows.
   void allocate(int max_m) {
     BENCH_CUDA(cudaMalloc(&b.input, size_t(max_m) * Project::kInputWidth * sizeof(Element)));
-    size_t widest = 0;
+    size_t widest = 0, gated_cols = 0;
     for (int s = 0; s < kNumStages; ++s) {
       StageDesc const& d = kStages[s];
       BENCH_CUDA(cudaMalloc(&b.out[s], out_bytes(s, max_m)));
       widest = std::max(widest, size_t(d.n));
       if (d.gemm) {
-        BENCH_CUDA(cudaMalloc(&b.weight[s], size_t(d.k) * d.n * sizeof(Element)));
+        int64_t const elements = int64_t(d.k) * weight_cols(d);
+        BENCH_CUDA(cudaMalloc(&b.weight[s], size_t(elements) * sizeof(Element)));
         // Uniform(-a, a) with variance 1/k keeps every stage's outputs O(1).
-        ::bench::fill_uniform_kernel<Element><<<1024, 256>>>(b.weight[s], int64_t(d.k) * d.n, o.seed * 131u + s + 1u,
+        ::bench::fill_uniform_kernel<Element><<<1024, 256>>>(b.weight[s], elements, o.seed * 131u + s + 1u,
                                                              float(std::sqrt(3.0 / d.k)));
         BENCH_CUDA(cudaGetLastError());
+        if (weight_cols(d) != d.n) gated_cols = std::max(gated_cols, size_t(weight_cols(d)));
       }
     }
+    if (gated_cols > 0) BENCH_CUDA(cudaMalloc(&b.gated_scratch, size_t(max_m) * gated_cols * sizeof(Element)));
     BENCH_CUDA(cudaMalloc(&b.reference, size_t(max_m) * widest * sizeof(float)));
     BENCH_CUDA(cudaMalloc(&b.sums, 3 * sizeof(double)));
     ::bench::fill_uniform_kernel<Element><<<1024, 256>>>(b.input, int64_t(max_m) * Project::kInputWidth, o.seed, 1.0f);

@@ -8,10 +8,19 @@
 // CUTLASS's named barrier inside store() already ordered their shared-memory writes before the TMA.
 // A sink stage (nothing consumes it) posts nothing; it only counts finished tiles, and the last tile
 // of a run opens the next epoch (close_run).
+//
+// Over an epilogue that stores from registers (GatedEpilogue, through CUTLASS's
+// Sm90TmaWarpSpecializedAdapter: GmemTiledCopyD is void) every math thread wrote part of the tile, so
+// all of them meet at a named barrier (CUTLASS reserves EpilogueBarrier for the epilogue, which this
+// one does not otherwise use) before warp 0 posts: the barrier orders their stores before the poster's
+// fence.acq_rel.gpu, whose cumulativity publishes them with the post.
 #pragma once
 
 #include <cstdint>
 
+#include <type_traits>
+
+#include "cutlass/arch/barrier.h"
 #include "cutlass/cutlass.h"
 #include "cute/tensor.hpp"
 
@@ -26,6 +35,8 @@ struct PostingEpilogue : Base {
   using typename Base::StorePipeline;
   using typename Base::StorePipelineState;
   using typename Base::TensorStorage;
+  // TMA stores (CUTLASS's TMA epilogue) or every math thread's own stores (an adapted register epilogue).
+  static constexpr bool kTmaStores = !std::is_void_v<typename Base::GmemTiledCopyD>;
 
   struct Arguments : Base::Arguments {
     StageSync sync{};
@@ -66,12 +77,19 @@ struct PostingEpilogue : Base {
     // condition here (threadIdx, or a field read through the parameters) made ptxas keep the math warps'
     // wgmma descriptors out of uniform registers for the whole kernel (64 instead of 48 instructions per
     // K-block; benchmarks/NOTES.md h2).
+    if constexpr (!kTmaStores) {
+      if (sync_.enabled) {
+        cutlass::arch::NamedBarrier::sync(int(cute::size(TiledMma{})), cutlass::arch::ReservedNamedBarriers::EpilogueBarrier);
+      }
+    }
     int const posting = __shfl_sync(0xffffffffu, int(sync_.enabled && thread_idx < cutlass::NumThreadsPerWarp), 0);
     if (posting) {
       TileCoord const tile{int32_t(cute::get<0>(tile_coord_mnkl)), int32_t(cute::get<1>(tile_coord_mnkl))};
-      if (sync_.output.enabled()) {
-        asm volatile("cp.async.bulk.wait_group 0;" : : : "memory");
-        asm volatile("fence.proxy.async.global;" : : : "memory");
+      if constexpr (kTmaStores) {
+        if (sync_.output.enabled()) {
+          asm volatile("cp.async.bulk.wait_group 0;" : : : "memory");
+          asm volatile("fence.proxy.async.global;" : : : "memory");
+        }
       }
       __syncwarp();
       if (cute::elect_one_sync()) {

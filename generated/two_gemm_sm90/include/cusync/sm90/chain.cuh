@@ -15,6 +15,7 @@ constexpr int64_t kWorkspaceAlignment = 256;
 
 inline Chain::~Chain() {
   if (streamk_workspace_ != nullptr) cudaFree(streamk_workspace_);
+  if (gated_weights_ != nullptr) cudaFree(gated_weights_);
   destroy_lt_context(static_cast<LtContext*>(lt_));
 }
 
@@ -32,6 +33,10 @@ inline void Chain::swap(Chain& other) noexcept {
   swap(streamk_workspace_, other.streamk_workspace_);
   swap(lt_, other.lt_);
   swap(streamk_offset_, other.streamk_offset_);
+  swap(gated_weights_, other.gated_weights_);
+  swap(gated_offset_, other.gated_offset_);
+  swap(gated_source_, other.gated_source_);
+  swap(weights_stale_, other.weights_stale_);
   swap_staged(other);
 }
 
@@ -61,6 +66,16 @@ inline Status Chain::initialize(ChainPointers const& args, int max_m, cudaStream
   status = create_lt_context(&lt);
   lt_ = lt;
   if (status != Status::kSuccess) return status;
+  // Gated GEMMs read their weights interleaved (cusync/sm90/gated_epilogue.cuh): one copy each.
+  int64_t gated_bytes = 0;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    gated_offset_[s] = gated_bytes;
+    if (b_->gemm_gated[s]) gated_bytes += int64_t(b_->weight_bytes[s] + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+  }
+  if (gated_bytes > 0) {
+    if ((status = from_cuda(cudaMalloc(&gated_weights_, size_t(gated_bytes)))) != Status::kSuccess) return status;
+    if ((status = refresh_weights(stream)) != Status::kSuccess) return status;
+  }
   // Only the stream the state was uploaded on, never the whole device: the chain may run on any stream next.
   return from_cuda(cudaStreamSynchronize(stream));
 }
@@ -68,6 +83,33 @@ inline Status Chain::initialize(ChainPointers const& args, int max_m, cudaStream
 inline void Chain::fill_backend(StageLaunch& launch, int s) const {
   launch.workspace = static_cast<char*>(streamk_workspace_) + streamk_offset_[s];
   launch.lt = lt_;
+  if (b_->gemm_gated[s]) launch.b = static_cast<char const*>(gated_weights_) + gated_offset_[s];
+}
+
+inline Status Chain::update(ChainPointers const& args) {
+  Status const status = StagedChain::update(args);
+  if (status != Status::kSuccess) return status;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    if (b_->gemm_gated[s] && args_.b[s] != gated_source_[s]) weights_stale_ = true;
+  }
+  return Status::kSuccess;
+}
+
+inline Status Chain::refresh_weights(cudaStream_t stream) {
+  if (state_ == nullptr) return Status::kNotInitialized;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    if (!b_->gemm_gated[s]) continue;
+    Status const status =
+        b_->interleave[s](args_.b[s], static_cast<char*>(gated_weights_) + gated_offset_[s], stream);
+    if (status != Status::kSuccess) return status;
+    gated_source_[s] = args_.b[s];
+  }
+  weights_stale_ = false;
+  return Status::kSuccess;
+}
+
+inline Status Chain::prepare_run(cudaStream_t stream) {
+  return weights_stale_ ? refresh_weights(stream) : Status::kSuccess;
 }
 
 inline bool Chain::cublaslt_available() const { return kHaveCublasLt; }
@@ -107,7 +149,8 @@ inline Mode Chain::mode() const {
   int gemms = 0;
   for (int s = 0; s < t_->num_stages; ++s) {
     if (b_->stock[s] == nullptr) continue;  // GEMMs only: an elementwise stage is one short pass
-    pingpong_tiles[gemms] = int64_t(ceil_div(m, kPingpongTile)) * ceil_div(topology(s).n, kPingpongTile);
+    int const gemm_n = b_->gemm_gated[s] ? 2 * topology(s).n : topology(s).n;  // a gated GEMM computes gate and up
+    pingpong_tiles[gemms] = int64_t(ceil_div(m, kPingpongTile)) * ceil_div(gemm_n, kPingpongTile);
     names[gemms++] = topology(s).name;
   }
   return default_mode(pingpong_tiles, names, gemms, sms_, kHaveCublasLt, mode_reason_, int(sizeof(mode_reason_)));
@@ -139,6 +182,7 @@ inline Status Chain::autotune(int const* ms, int count, cudaStream_t stream, int
 
 inline Status Chain::run_mode(cudaStream_t stream, Mode mode) {
   if (state_ == nullptr) return Status::kNotInitialized;
+  if (Status const status = prepare_run(stream); status != Status::kSuccess) return status;
   switch (mode) {
     case Mode::kOverlap: return run_overlapped(stream);
     case Mode::kStock:
@@ -183,7 +227,8 @@ inline Status Chain::run_overlapped(cudaStream_t stream) {
 // dependent launch of the kernel before it (CUTLASS waits for that kernel to finish before its first load).
 inline Status Chain::run_cutlass(cudaStream_t stream, bool programmatic, Mode kernels) {
   if (state_ == nullptr) return Status::kNotInitialized;
-  Status status = Status::kSuccess;
+  Status status = prepare_run(stream);  // run_stock() comes here directly
+  if (status != Status::kSuccess) return status;
   bool const streamk = kernels == Mode::kStreamK;
   StageLaunch launch{};
   for (int s = 0; s < t_->num_stages && streamk; ++s) {  // first: a memset between two launches would break their chain

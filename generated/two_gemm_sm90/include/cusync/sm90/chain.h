@@ -19,6 +19,8 @@ namespace cusync::sm90 {
 // A project's baselines (null for stages that are not GEMMs) and its measured dispatch table, emitted
 // into src/<name>_stages.h and collected by src/<name>.cu.
 using WorkspaceFn = size_t (*)(int m, int sms, int config);
+// Copies a gated GEMM's weights [gate | up] (src) into the interleaved layout its kernels read (dst).
+using InterleaveFn = Status (*)(void const* src, void* dst, cudaStream_t stream);
 struct BaselineTables {
   LaunchFn const* stock;         // CUTLASS's persistent kernels for the same tiles (mode kStock)
   PrepareFn const* prepare_stock;
@@ -28,6 +30,11 @@ struct BaselineTables {
   LaunchFn const* cluster;
   LaunchFn const* pingpong;
   LaunchFn const* cublaslt;
+  // Gated GEMMs (epilogue swiglu: gemm_gated[s]): their weights, interleaved by interleave[s] into a
+  // buffer of weight_bytes[s] that the chain owns (null and 0 for every other stage).
+  bool const* gemm_gated;
+  InterleaveFn const* interleave;
+  size_t const* weight_bytes;
   int dispatch_sms;              // the measured table applies on GPUs with this many SMs
   char const* dispatch_gpu;
   int num_dispatch;
@@ -44,6 +51,12 @@ class Chain : public StagedChain {
   void swap(Chain& other) noexcept;
 
   Status initialize(ChainPointers const& args, int max_m, cudaStream_t stream);
+  // StagedChain::update; a gated GEMM whose weight pointer changed gets its weights interleaved again,
+  // on the stream of the next run.
+  Status update(ChainPointers const& args);
+  // Interleaves every gated GEMM's weights again from the current pointers, on `stream` (after the
+  // caller changed them in place: the kernels read the chain's interleaved copy, made at initialize()).
+  Status refresh_weights(cudaStream_t stream);
   Status run(cudaStream_t stream) { return run_mode(stream, mode()); }
   Status run_mode(cudaStream_t stream, Mode mode);
   Mode mode() const;
@@ -62,6 +75,7 @@ class Chain : public StagedChain {
 
  private:
   void fill_backend(StageLaunch& launch, int stage) const override;
+  Status prepare_run(cudaStream_t stream) override;
   Status run_cutlass(cudaStream_t stream, bool programmatic, Mode kernels);
   Status run_overlapped(cudaStream_t stream);
 
@@ -73,6 +87,10 @@ class Chain : public StagedChain {
   void* streamk_workspace_ = nullptr;          // every GEMM stage's stream-K workspace
   void* lt_ = nullptr;                         // cusync::sm90::LtContext (mode kCublasLt)
   int64_t streamk_offset_[kMaxChainStages] = {};
+  void* gated_weights_ = nullptr;              // every gated GEMM's interleaved weights
+  int64_t gated_offset_[kMaxChainStages] = {};
+  void const* gated_source_[kMaxChainStages] = {};  // the pointers they were interleaved from
+  bool weights_stale_ = false;
 };
 
 }  // namespace cusync::sm90

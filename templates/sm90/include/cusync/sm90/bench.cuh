@@ -90,7 +90,12 @@ struct BenchHooks {
       bench::StageDesc const& d = Bench::kStages[s];
       auto const* in = bn.input_of(s);
       int64_t const count = int64_t(m) * d.n;
-      if (d.gemm) {
+      if (d.gemm && d.act == ::bench::Activation::kSwiglu) {  // gate | up, then the SwiGLU kernel
+        auto* gate_up = bn.b.gated_scratch;
+        if (::bench::gemm(blas->handle, in, bn.b.weight[s], d.b_col, gate_up, m, 2 * d.n, d.k) != CUBLAS_STATUS_SUCCESS)
+          return Status::kCudaError;
+        ::bench::swiglu_kernel<<<unsigned((count + 255) / 256), 256, 0, bn.stream>>>(gate_up, gate_up + d.n, 2 * d.n, bn.b.out[s], m, d.n);
+      } else if (d.gemm) {
         if (::bench::gemm(blas->handle, in, bn.b.weight[s], d.b_col, bn.b.out[s], m, d.n, d.k) != CUBLAS_STATUS_SUCCESS)
           return Status::kCudaError;
         if (d.act != ::bench::Activation::kIdentity)
@@ -164,7 +169,7 @@ struct BenchHooks {
     Measured r;
     for (int s = 0; s < Bench::kNumStages; ++s) {  // floating-point operations of the GEMMs (the floor's divisor)
       bench::StageDesc const& d = Bench::kStages[s];
-      r.gemm_flops += d.gemm ? 2.0 * m * double(d.n) * d.k : 0.0;
+      r.gemm_flops += d.gemm ? 2.0 * m * double(Bench::weight_cols(d)) * d.k : 0.0;
     }
     if (bn.o.baselines) {
       for (bool const pdl : {false, true}) {

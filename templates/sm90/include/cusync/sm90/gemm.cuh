@@ -32,6 +32,7 @@
 #include "cusync/stage.cuh"
 #include "cusync/status.h"
 #include "cusync/sm90/dispatch.h"
+#include "cusync/sm90/gated_epilogue.cuh"
 #include "cusync/sm90/posting_epilogue.cuh"
 #include "cusync/sm90/ticket_scheduler.cuh"
 #include "cusync/sm90/waiting_mainloop.cuh"
@@ -77,12 +78,33 @@ namespace cusync::sm90 {
 constexpr int kRingBytes = int((sizeof(detail::TicketRing) + 127) / 128 * 128);
 constexpr int kSchedulerSmemCarveout = kRingBytes;
 
-// One GEMM configuration: D[M, N] = Act(A[M, K] x B), A and D row-major, fp32 accumulation.
+// The collective epilogue of a configuration: CUTLASS's TMA epilogue for D = Act(acc), or (kGated) the
+// fused gated-MLP epilogue D[M, N / 2] = Act(gate) * up over interleaved weights (gated_epilogue.cuh).
+template <bool kGated, class Element, template <class> class Activation, class TileShape, class ClusterShape,
+          class Schedule>
+struct EpilogueFor {
+  static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
+  using Fusion = cutlass::epilogue::fusion::LinCombEltAct<Activation, Element, float, void, float>;
+  using type = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+      void, cutlass::layout::RowMajor, kAlignment,             // no C operand
+      Element, cutlass::layout::RowMajor, kAlignment,          // D
+      Schedule, Fusion>::CollectiveOp;
+};
+template <class Element, template <class> class Activation, class TileShape, class ClusterShape, class Schedule>
+struct EpilogueFor<true, Element, Activation, TileShape, ClusterShape, Schedule> {
+  static_assert(cute::size<1>(TileShape{}) % (2 * kGateGroup) == 0, "a gated GEMM's tile N holds whole gate | up groups");
+  using type = GatedCollectiveEpilogue<Element, Activation>;
+};
+
+// One GEMM configuration: D[M, N] = Act(A[M, K] x B), A and D row-major, fp32 accumulation (kGated:
+// D[M, N / 2] = Act(gate) * up, B's gate and up columns interleaved by interleave_gate_up).
 // LayoutB is CUTLASS's tag for B as a K x N matrix: RowMajor = [K, N] (N contiguous), ColumnMajor = [N, K].
 // ClusterShape_: thread block clusters of CUTLASS's own kernels (2x1x1: two CTAs of one tile column
 // share each B tile through TMA multicast); the synced kernel hands out single-CTA tiles (1x1x1).
 template <class Element, class LayoutB, class TileShape, template <class> class Activation,
-          class ClusterShape_ = cute::Shape<cute::_1, cute::_1, cute::_1>>
+          class ClusterShape_ = cute::Shape<cute::_1, cute::_1, cute::_1>, bool kGated = false>
 struct GemmConfig {
   // Preconditions (the spec checks them first; these keep hand-written instantiations honest).
   static_assert(cute::size<0>(TileShape{}) == 128 || cute::size<0>(TileShape{}) == 256,
@@ -94,13 +116,8 @@ struct GemmConfig {
 
   static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
   using ClusterShape = ClusterShape_;
-  using Fusion = cutlass::epilogue::fusion::LinCombEltAct<Activation, Element, float, void, float>;
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-      void, cutlass::layout::RowMajor, kAlignment,             // no C operand
-      Element, cutlass::layout::RowMajor, kAlignment,          // D
-      cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion>::CollectiveOp;
+  using Epilogue = typename EpilogueFor<kGated, Element, Activation, TileShape, ClusterShape,
+                                        cutlass::epilogue::TmaWarpSpecializedCooperative>::type;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
       Element, cutlass::layout::RowMajor, kAlignment,          // A
@@ -127,19 +144,14 @@ struct GemmConfig {
 // GEMMs at M >= 1024: within 2% of cuBLASLt's best algorithm or faster, where the cooperative 128x256
 // kernel is 0.82x of it (geometric mean). Only CUTLASS's own kernels use it: the synced kernel's hooks
 // are written for the cooperative schedule.
-template <class Element, class LayoutB, template <class> class Activation>
+template <class Element, class LayoutB, template <class> class Activation, bool kGated = false>
 struct PingpongConfig {
   static_assert(cute::sizeof_bits_v<Element> == 16, "dtype of an sm90 chain must be fp16 or bf16");
   static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
   using TileShape = cute::Shape<cute::Int<kPingpongTile>, cute::Int<kPingpongTile>, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
-  using Fusion = cutlass::epilogue::fusion::LinCombEltAct<Activation, Element, float, void, float>;
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-      void, cutlass::layout::RowMajor, kAlignment,
-      Element, cutlass::layout::RowMajor, kAlignment,
-      cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
+  using Epilogue = typename EpilogueFor<kGated, Element, Activation, TileShape, ClusterShape,
+                                        cutlass::epilogue::TmaWarpSpecialized>::type;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
       Element, cutlass::layout::RowMajor, kAlignment,
@@ -161,7 +173,7 @@ constexpr RasterOrder kPingpongRaster = RasterOrder::AlongM;
 constexpr int kPingpongSwizzle = 4;
 
 struct GemmProblem {
-  int m, n, k;
+  int m, n, k;    // n: the GEMM's N (of a gated GEMM: gate and up columns, twice the output's)
   void const* a;  // [m, k] row-major
   void const* b;  // [k, n] row-major (LayoutB RowMajor) or [n, k] row-major (ColumnMajor)
   void* d;        // [m, n] row-major
@@ -185,7 +197,9 @@ typename Kernel::Arguments make_arguments(GemmProblem const& p, int sm_count) {
   args.epilogue.ptr_C = nullptr;
   args.epilogue.dC = cutlass::make_cute_packed_stride(typename Kernel::StrideC{}, cute::make_shape(p.m, p.n, 1));
   args.epilogue.ptr_D = static_cast<ElementD*>(p.d);
-  args.epilogue.dD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, cute::make_shape(p.m, p.n, 1));
+  // A gated epilogue writes [m, n / 2] (p.n is the GEMM's N: gate and up).
+  int const d_cols = IsGatedEpilogue<typename Kernel::CollectiveEpilogue>::value ? p.n / 2 : p.n;
+  args.epilogue.dD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, cute::make_shape(p.m, d_cols, 1));
   args.hw_info.sm_count = sm_count;
   return args;
 }

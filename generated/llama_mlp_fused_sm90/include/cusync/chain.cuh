@@ -1,0 +1,310 @@
+// cusync runtime: the definitions of cusync/chain.h (included by a project's src/<name>.cu only).
+//
+// All inline: two projects linked into one program share these definitions (they are the same text).
+#pragma once
+
+#include <algorithm>
+#include <utility>
+
+#include "cusync/chain.h"
+#include "cusync/launch.cuh"
+
+namespace cusync {
+
+// ------------------------------------------------------------------------------------------------
+// ChainBase
+
+inline ChainBase::~ChainBase() {
+  if (semaphores_ != nullptr) cudaFree(semaphores_);
+  if (state_ != nullptr) cudaFree(state_);
+}
+
+inline void ChainBase::swap_base(ChainBase& other) noexcept {
+  using std::swap;
+  swap(sms_, other.sms_);
+  swap(single_stream_, other.single_stream_);
+  swap(missing_posts_stage_, other.missing_posts_stage_);
+  swap(timeout_ns_, other.timeout_ns_);
+  swap(state_, other.state_);
+  swap(semaphores_, other.semaphores_);
+}
+
+inline Status ChainBase::allocate_state(int64_t words, cudaStream_t stream) {
+  Status status = Status::kSuccess;
+  int device = 0;
+  if ((status = from_cuda(cudaGetDevice(&device))) != Status::kSuccess) return status;
+  if ((status = from_cuda(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device))) != Status::kSuccess) return status;
+  words = std::max<int64_t>(words, 1);
+  if ((status = from_cuda(cudaMalloc(&state_, sizeof(ChainState)))) != Status::kSuccess) return status;
+  if ((status = from_cuda(cudaMalloc(&semaphores_, sizeof(uint64_t) * words))) != Status::kSuccess) return status;
+  // Zeroed here, and again only when the epoch wraps: epochs make every later run start from a clean slate.
+  return from_cuda(init_chain_state(static_cast<ChainState*>(state_), semaphores_, uint64_t(words), stream));
+}
+
+inline Status ChainBase::check_sync_error(SyncErrorInfo* info, cudaStream_t stream) {
+  if (state_ == nullptr) return Status::kNotInitialized;
+  SyncErrorInfo error{};
+  Status status = from_cuda(cudaMemcpyAsync(&error, &static_cast<ChainState*>(state_)->error, sizeof(error),
+                                            cudaMemcpyDeviceToHost, stream));
+  if (status == Status::kSuccess) status = from_cuda(cudaStreamSynchronize(stream));  // this stream only
+  if (status != Status::kSuccess) return status;
+  if (info != nullptr) *info = error;
+  return error.flag != 0 ? Status::kSyncTimeout : Status::kSuccess;
+}
+
+inline Status ChainBase::clear_sync_error(cudaStream_t stream) {
+  if (state_ == nullptr) return Status::kNotInitialized;
+  return from_cuda(cudaMemsetAsync(&static_cast<ChainState*>(state_)->error, 0, sizeof(SyncErrorInfo), stream));
+}
+
+inline Status ChainBase::inject_missing_posts(int stage, int num_stages) {
+  if (stage < -1 || stage >= num_stages) return Status::kInvalidArgument;
+  missing_posts_stage_ = stage;
+  return Status::kSuccess;
+}
+
+inline Status ChainBase::set_epoch_for_testing(uint32_t epoch, cudaStream_t stream) {
+  if (state_ == nullptr) return Status::kNotInitialized;
+  return from_cuda(set_chain_epoch(static_cast<ChainState*>(state_), epoch, stream));
+}
+
+// ------------------------------------------------------------------------------------------------
+// TwoStreams
+
+inline TwoStreams::~TwoStreams() {
+  if (join_ != nullptr) cudaEventDestroy(join_);
+  if (fork_ != nullptr) cudaEventDestroy(fork_);
+  if (side_stream_ != nullptr) cudaStreamDestroy(side_stream_);
+}
+
+inline void TwoStreams::swap(TwoStreams& other) noexcept {
+  std::swap(side_stream_, other.side_stream_);
+  std::swap(fork_, other.fork_);
+  std::swap(join_, other.join_);
+}
+
+inline Status TwoStreams::create() {
+  Status status = Status::kSuccess;
+  if ((status = from_cuda(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking))) != Status::kSuccess) return status;
+  if ((status = from_cuda(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming))) != Status::kSuccess) return status;
+  return from_cuda(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+}
+
+inline Status TwoStreams::fork(cudaStream_t stream) {
+  Status const status = from_cuda(cudaEventRecord(fork_, stream));
+  return status != Status::kSuccess ? status : from_cuda(cudaStreamWaitEvent(side_stream_, fork_, 0));
+}
+
+inline Status TwoStreams::join(cudaStream_t stream) {
+  Status const status = from_cuda(cudaEventRecord(join_, side_stream_));
+  return status != Status::kSuccess ? status : from_cuda(cudaStreamWaitEvent(stream, join_, 0));
+}
+
+// ------------------------------------------------------------------------------------------------
+// StagedChain
+
+inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+inline void StagedChain::swap_staged(StagedChain& other) noexcept {
+  using std::swap;
+  swap_base(other);
+  swap(tile_order_override_, other.tile_order_override_);
+  swap(t_, other.t_);
+  swap(args_, other.args_);
+  swap(max_m_, other.max_m_);
+  swap(config_, other.config_);
+  swap(policy_override_, other.policy_override_);
+  swap(trace_, other.trace_);
+  swap(ticket_order_, other.ticket_order_);
+  swap(semaphore_offset_, other.semaphore_offset_);
+}
+
+inline char const* StagedChain::stage_name(ChainTables const& tables, int stage) {
+  return (stage >= 0 && stage < tables.num_stages) ? tables.at(0, stage).name : "(no stage)";
+}
+
+// The tile configuration for M rows: the first whose m_max covers M.
+inline int StagedChain::config_for(int m) const {
+  for (int c = 0; c < t_->num_configs; ++c) {
+    if (m <= t_->config_max_m[c]) return c;
+  }
+  return t_->num_configs - 1;
+}
+
+inline bool StagedChain::has_consumer(int stage) const {
+  for (int c = stage + 1; c < t_->num_stages; ++c) {
+    if (topology(c).producer == stage || topology(c).producer_b == stage) return true;
+  }
+  return false;
+}
+
+inline int StagedChain::tiles_m(int stage) const { return ceil_div(args_.m, info(stage).tile_m); }
+inline int StagedChain::tiles_n(int stage) const { return ceil_div(info(stage).n, info(stage).tile_n); }
+
+inline Status StagedChain::check_arguments(ChainPointers const& a) const {
+  if (a.m <= 0 || a.m > t_->max_m) return Status::kInvalidArgument;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    if (a.a[s] == nullptr || a.d[s] == nullptr || (a.b_required[s] && a.b[s] == nullptr)) return Status::kInvalidArgument;
+  }
+  return Status::kSuccess;
+}
+
+inline Status StagedChain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream) {
+  if (state_ != nullptr) return Status::kInvalidArgument;  // initialize once
+  Status status = check_arguments(args);
+  if (status != Status::kSuccess) return status;
+  if (max_m > t_->max_m) return Status::kInvalidArgument;
+  max_m_ = std::max(max_m, args.m);
+  args_ = args;
+  // Room for the finest grid any policy can ask for: one semaphore per producer tile, in the
+  // configuration that has the most tiles (configurations share the memory: epochs keep it clean).
+  int64_t total = 0;
+  for (int c = 0; c < t_->num_configs; ++c) {
+    int64_t words = 0;
+    for (int s = 0; s < t_->num_stages; ++s) {
+      StageInfo const& st = t_->at(c, s);
+      semaphore_offset_[c][s] = words;
+      words += int64_t(ceil_div(max_m_, st.tile_m)) * ceil_div(st.n, st.tile_n);
+    }
+    total = std::max(total, words);
+  }
+  config_ = config_for(args.m);
+  if ((status = allocate_state(total, stream)) != Status::kSuccess) return status;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    if ((status = t_->prepare[s]()) != Status::kSuccess) return status;
+  }
+  return Status::kSuccess;
+}
+
+inline Status StagedChain::update(ChainPointers const& args) {
+  if (state_ == nullptr) return Status::kNotInitialized;
+  Status const status = check_arguments(args);
+  if (status != Status::kSuccess) return status;
+  if (args.m > max_m_) return Status::kInvalidArgument;
+  args_ = args;
+  config_ = config_for(args.m);
+  return Status::kSuccess;
+}
+
+inline Status StagedChain::set_policy(PolicyKind policy) {
+  for (int c = 0; c < t_->num_configs; ++c) {
+    for (int s = 0; s < t_->num_stages; ++s) {
+      StageInfo const& st = t_->at(c, s);
+      if (!st.gemm_consumer) continue;
+      bool const ok = policy == PolicyKind::kNone || (policy == PolicyKind::kTile && st.tile_policy_ok) ||
+                      (policy == PolicyKind::kRow && st.row_policy_ok);
+      if (!ok) return Status::kInvalidArgument;
+    }
+  }
+  if (t_->no_atomic_add && policy == PolicyKind::kRow) return Status::kInvalidArgument;
+  policy_override_ = policy;
+  return Status::kSuccess;
+}
+
+// The policy of the edge producer -> consumer: the spec's, or the run-time override for edges into a GEMM.
+inline PolicyKind StagedChain::effective_policy(int consumer, int producer) const {
+  StageInfo const& c = topology(consumer);
+  if (c.gemm_consumer && policy_override_ != PolicyKind::kNone) return policy_override_;
+  return c.producer_b == producer ? c.policy_b : c.policy;
+}
+
+// The semaphore grid of the edge producer -> consumer, waited for up to the emitted wait value.
+inline SyncPolicy StagedChain::make_policy(int consumer, int producer) const {
+  StageInfo const& c = info(consumer);
+  StageInfo const& p = info(producer);
+  PolicyKind const kind = effective_policy(consumer, producer);
+  bool const spec = kind == (c.producer_b == producer ? c.policy_b : c.policy);
+  int const posts = spec ? (c.producer_b == producer ? c.wait_value_b : c.wait_value)
+                         : kind == PolicyKind::kRow ? c.row_wait_value : 1;
+  SyncPolicy policy;
+  switch (kind) {
+    case PolicyKind::kTile: policy = TileSync(p.tile_m, p.tile_n, ceil_div(p.n, p.tile_n)); break;
+    case PolicyKind::kRow: policy = RowSync(p.tile_m, p.tile_n, ceil_div(p.n, p.tile_n)); break;
+    case PolicyKind::kStrided: policy = StridedSync(p.tile_m, p.tile_n, c.stride_tiles, posts); break;
+    default: return NoSync();
+  }
+  policy.posts = posts;
+  return policy;
+}
+
+// avoid_wait_kernel is only safe when producer and consumer blocks all fit on the GPU at once; the
+// plan warns when the spec asks for it at an M where they do not, and run() falls back to the wait.
+inline bool StagedChain::coresident(int consumer, int p) const {
+  double const slots = double(tiles_m(p) * tiles_n(p)) / info(p).blocks_per_sm +
+                       double(tiles_m(consumer) * tiles_n(consumer)) / info(consumer).blocks_per_sm;
+  return slots <= double(sms_);
+}
+
+inline int64_t StagedChain::trace_offset(int stage) const {
+  int64_t words = 0;
+  for (int s = 0; s < stage && s < t_->num_stages; ++s) words += int64_t(tiles_m(s)) * tiles_n(s) * TileTrace::kWords;
+  return words;
+}
+
+inline void StagedChain::fill_unsynced(StageLaunch& launch, int s, bool programmatic) const {
+  launch.m = args_.m;
+  launch.a = args_.a[s];
+  launch.b = args_.b[s];
+  launch.d = args_.d[s];
+  launch.programmatic = programmatic;
+  launch.sms = sms_;
+  launch.config = config_;
+  fill_backend(launch, s);
+}
+
+inline Status StagedChain::launch_stage(int s, bool synced, cudaStream_t stream, LaunchOrder order) {
+  int const n = t_->num_stages;
+  StageLaunch launch{};
+  fill_unsynced(launch, s, order.programmatic);
+  StageSync& sync = launch.sync;
+  sync.trigger_dependents = order.trigger_dependents;
+  sync.wait_primary_at_exit = order.wait_primary_at_exit;
+  sync.state = static_cast<ChainState*>(state_);
+  sync.stage = s;
+  sync.enabled = synced;
+  sync.dynamic_order = ticket_order_;
+  sync.store_post = t_->no_atomic_add;
+  sync.trace = trace_ != nullptr ? trace_ + trace_offset(s) : nullptr;
+  sync.order = tile_order_override_ >= 0 ? TileOrder(tile_order_override_) : info(s).order;
+  sync.tiles_m = tiles_m(s);
+  sync.tiles_n = tiles_n(s);
+  sync.num_stages = n;
+  for (int t = 0; t < n; ++t) {
+    if (!has_consumer(t)) sync.run_blocks += unsigned(tiles_m(t) * tiles_n(t));
+  }
+  sync.counts_finish = !has_consumer(s);
+  auto make_wait = [&](int producer) {
+    InputWait wait;
+    wait.state = sync.state;
+    wait.stage = s;
+    wait.producer = producer;
+    wait.policy = make_policy(s, producer);
+    wait.semaphores = semaphores_ + semaphore_offset_[config_][producer];
+    wait.timeout_ns = timeout_ns_;
+    wait.enabled = wait.policy.enabled();
+    return wait;
+  };
+  if (synced && info(s).producer >= 0) sync.input = make_wait(info(s).producer);
+  if (synced && info(s).producer_b >= 0) sync.input_b = make_wait(info(s).producer_b);
+  // The output policy is the policy of whichever stage consumes this one (one policy per producer).
+  for (int c = s + 1; c < n && s != missing_posts_stage_; ++c) {
+    if (info(c).producer == s || info(c).producer_b == s) {
+      sync.output = make_policy(c, s);
+      sync.out_semaphores = semaphores_ + semaphore_offset_[config_][s];
+      break;
+    }
+  }
+  return t_->launch[s](launch, stream);
+}
+
+inline Status StagedChain::run_sequential(cudaStream_t stream) {
+  if (state_ == nullptr) return Status::kNotInitialized;
+  if (Status const status = prepare_run(stream); status != Status::kSuccess) return status;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    Status const status = launch_stage(s, /*synced=*/false, stream);
+    if (status != Status::kSuccess) return status;
+  }
+  return Status::kSuccess;
+}
+
+}  // namespace cusync

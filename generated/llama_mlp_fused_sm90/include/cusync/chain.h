@@ -1,0 +1,211 @@
+// cusync runtime: the chain lifecycle every backend shares, written once (issue 11).
+//
+// A generated project holds only what is specific to its spec: the kernel types of its stages, the
+// constexpr stage tables the plan emits (src/<name>_stages.h), and a thin public class that owns one of
+// the classes below and forwards to it. What is here is generic:
+//   ChainBase    the device state (cusync::ChainState), the semaphore pool and its epochs, the sync-error
+//                record, the test hooks (missing posts, the epoch), the timeout.
+//   TwoStreams   a side stream and the fork/join events of a run on two streams (sm80 backends).
+//   StagedChain  a chain described by a ChainTables: tile configurations picked by M, argument checks,
+//                policies (the spec's, or a run-time override), one launch of one stage with its waits
+//                and posts, the trace, run_sequential().
+// The backends add their run(): cusync/sm80/chain.h (two streams, the wait kernel, the fallback) and
+// cusync/sm90/chain.h (run() modes, PDL, stream-K workspaces, cuBLASLt).
+//
+// Declarations only, with no device code, so that the public header of a project can hold the class
+// (host compilers include it); the definitions are in cusync/chain.cuh, which only the project's
+// src/<name>.cu includes.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "cusync/policy.h"
+#include "cusync/status.h"
+#include "cusync/sync_error.h"
+#include "cusync/tile_order.h"
+
+namespace cusync {
+
+constexpr int kMaxChainStages = 16;   // = kMaxStages (stage.cuh), checked there; spec.limits.MAX_STAGES
+constexpr int kMaxConfigs = 8;        // spec.limits.MAX_TILE_CONFIGS
+
+// What the chain knows of one stage in one tile configuration: every number is emitted by the plan
+// (cusync_gen/plan.py) into src/<name>_stages.h; nothing here is derived again at run time.
+struct StageInfo {
+  char const* name;
+  int n;                         // output columns
+  int tile_m;
+  int tile_n;
+  int producer;                  // stage index of the input edge's producer, -1 for the chain input
+  PolicyKind policy;             // the spec's policy of the input edge
+  bool gemm_consumer;            // the input edge feeds a GEMM A operand (policy may be overridden)
+  bool tile_policy_ok;           // TileSync lines up with the producer's tiles
+  bool row_policy_ok;            // RowSync lines up with the producer's tiles
+  int stride_tiles;              // StridedSync group distance in producer tiles, 0 otherwise
+  TileOrder order;
+  int blocks_per_sm;             // occupancy, from threads and shared memory
+  int producer_b;                // a second producer (two-producer swiglu), -1 if none
+  PolicyKind policy_b;           // the spec's policy of the edge from producer_b
+  int wait_value;                // posts one semaphore of the input edge receives per run (EdgePlan.wait_value,
+                                 // what verify.py proves); 0 without an input edge
+  int wait_value_b;              // the same for the edge from producer_b
+  int row_wait_value;            // the input edge's wait value under a run-time RowSync override (set_policy)
+};
+
+// Posts one semaphore receives per run under `kind`, for a producer of `producer_tiles_n` tiles per row
+// (policy.h's factories): only for the static_asserts that check the emitted wait values.
+constexpr int policy_posts(PolicyKind kind, int producer_tiles_n, int group_size) {
+  return kind == PolicyKind::kRow ? producer_tiles_n : kind == PolicyKind::kTile ? 1
+       : kind == PolicyKind::kStrided ? group_size : 0;
+}
+
+// A project's stage tables and stage functions (src/<name>.cu fills one in, from <name>_stages.h).
+struct StageLaunch;
+using LaunchFn = Status (*)(StageLaunch const&, cudaStream_t);
+using PrepareFn = Status (*)();
+struct ChainTables {
+  int num_stages;
+  int num_configs;
+  int max_m;                     // kMaxM
+  StageInfo const* stages;       // [num_configs][num_stages], row-major
+  int const* config_max_m;       // [num_configs]; the last is INT_MAX
+  LaunchFn const* launch;        // [num_stages]
+  PrepareFn const* prepare;      // [num_stages]
+  bool no_atomic_add;
+  bool avoid_wait_kernel;        // sm80: skip the wait kernel where producer and consumer are co-resident
+  bool has_unsynced_edge;        // some edge is sync: none (run() orders it by the stream or an event)
+  bool ticket_order;             // the default of set_ticket_order (false with avoid_custom_order)
+  StageInfo const& at(int config, int stage) const { return stages[config * num_stages + stage]; }
+};
+
+// One launch's pointers: M rows, operand a, operand b and the output of every stage.
+struct ChainPointers {
+  int m = 0;
+  void const* a[kMaxChainStages] = {};
+  void const* b[kMaxChainStages] = {};   // weights (GEMMs), the second producer's output, or null
+  void* d[kMaxChainStages] = {};
+  bool b_required[kMaxChainStages] = {};  // a GEMM's weights must not be null
+};
+
+// How a stage is launched relative to the kernel before it on the stream (sm90; all false on sm80).
+struct LaunchOrder {
+  bool programmatic = false;          // programmatic dependent launch of the previous kernel
+  bool trigger_dependents = false;    // the next kernel is a programmatic launch of this one
+  bool wait_primary_at_exit = false;  // end only after the previous kernel ended
+};
+
+inline Status from_cuda(cudaError_t err) { return err == cudaSuccess ? Status::kSuccess : Status::kCudaError; }
+
+// Move assignment of the chain classes: move `other` into a temporary (which leaves it as if just
+// constructed), then swap, so that the temporary frees what `self` held.
+template <typename Chain>
+Chain& move_assign(Chain& self, Chain& other) noexcept {
+  if (&self != &other) {
+    Chain taken(static_cast<Chain&&>(other));
+    self.swap(taken);
+  }
+  return self;
+}
+
+// The device state of one chain instance: what every backend allocates, checks and frees the same way.
+class ChainBase {
+ public:
+  ChainBase() = default;
+  ~ChainBase();
+  ChainBase(ChainBase const&) = delete;
+  ChainBase& operator=(ChainBase const&) = delete;
+
+  void set_single_stream(bool single_stream) { single_stream_ = single_stream; }
+  void set_sync_timeout_ns(uint64_t timeout_ns) { timeout_ns_ = timeout_ns; }
+  Status check_sync_error(SyncErrorInfo* info, cudaStream_t stream);
+  Status clear_sync_error(cudaStream_t stream);
+  // Test hooks (the project's <name>_testing.h).
+  Status inject_missing_posts(int stage, int num_stages);
+  Status set_epoch_for_testing(uint32_t epoch, cudaStream_t stream);
+  bool initialized() const { return state_ != nullptr; }
+  int sms() const { return sms_; }
+
+ protected:
+  void swap_base(ChainBase& other) noexcept;
+  // The device's SM count, the state and a pool of `words` semaphores, zeroed on `stream` (synchronized).
+  Status allocate_state(int64_t words, cudaStream_t stream);
+
+  int sms_ = 0;
+  bool single_stream_ = false;
+  int missing_posts_stage_ = -1;
+  uint64_t timeout_ns_ = 2000000000ull;
+  void* state_ = nullptr;                      // cusync::ChainState
+  uint64_t* semaphores_ = nullptr;
+};
+
+// A side stream and the events that fork a run from the caller's stream and join it back.
+class TwoStreams {
+ public:
+  TwoStreams() = default;
+  ~TwoStreams();
+  TwoStreams(TwoStreams const&) = delete;
+  TwoStreams& operator=(TwoStreams const&) = delete;
+  void swap(TwoStreams& other) noexcept;
+  Status create();
+  Status fork(cudaStream_t stream);  // the side stream waits for the work queued on `stream`
+  Status join(cudaStream_t stream);  // `stream` waits for the work queued on the side stream
+  cudaStream_t side() const { return side_stream_; }
+
+ private:
+  cudaStream_t side_stream_ = nullptr;
+  cudaEvent_t fork_ = nullptr;
+  cudaEvent_t join_ = nullptr;
+};
+
+// A chain of stages described by a ChainTables.
+class StagedChain : public ChainBase {
+ public:
+  explicit StagedChain(ChainTables const& tables) : t_(&tables), ticket_order_(tables.ticket_order) {}
+
+  // Checks the pointers, allocates the state and the semaphores for max(max_m, args.m) rows, prepares
+  // every stage; the backend's initialize() adds its own resources.
+  Status initialize(ChainPointers const& args, int max_m, cudaStream_t stream);
+  Status update(ChainPointers const& args);
+  Status set_policy(PolicyKind policy);
+  void set_trace(uint64_t* trace) { trace_ = trace; }
+  int64_t trace_offset(int stage) const;
+  void set_ticket_order(bool ticket_order) { ticket_order_ = ticket_order; }
+  Status run_sequential(cudaStream_t stream);
+  static char const* stage_name(ChainTables const& tables, int stage);
+
+ protected:
+  void swap_staged(StagedChain& other) noexcept;
+  Status check_arguments(ChainPointers const& args) const;
+  int config_for(int m) const;
+  StageInfo const& info(int stage) const { return t_->at(config_, stage); }
+  StageInfo const& topology(int stage) const { return t_->at(0, stage); }  // the same in every configuration
+  bool has_consumer(int stage) const;
+  int tiles_m(int stage) const;
+  int tiles_n(int stage) const;
+  PolicyKind effective_policy(int consumer, int producer) const;
+  SyncPolicy make_policy(int consumer, int producer) const;
+  bool tile_synced(int consumer, int producer) const { return effective_policy(consumer, producer) != PolicyKind::kNone; }
+  bool coresident(int consumer, int producer) const;
+  // One launch of `stage` on the current arguments, with no synchronization filled in yet.
+  void fill_unsynced(StageLaunch& launch, int stage, bool programmatic) const;
+  Status launch_stage(int stage, bool synced, cudaStream_t stream, LaunchOrder order = {});
+  virtual void fill_backend(StageLaunch&, int) const {}
+  // Work a backend queues on the run's stream before a run's first stage (sm90: re-interleaving the
+  // weights of a gated GEMM whose pointer update() changed).
+  virtual Status prepare_run(cudaStream_t) { return Status::kSuccess; }
+  // sm90: every stage's queue in this order (-1: the spec's).
+  int tile_order_override_ = -1;
+
+  ChainTables const* t_;
+  ChainPointers args_{};
+  int max_m_ = 0;
+  int config_ = 0;                             // the tile configuration for args_.m
+  PolicyKind policy_override_ = PolicyKind::kNone;
+  uint64_t* trace_ = nullptr;
+  bool ticket_order_ = true;
+  int64_t semaphore_offset_[kMaxConfigs][kMaxChainStages] = {};
+};
+
+}  // namespace cusync

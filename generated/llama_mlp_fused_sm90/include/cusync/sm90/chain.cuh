@@ -1,0 +1,258 @@
+// cusync sm90 backend: the definitions of cusync/sm90/chain.h (a project's src/<name>.cu includes this).
+#pragma once
+
+#include <cstdio>
+
+#include "cusync/chain.cuh"
+#include "cusync/sm90/autotune.h"
+#include "cusync/sm90/chain.h"
+#include "cusync/sm90/cublaslt_context.h"
+
+namespace cusync::sm90 {
+
+// Stream-K workspaces start at multiples of this many bytes.
+constexpr int64_t kWorkspaceAlignment = 256;
+
+inline Chain::~Chain() {
+  if (streamk_workspace_ != nullptr) cudaFree(streamk_workspace_);
+  if (gated_weights_ != nullptr) cudaFree(gated_weights_);
+  destroy_lt_context(static_cast<LtContext*>(lt_));
+}
+
+inline Chain::Chain(Chain&& other) noexcept : StagedChain(*other.t_), b_(other.b_) { swap(other); }
+
+inline Chain& Chain::operator=(Chain&& other) noexcept { return move_assign(*this, other); }
+
+inline void Chain::swap(Chain& other) noexcept {
+  using std::swap;
+  swap(b_, other.b_);
+  swap(mode_override_, other.mode_override_);
+  swap(mode_reason_, other.mode_reason_);
+  swap(tuned_entries_, other.tuned_entries_);
+  swap(tuned_, other.tuned_);
+  swap(streamk_workspace_, other.streamk_workspace_);
+  swap(lt_, other.lt_);
+  swap(streamk_offset_, other.streamk_offset_);
+  swap(gated_weights_, other.gated_weights_);
+  swap(gated_offset_, other.gated_offset_);
+  swap(gated_source_, other.gated_source_);
+  swap(weights_stale_, other.weights_stale_);
+  swap_staged(other);
+}
+
+inline Status Chain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream) {
+  Status status = StagedChain::initialize(args, max_m, stream);
+  if (status != Status::kSuccess) return status;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    if (b_->prepare_stock[s] != nullptr && (status = b_->prepare_stock[s]()) != Status::kSuccess) return status;
+  }
+  // Stream-K workspaces: a stage's size depends on M only through its tile rows, so the largest over
+  // every tile-row count up to max_m (in every configuration) covers every later M.
+  int64_t streamk_bytes = 0;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    streamk_offset_[s] = streamk_bytes;
+    if (b_->streamk_workspace[s] == nullptr) continue;
+    int64_t most = 0;
+    for (int c = 0; c < t_->num_configs; ++c) {
+      int const tile_m = t_->at(c, s).tile_m;
+      for (int rows = 1; rows <= ceil_div(max_m_, tile_m); ++rows) {
+        most = std::max<int64_t>(most, int64_t(b_->streamk_workspace[s](rows * tile_m, sms_, c)));
+      }
+    }
+    streamk_bytes += (most + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+  }
+  if ((status = from_cuda(cudaMalloc(&streamk_workspace_, size_t(std::max<int64_t>(streamk_bytes, 1))))) != Status::kSuccess) return status;
+  LtContext* lt = nullptr;
+  status = create_lt_context(&lt);
+  lt_ = lt;
+  if (status != Status::kSuccess) return status;
+  // Gated GEMMs read their weights interleaved (cusync/sm90/gated_epilogue.cuh): one copy each.
+  int64_t gated_bytes = 0;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    gated_offset_[s] = gated_bytes;
+    if (b_->gemm_gated[s]) gated_bytes += int64_t(b_->weight_bytes[s] + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+  }
+  if (gated_bytes > 0) {
+    if ((status = from_cuda(cudaMalloc(&gated_weights_, size_t(gated_bytes)))) != Status::kSuccess) return status;
+    if ((status = refresh_weights(stream)) != Status::kSuccess) return status;
+  }
+  // Only the stream the state was uploaded on, never the whole device: the chain may run on any stream next.
+  return from_cuda(cudaStreamSynchronize(stream));
+}
+
+inline void Chain::fill_backend(StageLaunch& launch, int s) const {
+  launch.workspace = static_cast<char*>(streamk_workspace_) + streamk_offset_[s];
+  launch.lt = lt_;
+  if (b_->gemm_gated[s]) launch.b = static_cast<char const*>(gated_weights_) + gated_offset_[s];
+}
+
+inline Status Chain::update(ChainPointers const& args) {
+  Status const status = StagedChain::update(args);
+  if (status != Status::kSuccess) return status;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    if (b_->gemm_gated[s] && args_.b[s] != gated_source_[s]) weights_stale_ = true;
+  }
+  return Status::kSuccess;
+}
+
+inline Status Chain::refresh_weights(cudaStream_t stream) {
+  if (state_ == nullptr) return Status::kNotInitialized;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    if (!b_->gemm_gated[s]) continue;
+    Status const status =
+        b_->interleave[s](args_.b[s], static_cast<char*>(gated_weights_) + gated_offset_[s], stream);
+    if (status != Status::kSuccess) return status;
+    gated_source_[s] = args_.b[s];
+  }
+  weights_stale_ = false;
+  return Status::kSuccess;
+}
+
+inline Status Chain::prepare_run(cudaStream_t stream) {
+  return weights_stale_ ? refresh_weights(stream) : Status::kSuccess;
+}
+
+inline bool Chain::cublaslt_available() const { return kHaveCublasLt; }
+
+inline char const* Chain::mode_reason() const {
+  mode();  // fills mode_reason_ for the current M
+  return mode_reason_;
+}
+
+// set_mode() first; else autotune()'s table up to the largest M it timed; else the measured table where
+// the device has its SM count and M is within it (a cublaslt entry becomes stream-K in a library built
+// without cuBLASLt); else cusync::default_mode.
+inline Mode Chain::mode() const {
+  if (mode_override_ != Mode::kAuto) {
+    std::snprintf(mode_reason_, sizeof(mode_reason_), "set_mode(%s)", to_string(mode_override_));
+    return mode_override_;
+  }
+  int const m = args_.m;
+  if (tuned_entries_ > 0 && m <= tuned_[tuned_entries_ - 1].m_max) {
+    int e = 0;
+    while (m > tuned_[e].m_max) ++e;
+    std::snprintf(mode_reason_, sizeof(mode_reason_), "autotune on this GPU: M <= %d", tuned_[e].m_max);
+    return tuned_[e].mode;
+  }
+  if (b_->num_dispatch > 0 && sms_ == b_->dispatch_sms && m <= b_->dispatch[b_->num_dispatch - 1].m_max) {
+    int e = 0;
+    while (m > b_->dispatch[e].m_max) ++e;
+    Mode const mode = b_->dispatch[e].mode;
+    bool const unavailable = mode == Mode::kCublasLt && !kHaveCublasLt;
+    std::snprintf(mode_reason_, sizeof(mode_reason_), "dispatch table (measured on %s, %d SMs): M <= %d%s",
+                  b_->dispatch_gpu, b_->dispatch_sms, b_->dispatch[e].m_max,
+                  unavailable ? ": cublaslt, built without cuBLASLt, so stream-K" : "");
+    return unavailable ? Mode::kStreamK : mode;
+  }
+  int64_t pingpong_tiles[kMaxChainStages];
+  char const* names[kMaxChainStages];
+  int gemms = 0;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    if (b_->stock[s] == nullptr) continue;  // GEMMs only: an elementwise stage is one short pass
+    int const gemm_n = b_->gemm_gated[s] ? 2 * topology(s).n : topology(s).n;  // a gated GEMM computes gate and up
+    pingpong_tiles[gemms] = int64_t(ceil_div(m, kPingpongTile)) * ceil_div(gemm_n, kPingpongTile);
+    names[gemms++] = topology(s).name;
+  }
+  return default_mode(pingpong_tiles, names, gemms, sms_, kHaveCublasLt, mode_reason_, int(sizeof(mode_reason_)));
+}
+
+inline Status Chain::autotune(int const* ms, int count, cudaStream_t stream, int rounds) {
+  if (state_ == nullptr) return Status::kNotInitialized;
+  ChainPointers const saved = args_;
+  int const earlier = tuned_entries_;
+  DispatchEntry table[kMaxTunedMs];
+  int entries = 0;
+  tuned_entries_ = 0;  // the candidates start from what run() takes without a tuned table
+  auto set_m = [&](int m) {
+    ChainPointers at = saved;
+    if (m > 0) at.m = m;
+    return update(at);
+  };
+  Status const status = autotune_chain(
+      ms, count, max_m_, rounds, kHaveCublasLt, stream, set_m, [&] { return mode(); },
+      [&](Mode c, cudaStream_t s) { return run_mode(s, c); }, table, &entries);
+  if (status != Status::kSuccess) {
+    tuned_entries_ = earlier;  // a call that fails changes nothing
+    return status;
+  }
+  std::copy(table, table + entries, tuned_);
+  tuned_entries_ = entries;
+  return status;
+}
+
+inline Status Chain::run_mode(cudaStream_t stream, Mode mode) {
+  if (state_ == nullptr) return Status::kNotInitialized;
+  if (Status const status = prepare_run(stream); status != Status::kSuccess) return status;
+  switch (mode) {
+    case Mode::kOverlap: return run_overlapped(stream);
+    case Mode::kStock:
+    case Mode::kStreamK:
+    case Mode::kCluster:
+    case Mode::kPingpong:
+    case Mode::kCublasLt: return run_cutlass(stream, /*programmatic=*/true, mode);
+    case Mode::kAuto: return run(stream);
+  }
+  return Status::kInvalidArgument;
+}
+
+inline Status Chain::run_overlapped(cudaStream_t stream) {
+  int const n = t_->num_stages;
+  // Stage s may start while stage s - 1 still runs when every edge into it is tile-synced (an edge with
+  // sync: none needs its whole producer: a plain launch, ordered by the stream).
+  LaunchOrder order[kMaxChainStages] = {};
+  for (int s = 1; s < n; ++s) {
+    bool synced = !single_stream_;
+    for (int p : {topology(s).producer, topology(s).producer_b}) {
+      if (p >= 0 && effective_policy(s, p) == PolicyKind::kNone) synced = false;
+    }
+    order[s].programmatic = synced;
+    order[s - 1].trigger_dependents = synced;
+  }
+  // A programmatic launch may end before the kernel it was launched behind. Where a plain launch (or the
+  // caller's next work) follows, each programmatic stage before it waits for its primary at exit, so
+  // that the end of the last kernel means the end of all of them.
+  for (int s = n - 1; s >= 0; --s) {
+    bool const last_in_run = s + 1 == n || !order[s + 1].programmatic || order[s + 1].wait_primary_at_exit;
+    order[s].wait_primary_at_exit = order[s].programmatic && last_in_run;
+  }
+  for (int s = 0; s < n; ++s) {
+    Status const status = launch_stage(s, /*synced=*/true, stream, order[s]);
+    if (status != Status::kSuccess) return status;
+  }
+  return Status::kSuccess;
+}
+
+// CUTLASS's own kernels (persistent, stream-K, in clusters or ping-pong: `kernels`) or cuBLASLt's for the
+// GEMMs, ours with synchronization off for the other stages. Programmatic: each GEMM is a programmatic
+// dependent launch of the kernel before it (CUTLASS waits for that kernel to finish before its first load).
+inline Status Chain::run_cutlass(cudaStream_t stream, bool programmatic, Mode kernels) {
+  if (state_ == nullptr) return Status::kNotInitialized;
+  Status status = prepare_run(stream);  // run_stock() comes here directly
+  if (status != Status::kSuccess) return status;
+  bool const streamk = kernels == Mode::kStreamK;
+  StageLaunch launch{};
+  for (int s = 0; s < t_->num_stages && streamk; ++s) {  // first: a memset between two launches would break their chain
+    if (b_->clear_streamk[s] == nullptr) continue;
+    launch = StageLaunch{};
+    fill_unsynced(launch, s, false);
+    if ((status = b_->clear_streamk[s](launch, stream)) != Status::kSuccess) return status;
+  }
+  for (int s = 0; s < t_->num_stages; ++s) {
+    LaunchFn const kernel = streamk                       ? b_->streamk[s]
+                            : kernels == Mode::kCluster  ? b_->cluster[s]
+                            : kernels == Mode::kPingpong ? b_->pingpong[s]
+                            : kernels == Mode::kCublasLt ? b_->cublaslt[s]
+                                                         : b_->stock[s];
+    if (kernel == nullptr) {  // not a GEMM: our kernel with synchronization off, a plain launch
+      status = launch_stage(s, /*synced=*/false, stream);
+    } else {
+      launch = StageLaunch{};
+      fill_unsynced(launch, s, programmatic && s > 0);
+      status = kernel(launch, stream);
+    }
+    if (status != Status::kSuccess) return status;
+  }
+  return Status::kSuccess;
+}
+
+}  // namespace cusync::sm90

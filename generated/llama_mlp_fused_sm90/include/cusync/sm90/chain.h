@@ -1,0 +1,96 @@
+// cusync sm90 backend: the chain's run() modes (cusync/sm90/dispatch.h) on the caller's stream.
+//
+// Mode kOverlap: every stage on the caller's stream; a stage whose inputs are all tile-synced is a
+// programmatic dependent launch (PDL) of the stage before it, and every CTA of that stage triggers it at
+// entry. The consumer kernel therefore launches only once every producer CTA has started: its CTAs take
+// SMs only as producer CTAs leave, so a spinning consumer tile can never starve a producer tile. The
+// epoch of a run is opened by the last tile of the run before it. The other modes run CUTLASS's own
+// kernels (or cuBLASLt's) for the GEMMs, chained with PDL. Declarations only; the definitions are in
+// cusync/sm90/chain.cuh.
+#pragma once
+
+#include <cstddef>
+
+#include "cusync/chain.h"
+#include "cusync/sm90/dispatch.h"
+
+namespace cusync::sm90 {
+
+// A project's baselines (null for stages that are not GEMMs) and its measured dispatch table, emitted
+// into src/<name>_stages.h and collected by src/<name>.cu.
+using WorkspaceFn = size_t (*)(int m, int sms, int config);
+// Copies a gated GEMM's weights [gate | up] (src) into the interleaved layout its kernels read (dst).
+using InterleaveFn = Status (*)(void const* src, void* dst, cudaStream_t stream);
+struct BaselineTables {
+  LaunchFn const* stock;         // CUTLASS's persistent kernels for the same tiles (mode kStock)
+  PrepareFn const* prepare_stock;
+  WorkspaceFn const* streamk_workspace;
+  LaunchFn const* clear_streamk;
+  LaunchFn const* streamk;
+  LaunchFn const* cluster;
+  LaunchFn const* pingpong;
+  LaunchFn const* cublaslt;
+  // Gated GEMMs (epilogue swiglu: gemm_gated[s]): their weights, interleaved by interleave[s] into a
+  // buffer of weight_bytes[s] that the chain owns (null and 0 for every other stage).
+  bool const* gemm_gated;
+  InterleaveFn const* interleave;
+  size_t const* weight_bytes;
+  int dispatch_sms;              // the measured table applies on GPUs with this many SMs
+  char const* dispatch_gpu;
+  int num_dispatch;
+  DispatchEntry const* dispatch;
+};
+
+class Chain : public StagedChain {
+ public:
+  Chain(ChainTables const& tables, BaselineTables const& baselines) : StagedChain(tables), b_(&baselines) {}
+  ~Chain();
+  // Moves take every buffer and the cuBLASLt context; `other` is left as if just constructed.
+  Chain(Chain&& other) noexcept;
+  Chain& operator=(Chain&& other) noexcept;
+  void swap(Chain& other) noexcept;
+
+  Status initialize(ChainPointers const& args, int max_m, cudaStream_t stream);
+  // StagedChain::update; a gated GEMM whose weight pointer changed gets its weights interleaved again,
+  // on the stream of the next run.
+  Status update(ChainPointers const& args);
+  // Interleaves every gated GEMM's weights again from the current pointers, on `stream` (after the
+  // caller changed them in place: the kernels read the chain's interleaved copy, made at initialize()).
+  Status refresh_weights(cudaStream_t stream);
+  Status run(cudaStream_t stream) { return run_mode(stream, mode()); }
+  Status run_mode(cudaStream_t stream, Mode mode);
+  Mode mode() const;
+  char const* mode_reason() const;
+  bool cublaslt_available() const;
+  void set_mode(Mode mode) { mode_override_ = mode; }
+  // Times every mode at each of ms[0..count) on this GPU and makes the fastest per M run()'s first choice
+  // after set_mode() (cusync/sm90/autotune.h); a call that fails changes nothing.
+  Status autotune(int const* ms, int count, cudaStream_t stream, int rounds);
+  void clear_autotune() { tuned_entries_ = 0; }
+  void set_sequential_fallback(bool enabled) { mode_override_ = enabled ? Mode::kAuto : Mode::kOverlap; }
+  bool overlaps() const { return mode() == Mode::kOverlap; }
+  Status run_stock(cudaStream_t stream, bool programmatic) { return run_cutlass(stream, programmatic, Mode::kStock); }
+  Status run_streamk(cudaStream_t stream) { return run_mode(stream, Mode::kStreamK); }
+  void set_tile_order(int order) { tile_order_override_ = order; }
+
+ private:
+  void fill_backend(StageLaunch& launch, int stage) const override;
+  Status prepare_run(cudaStream_t stream) override;
+  Status run_cutlass(cudaStream_t stream, bool programmatic, Mode kernels);
+  Status run_overlapped(cudaStream_t stream);
+
+  BaselineTables const* b_;
+  Mode mode_override_ = Mode::kAuto;
+  mutable char mode_reason_[256] = {};
+  int tuned_entries_ = 0;                      // autotune()'s table: tuned_[0 .. tuned_entries_)
+  DispatchEntry tuned_[kMaxTunedMs] = {};
+  void* streamk_workspace_ = nullptr;          // every GEMM stage's stream-K workspace
+  void* lt_ = nullptr;                         // cusync::sm90::LtContext (mode kCublasLt)
+  int64_t streamk_offset_[kMaxChainStages] = {};
+  void* gated_weights_ = nullptr;              // every gated GEMM's interleaved weights
+  int64_t gated_offset_[kMaxChainStages] = {};
+  void const* gated_source_[kMaxChainStages] = {};  // the pointers they were interleaved from
+  bool weights_stale_ = false;
+};
+
+}  // namespace cusync::sm90

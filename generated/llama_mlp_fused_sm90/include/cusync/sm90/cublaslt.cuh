@@ -1,0 +1,145 @@
+// cusync sm90 backend: a chain's GEMM through cuBLASLt (run() mode kCublasLt, cusync/sm90/dispatch.h).
+//
+// Where cuBLAS's own kernels are faster than every CUTLASS configuration we instantiate (measured on the
+// H200 at small M, where cuBLAS splits K or picks narrow tiles: benchmarks/NOTES.md h5), run() can compute
+// the chain with them. D[M, N] = Activation(A[M, K] x B) as cuBLASLt's column-major D^T = B^T A^T, fp32
+// accumulation, the first algorithm of cuBLASLt's heuristic for the shape (the last 64 shapes cached), then
+// the activation in place with the same CUTLASS functor the fused epilogues use (cuBLASLt has no erf GELU
+// or SiLU epilogue). Another summation order than CUTLASS's: checked by relative error, not bitwise.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <type_traits>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "cutlass/epilogue/thread/activation.h"
+#include "cutlass/numeric_types.h"
+
+#include "cusync/sm90/cublaslt_context.h"
+#include "cusync/sm90/gemm.cuh"
+#include "cusync/status.h"
+
+namespace cusync::sm90 {
+
+#if !CUSYNC_HAVE_CUBLASLT
+// Built without cuBLASLt: the mode reports kLibraryError (run() never picks it: dispatch.h).
+template <class Element, class LayoutB, template <class> class Activation>
+struct LtGemm {
+  static Status launch(LtContext const*, GemmProblem const&, cudaStream_t) { return Status::kLibraryError; }
+};
+#else
+
+// x = Activation(x) in place, 8 elements (16 bytes) per thread; count is a multiple of 8.
+template <class Element, template <class> class Activation>
+__global__ void activation_in_place(Element* x, int64_t count) {
+  int64_t const i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
+  if (i >= count) return;
+  uint4 v = *reinterpret_cast<uint4 const*>(x + i);
+  Element* e = reinterpret_cast<Element*>(&v);
+  Activation<float> const act{};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) e[j] = Element(act(float(e[j])));
+  *reinterpret_cast<uint4*>(x + i) = v;
+}
+
+template <class Element, class LayoutB, template <class> class Activation>
+struct LtGemm {
+  static constexpr bool kBColumn = std::is_same_v<LayoutB, cutlass::layout::ColumnMajor>;  // B is [N, K]
+  static constexpr bool kIdentity =
+      std::is_same_v<Activation<float>, cutlass::epilogue::thread::Identity<float>>;
+  static constexpr cudaDataType_t kType = std::is_same_v<Element, cutlass::half_t> ? CUDA_R_16F : CUDA_R_16BF;
+  static_assert(std::is_same_v<Element, cutlass::half_t> || std::is_same_v<Element, cutlass::bfloat16_t>,
+                "dtype of an sm90 chain must be fp16 or bf16");
+
+  // One shape's descriptors and algorithm, made on first use.
+  struct Plan {
+    int device, m, n, k;
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    bool ok = false;
+    ~Plan() {
+      if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
+      if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
+      if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
+      if (op != nullptr) cublasLtMatmulDescDestroy(op);
+    }
+  };
+
+  // The shapes seen last (most recent at the back), at most kMaxPlans: an application that runs many M
+  // keeps the memory bounded (a shape evicted is planned again when it comes back).
+  static constexpr size_t kMaxPlans = 64;
+
+  // Finds or makes the plan of (device, m, n, k); the caller holds the mutex.
+  static Plan const* plan_locked(std::vector<std::unique_ptr<Plan>>& plans, LtContext const& ctx, int device, int m,
+                                 int n, int k) {
+    for (size_t i = 0; i < plans.size(); ++i) {
+      if (plans[i]->device == device && plans[i]->m == m && plans[i]->n == n && plans[i]->k == k) {
+        std::rotate(plans.begin() + i, plans.begin() + i + 1, plans.end());  // most recent last
+        return plans.back()->ok ? plans.back().get() : nullptr;
+      }
+    }
+    if (plans.size() >= kMaxPlans) plans.erase(plans.begin());
+    auto p = std::make_unique<Plan>();
+    p->device = device, p->m = m, p->n = n, p->k = k;
+    // Column-major view: D^T [n, m] = op(B^T) [n, k] x A^T [k, m]; B^T is B [n, k] transposed when B is [N, K].
+    cublasOperation_t const ta = kBColumn ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+    bool ok = cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatrixLayoutCreate(&p->a, kType, kBColumn ? k : n, kBColumn ? n : k, kBColumn ? k : n) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatrixLayoutCreate(&p->b, kType, k, m, k) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatrixLayoutCreate(&p->d, kType, n, m, n) == CUBLAS_STATUS_SUCCESS;
+    if (ok) {
+      cublasLtMatmulPreference_t pref = nullptr;
+      size_t const bytes = ctx.workspace_bytes;
+      cublasLtMatmulHeuristicResult_t result{};
+      int found = 0;
+      ok = cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
+           cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof(bytes)) == CUBLAS_STATUS_SUCCESS &&
+           cublasLtMatmulAlgoGetHeuristic(ctx.handle, p->op, p->a, p->b, p->d, p->d, pref, 1, &result, &found) == CUBLAS_STATUS_SUCCESS &&
+           found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+      if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
+      p->algo = result.algo;
+    }
+    p->ok = ok;
+    plans.push_back(std::move(p));
+    return ok ? plans.back().get() : nullptr;
+  }
+
+  static Status launch(LtContext const* ctx, GemmProblem const& p, cudaStream_t stream) {
+    if (ctx == nullptr || ctx->handle == nullptr) return Status::kNotInitialized;
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return Status::kCudaError;
+    {
+      // The plan is used (the GEMM enqueued) under the lock, so that no other thread evicts it meanwhile.
+      static std::mutex mutex;
+      static std::vector<std::unique_ptr<Plan>> plans;
+      std::lock_guard<std::mutex> lock(mutex);
+      Plan const* plan = plan_locked(plans, *ctx, device, p.m, p.n, p.k);
+      if (plan == nullptr) return Status::kLibraryError;
+      float const alpha = 1.0f, beta = 0.0f;
+      if (cublasLtMatmul(ctx->handle, plan->op, &alpha, p.b, plan->a, p.a, plan->b, &beta, p.d, plan->d, p.d, plan->d,
+                         &plan->algo, ctx->workspace, ctx->workspace_bytes, stream) != CUBLAS_STATUS_SUCCESS) {
+        return Status::kLibraryError;
+      }
+    }
+    if constexpr (!kIdentity) {
+      int64_t const count = int64_t(p.m) * p.n;
+      int64_t const threads = (count + 7) / 8;
+      activation_in_place<Element, Activation><<<unsigned((threads + 255) / 256), 256, 0, stream>>>(
+          static_cast<Element*>(p.d), count);
+      if (cudaGetLastError() != cudaSuccess) return Status::kCudaError;
+    }
+    return Status::kSuccess;
+  }
+};
+
+#endif  // CUSYNC_HAVE_CUBLASLT
+
+}  // namespace cusync::sm90

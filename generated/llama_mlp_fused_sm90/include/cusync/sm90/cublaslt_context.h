@@ -1,0 +1,58 @@
+// cusync sm90 backend: the cuBLASLt context of a chain (run() mode kCublasLt): one handle and one
+// workspace, shared by the chain's GEMMs (they run one after another on the caller's stream). Host only.
+// Built in where CMake found cuBLASLt (CUSYNC_HAVE_CUBLASLT); elsewhere the mode is unavailable and
+// create_lt_context leaves the context empty.
+#pragma once
+
+#include <cstddef>
+
+#include <cuda_runtime.h>
+
+#ifndef CUSYNC_HAVE_CUBLASLT
+#define CUSYNC_HAVE_CUBLASLT 0
+#endif
+#if CUSYNC_HAVE_CUBLASLT
+#include <cublasLt.h>
+#endif
+
+#include "cusync/status.h"
+
+namespace cusync::sm90 {
+
+// What PyTorch gives cuBLAS on Hopper; cuBLASLt's heuristic is asked for algorithms that fit in it.
+constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
+
+constexpr bool kHaveCublasLt = CUSYNC_HAVE_CUBLASLT != 0;
+
+#if CUSYNC_HAVE_CUBLASLT
+struct LtContext {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
+inline Status create_lt_context(LtContext** out) {
+  auto* ctx = new LtContext{};
+  *out = ctx;
+  if (cublasLtCreate(&ctx->handle) != CUBLAS_STATUS_SUCCESS) return Status::kLibraryError;
+  if (cudaMalloc(&ctx->workspace, kLtWorkspaceBytes) != cudaSuccess) return Status::kCudaError;
+  ctx->workspace_bytes = kLtWorkspaceBytes;
+  return Status::kSuccess;
+}
+
+inline void destroy_lt_context(LtContext* ctx) {
+  if (ctx == nullptr) return;
+  if (ctx->handle != nullptr) cublasLtDestroy(ctx->handle);
+  if (ctx->workspace != nullptr) cudaFree(ctx->workspace);
+  delete ctx;
+}
+#else
+struct LtContext {};
+inline Status create_lt_context(LtContext** out) {
+  *out = nullptr;
+  return Status::kSuccess;
+}
+inline void destroy_lt_context(LtContext*) {}
+#endif
+
+}  // namespace cusync::sm90

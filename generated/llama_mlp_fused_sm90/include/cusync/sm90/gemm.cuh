@@ -1,0 +1,354 @@
+// cusync sm90 backend: CUTLASS 3.x GEMMs (TMA + wgmma, warp-specialized cooperative, persistent) with
+// tile-level synchronization, and the stock kernel of the same configuration for the baselines.
+//
+// Nothing of CUTLASS is copied. Both kernels are cutlass::gemm::kernel::GemmUniversal over the
+// collectives CUTLASS's CollectiveBuilder picks for the tile shape; the synced one substitutes
+//   WaitingMainloop  (ours, derived): the load warp waits for the producer tiles before loading A;
+//   PostingEpilogue  (ours, derived): warp 0 posts each tile after its TMA stores completed;
+//   TicketScheduler  (ours, derived): tiles come from a per-stage atomic counter in the stage's order.
+// The synced kernel is compiled without CUTLASS_ENABLE_GDC_FOR_SM90: CUTLASS's griddepcontrol.wait in
+// the load warps would hold every consumer tile until the whole producer kernel ended. Stock kernels
+// live in their own translation unit compiled with it (the PDL baseline).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/device_kernel.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/operations.hpp"
+#include "cutlass/epilogue/thread/activation.h"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/gemm/kernel/sm90_tile_scheduler_stream_k.hpp"
+#include "cutlass/gemm/kernel/tile_scheduler.hpp"
+#include "cutlass/kernel_hardware_info.h"
+#include "cutlass/util/packed_stride.hpp"
+
+#include "cusync/stage.cuh"
+#include "cusync/status.h"
+#include "cusync/sm90/dispatch.h"
+#include "cusync/sm90/gated_epilogue.cuh"
+#include "cusync/sm90/posting_epilogue.cuh"
+#include "cusync/sm90/ticket_scheduler.cuh"
+#include "cusync/sm90/waiting_mainloop.cuh"
+
+namespace cusync::sm90 {
+
+// Selects StreamKTileScheduler below in cutlass::gemm::kernel::GemmUniversal (the tile scheduler tag).
+struct StreamKScheduler {};
+
+// CUTLASS 4.2's sm90 stream-K scheduler, unchanged but for is_last_tile(): the cooperative kernel calls
+// it only when built with CUTLASS_ENABLE_GDC_FOR_SM90 (to let the next kernel launch a little early),
+// and CUTLASS's own version does not compile there (a const member bound to a non-const reference).
+// Here it answers "not yet", so the next programmatic launch is released when this kernel ends: the
+// same results (CUTLASS documents the call as a hint that only moves timing), and griddepcontrol.wait
+// before the first load still orders this kernel after the one before it.
+template <class TileShape, class ClusterShape>
+class StreamKTileScheduler
+    : public cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamK<TileShape, ClusterShape> {
+  using Base = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamK<TileShape, ClusterShape>;
+
+ public:
+  using Base::Base;
+
+  CUTLASS_DEVICE bool is_last_tile(typename Base::WorkTileInfo, uint32_t = 1) const { return false; }
+};
+
+}  // namespace cusync::sm90
+
+namespace cutlass::gemm::kernel::detail {
+
+template <class ArchTag, class TileShape, class ClusterShape, uint32_t SchedulerPipelineStageCount>
+struct TileSchedulerSelector<cusync::sm90::StreamKScheduler, ArchTag, TileShape, ClusterShape,
+                             SchedulerPipelineStageCount> {
+  using Scheduler = cusync::sm90::StreamKTileScheduler<TileShape, ClusterShape>;
+};
+
+}  // namespace cutlass::gemm::kernel::detail
+
+namespace cusync::sm90 {
+
+// Shared memory the ticket ring takes after the kernel's SharedStorage, kept out of the mainloop's
+// stage budget.
+constexpr int kRingBytes = int((sizeof(detail::TicketRing) + 127) / 128 * 128);
+constexpr int kSchedulerSmemCarveout = kRingBytes;
+
+// The collective epilogue of a configuration: CUTLASS's TMA epilogue for D = Act(acc), or (kGated) the
+// fused gated-MLP epilogue D[M, N / 2] = Act(gate) * up over interleaved weights (gated_epilogue.cuh).
+template <bool kGated, class Element, template <class> class Activation, class TileShape, class ClusterShape,
+          class Schedule>
+struct EpilogueFor {
+  static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
+  using Fusion = cutlass::epilogue::fusion::LinCombEltAct<Activation, Element, float, void, float>;
+  using type = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+      void, cutlass::layout::RowMajor, kAlignment,             // no C operand
+      Element, cutlass::layout::RowMajor, kAlignment,          // D
+      Schedule, Fusion>::CollectiveOp;
+};
+template <class Element, template <class> class Activation, class TileShape, class ClusterShape, class Schedule>
+struct EpilogueFor<true, Element, Activation, TileShape, ClusterShape, Schedule> {
+  static_assert(cute::size<1>(TileShape{}) % (2 * kGateGroup) == 0, "a gated GEMM's tile N holds whole gate | up groups");
+  using type = GatedCollectiveEpilogue<Element, Activation>;
+};
+
+// One GEMM configuration: D[M, N] = Act(A[M, K] x B), A and D row-major, fp32 accumulation (kGated:
+// D[M, N / 2] = Act(gate) * up, B's gate and up columns interleaved by interleave_gate_up).
+// LayoutB is CUTLASS's tag for B as a K x N matrix: RowMajor = [K, N] (N contiguous), ColumnMajor = [N, K].
+// ClusterShape_: thread block clusters of CUTLASS's own kernels (2x1x1: two CTAs of one tile column
+// share each B tile through TMA multicast); the synced kernel hands out single-CTA tiles (1x1x1).
+template <class Element, class LayoutB, class TileShape, template <class> class Activation,
+          class ClusterShape_ = cute::Shape<cute::_1, cute::_1, cute::_1>, bool kGated = false>
+struct GemmConfig {
+  // Preconditions (the spec checks them first; these keep hand-written instantiations honest).
+  static_assert(cute::size<0>(TileShape{}) == 128 || cute::size<0>(TileShape{}) == 256,
+                "tile.threadblock[0] of an sm90 GEMM must be 128 or 256: two math warp groups split BLK_M");
+  static_assert(cute::size<1>(TileShape{}) % 64 == 0 && cute::size<1>(TileShape{}) <= 256,
+                "tile.threadblock[1] of an sm90 GEMM must be 64, 128, 192 or 256");
+  static_assert(cute::size<2>(TileShape{}) == 64, "tile.threadblock[2] of an sm90 GEMM must be 64 (one 128-byte swizzle atom)");
+  static_assert(cute::sizeof_bits_v<Element> == 16, "dtype of an sm90 chain must be fp16 or bf16");
+
+  static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
+  using ClusterShape = ClusterShape_;
+  using Epilogue = typename EpilogueFor<kGated, Element, Activation, TileShape, ClusterShape,
+                                        cutlass::epilogue::TmaWarpSpecializedCooperative>::type;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+      Element, cutlass::layout::RowMajor, kAlignment,          // A
+      Element, LayoutB, kAlignment,                            // B
+      float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage)) +
+                                                        kSchedulerSmemCarveout>,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+  using ProblemShape = cute::Shape<int, int, int, int>;
+
+  using SyncedKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, WaitingMainloop<Mainloop>,
+                                                            PostingEpilogue<Epilogue>, TicketScheduler>;
+  using StockKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue,
+                                                           cutlass::gemm::PersistentScheduler>;
+  // CUTLASS's stream-K scheduler over the same collectives: where the tiles leave the last wave partly
+  // idle, whole tiles and K-slices of tiles are spread over every SM (data-parallel, split-K or stream-K
+  // by CUTLASS's own heuristic). Its partial sums change the accumulation order: not bitwise equal.
+  using StreamKKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue, StreamKScheduler>;
+};
+
+// CUTLASS's ping-pong kernel (run() mode kPingpong) for the same GEMM, in 128x128 tiles whatever the
+// spec's tile: its two math warp groups take alternate tiles, so one group's epilogue runs under the
+// other's MMAs. Measured on the H200 (scripts/gemm_probe, benchmarks/NOTES.md h5) on the MLP shards'
+// GEMMs at M >= 1024: within 2% of cuBLASLt's best algorithm or faster, where the cooperative 128x256
+// kernel is 0.82x of it (geometric mean). Only CUTLASS's own kernels use it: the synced kernel's hooks
+// are written for the cooperative schedule.
+template <class Element, class LayoutB, template <class> class Activation, bool kGated = false>
+struct PingpongConfig {
+  static_assert(cute::sizeof_bits_v<Element> == 16, "dtype of an sm90 chain must be fp16 or bf16");
+  static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
+  using TileShape = cute::Shape<cute::Int<kPingpongTile>, cute::Int<kPingpongTile>, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using Epilogue = typename EpilogueFor<kGated, Element, Activation, TileShape, ClusterShape,
+                                        cutlass::epilogue::TmaWarpSpecialized>::type;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+      Element, cutlass::layout::RowMajor, kAlignment,
+      Element, LayoutB, kAlignment,
+      float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+      cutlass::gemm::KernelTmaWarpSpecializedPingpong>::CollectiveOp;
+  using ProblemShape = cute::Shape<int, int, int, int>;
+  using StockKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue,
+                                                           cutlass::gemm::PersistentScheduler>;
+};
+
+// The tile order of CUTLASS's persistent scheduler: CUTLASS's defaults (heuristic raster order, no
+// swizzle) for the stock baseline; the ping-pong mode walks tiles down M in bands of 4 tile columns
+// (along M, swizzle 4: the measured best of orders {M, N} x swizzles {1, 2, 4, 8}; swizzle 8 lost up
+// to 2x where M has 12 tile rows).
+using RasterOrder = cutlass::gemm::kernel::detail::RasterOrderOptions;
+constexpr RasterOrder kPingpongRaster = RasterOrder::AlongM;
+constexpr int kPingpongSwizzle = 4;
+
+struct GemmProblem {
+  int m, n, k;    // n: the GEMM's N (of a gated GEMM: gate and up columns, twice the output's)
+  void const* a;  // [m, k] row-major
+  void const* b;  // [k, n] row-major (LayoutB RowMajor) or [n, k] row-major (ColumnMajor)
+  void* d;        // [m, n] row-major
+};
+
+// Arguments common to both kernels; the synced kernel adds its waits, posts and tile queue.
+template <class Kernel>
+typename Kernel::Arguments make_arguments(GemmProblem const& p, int sm_count) {
+  using ElementA = typename Kernel::ElementA;
+  using ElementB = typename Kernel::ElementB;
+  using ElementD = typename Kernel::ElementD;
+  typename Kernel::Arguments args{};
+  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+  args.problem_shape = typename Kernel::ProblemShape{p.m, p.n, p.k, 1};
+  args.mainloop.ptr_A = static_cast<ElementA const*>(p.a);
+  args.mainloop.dA = cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, cute::make_shape(p.m, p.k, 1));
+  args.mainloop.ptr_B = static_cast<ElementB const*>(p.b);
+  args.mainloop.dB = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, cute::make_shape(p.n, p.k, 1));
+  args.epilogue.thread.alpha = 1.0f;
+  args.epilogue.thread.beta = 0.0f;
+  args.epilogue.ptr_C = nullptr;
+  args.epilogue.dC = cutlass::make_cute_packed_stride(typename Kernel::StrideC{}, cute::make_shape(p.m, p.n, 1));
+  args.epilogue.ptr_D = static_cast<ElementD*>(p.d);
+  // A gated epilogue writes [m, n / 2] (p.n is the GEMM's N: gate and up).
+  int const d_cols = IsGatedEpilogue<typename Kernel::CollectiveEpilogue>::value ? p.n / 2 : p.n;
+  args.epilogue.dD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, cute::make_shape(p.m, d_cols, 1));
+  args.hw_info.sm_count = sm_count;
+  return args;
+}
+
+// Launches a CUTLASS 3.x kernel with its Params by value (__grid_constant__ in cutlass::device_kernel),
+// optionally as a programmatic dependent launch of the kernel before it on the stream.
+// extra_smem: bytes after the kernel's SharedStorage (the ticket ring of synced kernels).
+template <class Kernel, int kExtraSmem = 0>
+struct KernelLauncher {
+  static constexpr int kSmemBytes = int(Kernel::SharedStorageSize) + kExtraSmem;
+
+  static Status prepare() {
+    cudaError_t const err = cudaFuncSetAttribute(cutlass::device_kernel<Kernel>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    return err == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+  }
+
+  static Status launch(typename Kernel::Params const& params, dim3 grid, bool programmatic, cudaStream_t stream) {
+    using ClusterShape = typename Kernel::ClusterShape;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = dim3(Kernel::MaxThreadsPerBlock, 1, 1);
+    config.dynamicSmemBytes = size_t(kSmemBytes);
+    config.stream = stream;
+    cudaLaunchAttribute attribute[2];
+    unsigned count = 0;
+    if (cute::size(ClusterShape{}) > 1) {  // the grid is in whole clusters (get_grid_shape)
+      attribute[count].id = cudaLaunchAttributeClusterDimension;
+      attribute[count].val.clusterDim.x = unsigned(cute::size<0>(ClusterShape{}));
+      attribute[count].val.clusterDim.y = unsigned(cute::size<1>(ClusterShape{}));
+      attribute[count].val.clusterDim.z = unsigned(cute::size<2>(ClusterShape{}));
+      ++count;
+    }
+    if (programmatic) {
+      attribute[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attribute[count].val.programmaticStreamSerializationAllowed = 1;
+      ++count;
+    }
+    config.attrs = attribute;
+    config.numAttrs = count;
+    cudaError_t const err = cudaLaunchKernelEx(&config, cutlass::device_kernel<Kernel>, params);
+    return err == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+  }
+};
+
+// The synced GEMM of one stage. The TMA descriptors depend only on the problem, so the Params of the
+// last problem are kept and only the synchronization fields are rewritten per launch.
+template <class Config>
+struct SyncedGemm {
+  using Kernel = typename Config::SyncedKernel;
+  using Params = typename Kernel::Params;
+  static constexpr int kMathWarps = int(Kernel::NumMMAThreads) / 32;
+
+  struct Cache {
+    GemmProblem problem{};
+    int sm_count = 0;
+    Params params{};
+    bool valid = false;
+  };
+
+  using Launcher = KernelLauncher<Kernel, kRingBytes>;
+  static constexpr uint32_t kRingOffset = uint32_t(Kernel::SharedStorageSize + 15) / 16 * 16;
+  static_assert(kRingOffset + sizeof(detail::TicketRing) <= uint32_t(Launcher::kSmemBytes), "ticket ring outside the allocation");
+
+  static Status prepare() { return Launcher::prepare(); }
+
+  static Status launch(Cache& cache, GemmProblem const& p, StageSync const& sync, int sm_count, bool programmatic,
+                       cudaStream_t stream) {
+    bool const same = cache.valid && cache.sm_count == sm_count && cache.problem.m == p.m && cache.problem.n == p.n &&
+                      cache.problem.k == p.k && cache.problem.a == p.a && cache.problem.b == p.b &&
+                      cache.problem.d == p.d;
+    if (!same) {
+      typename Kernel::Arguments args = make_arguments<Kernel>(p, sm_count);
+      if (Kernel::can_implement(args) != true) return Status::kCutlassError;
+      cache.params = Kernel::to_underlying_arguments(args, nullptr);
+      cache.problem = p;
+      cache.sm_count = sm_count;
+      cache.valid = true;
+    }
+    Params params = cache.params;
+    params.mainloop.wait.input = sync.input;
+    params.mainloop.wait.producer_tiles_m =
+        sync.input.policy.tile_m > 0 ? (p.m + sync.input.policy.tile_m - 1) / sync.input.policy.tile_m : 0;
+    params.epilogue.sync = sync;
+    TileQueue& queue = params.scheduler.queue;
+    queue.next = &sync.state->queue_next[sync.stage];
+    queue.exited = &sync.state->queue_exited[sync.stage];
+    queue.tiles_m = sync.tiles_m;
+    queue.tiles_n = sync.tiles_n;
+    queue.order = sync.order;
+    // Tickets where this stage waits on a producer (its CTAs start as the producer's leave and must take
+    // the tiles whose inputs are ready first); otherwise the static persistent assignment, as CUTLASS's.
+    queue.dynamic = sync.enabled && (sync.input.enabled || sync.input_b.enabled);
+    queue.reader_warps = kMathWarps;
+    queue.trigger_dependents = sync.trigger_dependents;
+    queue.wait_primary_at_exit = sync.wait_primary_at_exit;
+    queue.ring_offset = kRingOffset;
+    queue.trace = sync.trace;
+    // One CTA per SM (the mainloop takes the shared memory): a persistent grid, never more than a wave.
+    int const tiles = sync.tiles_m * sync.tiles_n;
+    dim3 const grid(unsigned(tiles < sm_count ? tiles : sm_count), 1, 1);
+    return Launcher::launch(params, grid, programmatic, stream);
+  }
+};
+
+// CUTLASS's own kernel for the same configuration, for the back-to-back and PDL baselines (and, over
+// PingpongConfig, the ping-pong mode), its persistent tiles in the order kRaster, kSwizzle.
+template <class Config, RasterOrder kRaster = RasterOrder::Heuristic, int kSwizzle = 1>
+struct StockGemm {
+  using Kernel = typename Config::StockKernel;
+
+  static Status prepare() { return KernelLauncher<Kernel>::prepare(); }
+
+  static Status launch(GemmProblem const& p, int sm_count, bool programmatic, cudaStream_t stream) {
+    typename Kernel::Arguments args = make_arguments<Kernel>(p, sm_count);
+    args.scheduler.raster_order = kRaster;
+    args.scheduler.max_swizzle_size = kSwizzle;
+    if (Kernel::can_implement(args) != true) return Status::kCutlassError;
+    typename Kernel::Params const params = Kernel::to_underlying_arguments(args, nullptr);
+    return KernelLauncher<Kernel>::launch(params, Kernel::get_grid_shape(params), programmatic, stream);
+  }
+};
+
+// CUTLASS's stream-K kernel for the same configuration. It needs a workspace (partial sums and the
+// barriers that order their reduction) whose barrier part must be zero before each launch: clear() does
+// that on the stream with CUTLASS's own initialize_workspace (a memset, so a run clears every stream-K
+// stage first and then launches its kernels back to back, keeping their programmatic chain unbroken).
+template <class Config>
+struct StreamKGemm {
+  using Kernel = typename Config::StreamKKernel;
+
+  static Status prepare() { return KernelLauncher<Kernel>::prepare(); }
+
+  static size_t workspace_size(GemmProblem const& p, int sm_count) {
+    return Kernel::get_workspace_size(make_arguments<Kernel>(p, sm_count));
+  }
+
+  static Status clear(GemmProblem const& p, int sm_count, void* workspace, cudaStream_t stream) {
+    typename Kernel::Arguments const args = make_arguments<Kernel>(p, sm_count);
+    return Kernel::initialize_workspace(args, workspace, stream) == cutlass::Status::kSuccess ? Status::kSuccess
+                                                                                               : Status::kCutlassError;
+  }
+
+  static Status launch(GemmProblem const& p, int sm_count, void* workspace, bool programmatic, cudaStream_t stream) {
+    typename Kernel::Arguments args = make_arguments<Kernel>(p, sm_count);
+    if (Kernel::can_implement(args) != true) return Status::kCutlassError;
+    typename Kernel::Params const params = Kernel::to_underlying_arguments(args, workspace);
+    return KernelLauncher<Kernel>::launch(params, Kernel::get_grid_shape(params), programmatic, stream);
+  }
+};
+
+}  // namespace cusync::sm90
