@@ -85,7 +85,8 @@ class Gpt3MlpSm90 {
   // before the spec's table and the rule, up to the largest M timed (cut between two timed M at their
   // geometric mean; mode_reason() says "autotune"). Replaces any earlier autotune (a call that fails
   // changes nothing); outside stream capture (kInvalidArgument there); synchronizes `stream`; times a
-  // CUDA graph of each mode, as the GPU runs it, on a stream of its own. Like cuDNN's benchmark mode:
+  // CUDA graph of each mode, as the GPU runs it, on a stream of its own, after about a second of them
+  // running (a GPU fresh from idle clocks higher than one under sustained load). Like cuDNN's benchmark mode:
   // the spec's table was measured on another GPU of the same kind, this on the one that runs the chain.
   cusync::Status autotune(int const* ms, int count, cudaStream_t stream, int rounds = 10);
   // Forgets autotune()'s table (back to the spec's table and the rule).

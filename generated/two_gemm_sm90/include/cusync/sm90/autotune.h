@@ -13,6 +13,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 
@@ -30,6 +31,12 @@ constexpr int kMaxTuneRounds = 200;
 // Modes whose medians are within this fraction of the fastest count as a tie: the earliest in the
 // candidate list wins (the list puts the simpler modes first), so noise does not flip the choice.
 constexpr double kTuneTieFraction = 0.005;
+
+// Before its first M is timed, autotune keeps the GPU busy with the candidates for this long (and for a
+// tenth of it before every later M): an H200 fresh from idle runs short bursts of GEMMs at up to 1980
+// MHz, sustained work at 1320-1440 MHz under its 700 W cap (benchmarks/NOTES.md h6), and the modes do
+// not lose the same under the cap; the caller's chain runs sustained.
+constexpr int kTunePreheatMs = 1000;
 
 namespace detail {
 
@@ -74,9 +81,10 @@ Status capture_mode(RunMode& run_mode, Mode mode, cudaStream_t stream, cudaGraph
 // (cuBLASLt's three launches read 15% slower than one stream-K kernel that the GPU runs 7% slower).
 // median_us[i]: the median of modes[i]; *best: the index of the fastest (ties: kTuneTieFraction).
 // run_mode: Status(Mode, cudaStream_t). Synchronizes `stream` first; refused while `stream` is captured.
+// preheat_ms: before the timed rounds, the graphs are replayed round robin for at least this long.
 template <class RunMode>
 Status time_modes(RunMode&& run_mode, Mode const* modes, int count, int rounds, cudaStream_t stream,
-                  float* median_us, int* best) {
+                  float* median_us, int* best, int preheat_ms = 0) {
   if (modes == nullptr || median_us == nullptr || best == nullptr || count <= 0 || count > kMaxTunedModes ||
       rounds <= 0 || rounds > kMaxTuneRounds) {
     return Status::kInvalidArgument;
@@ -103,6 +111,13 @@ Status time_modes(RunMode&& run_mode, Mode const* modes, int count, int rounds, 
     if ((status = detail::from_cuda_error(cudaGraphLaunch(own.graph[i], own.stream))) != Status::kSuccess) return status;
   }
   if ((status = detail::from_cuda_error(cudaStreamSynchronize(own.stream))) != Status::kSuccess) return status;
+  auto const preheat_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(preheat_ms);
+  while (std::chrono::steady_clock::now() < preheat_end) {
+    for (int j = 0; j < 4 * count; ++j) {  // a few replays of each, then see the clock again
+      if ((status = detail::from_cuda_error(cudaGraphLaunch(own.graph[j % count], own.stream))) != Status::kSuccess) return status;
+    }
+    if ((status = detail::from_cuda_error(cudaStreamSynchronize(own.stream))) != Status::kSuccess) return status;
+  }
   static thread_local float samples[kMaxTunedModes][kMaxTuneRounds];
   for (int r = 0; r < rounds; ++r) {
     // The GPU is busy with an untimed replay while the timed ones are queued behind it.
@@ -183,7 +198,8 @@ Status autotune_chain(int const* ms, int count, int max_m, int rounds, bool have
     }
     float median_us[kMaxTunedModes];
     int best = 0;
-    status = time_modes(run_mode, candidates, n, rounds, stream, median_us, &best);
+    int const preheat_ms = i == 0 ? kTunePreheatMs : kTunePreheatMs / 10;
+    status = time_modes(run_mode, candidates, n, rounds, stream, median_us, &best, preheat_ms);
     winners[i] = candidates[best];
   }
   Status const restored = set_m(0);
