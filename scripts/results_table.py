@@ -42,14 +42,15 @@ def table(paths: list[Path]) -> str:
 
 
 
-def sm90_table(paths: list[Path]) -> str:
+def sm90_table(paths: list[Path], headline: set[str] | None = None) -> str:
     """sm90 runs (issue 10's results file): per (chain, M) every peer, what run() picked and its time.
 
     `paths`: the benches' JSON lines and scripts/torch_peers.py's (rows with "variant": torch_eager or
     torch_compile), all from one run on one machine. Peers: the cuBLAS chain, CUTLASS back to back, with
     PDL and stream-K (our bench times them in the same binary), PyTorch eager and torch.compile. "ours"
     is run() as the library runs it (its dispatch table or rule; the mode is shown), the best overlap is
-    the fastest tile-synced run of any policy. Ends with the two lines the issue asks for."""
+    the fastest tile-synced run of any policy. Ends with the two lines the issue asks for, over the chains
+    in `headline` (default: every chain; one spec per MLP when two specs compute the same MLP)."""
     import math
 
     floors: dict[str, float] = {}  # each bench binary measures the cuBLAS rate once, at its start
@@ -89,9 +90,10 @@ def sm90_table(paths: list[Path]) -> str:
         peer_name = min(measured, key=measured.__getitem__)
         vs_cublas = peers["cuBLAS"] / ours if peers["cuBLAS"] > 0 else float("nan")
         vs_peer = measured[peer_name] / ours
-        if not math.isnan(vs_cublas):
-            vs_cublas_all.append(vs_cublas)
-        vs_peer_all.append(vs_peer)
+        if headline is None or chain in headline:
+            if not math.isnan(vs_cublas):
+                vs_cublas_all.append(vs_cublas)
+            vs_peer_all.append(vs_peer)
         floor = floors.get(chain)
         over_floor = ours / (r["gemm_flops"] / (floor * 1e12) * 1e6) if floor else float("nan")
         ok = (r["bitwise_equal"] and r["graph_ok"] and r["sync_error"] is None and r.get("stock_bitwise", True)
@@ -108,6 +110,8 @@ def sm90_table(paths: list[Path]) -> str:
         out.append(f"\nfloor for {chain}: cuBLAS 8192^3 at {floor:.1f} TFLOP/s, measured at the start of its bench run")
     if missing:
         out.append("\nnot measured (the best peer is taken over the others): " + "; ".join(missing))
+    if headline is not None:
+        out.append(f"\nthe two lines below are over {', '.join(sorted(headline))} ({len(vs_peer_all)} points)")
     if vs_cublas_all:
         geo = math.exp(sum(math.log(x) for x in vs_cublas_all) / len(vs_cublas_all))
         out.append(f"\ngeomean speedup over cuBLAS chain: {geo:.2f}x")
@@ -150,7 +154,10 @@ def attention_table(paths: list[Path]) -> str:
 if __name__ == "__main__":
     args = sys.argv[1:]
     if args and args[0] == "--sm90":
-        print(sm90_table([Path(p) for p in args[1:]]))
+        chains = None
+        if len(args) > 2 and args[1] == "--headline":  # --sm90 --headline CHAIN,CHAIN FILES...
+            chains, args = set(args[2].split(",")), args[2:]
+        print(sm90_table([Path(p) for p in args[1:]], chains))
     elif args and args[0] == "--attention":
         print(attention_table([Path(p) for p in args[1:]]))
     else:
