@@ -78,6 +78,26 @@ def test_default_mode_rule_is_the_same_in_python_and_cpp(tmp_path: Path) -> None
     assert got[1:] == [f"{mode.value}|{why}" for mode, why in (default_mode(g, s, lt) for g, s, lt in cases)]
 
 
+def test_dispatch_entry_finds_the_first_row_that_covers_m(tmp_path: Path) -> None:
+    """cusync::dispatch_entry (dispatch.h), the one lookup of run()'s two tables (the spec's `dispatch:`
+    and autotune()'s): the first row with M <= m_max, -1 past the last row or in an empty table."""
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    source = tmp_path / "entry.cpp"
+    source.write_text("#include <initializer_list>\n" '#include "cusync/sm90/dispatch.h"\nint main() {\n'
+                      "  cusync::DispatchEntry t[] = {{724, cusync::Mode::kCublasLt}, {1254, cusync::Mode::kPingpong},"
+                      " {8192, cusync::Mode::kStock}};\n"
+                      "  for (int m : {1, 724, 725, 1254, 1255, 8192, 8193}) std::printf(\"%d \", cusync::dispatch_entry(t, 3, m));\n"
+                      '  std::printf("%d\\n", cusync::dispatch_entry(t, 0, 1));\n}\n')
+    exe = tmp_path / "entry"
+    build = subprocess.run([cxx, "-std=c++17", "-I", str(REPO / "templates" / "sm90" / "include"), str(source),
+                            "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
+    assert got == ["0", "0", "1", "1", "2", "2", "-1", "-1"]
+
+
 def test_autotune_table_cuts_like_tune(tmp_path: Path) -> None:
     """autotune() (cusync/sm90/autotune.h, tuned_table) turns the winners at the M it timed into dispatch
     entries by the same rule as `cusync-gen tune` writes a spec's `dispatch:` (tune.dispatch_table): cut at

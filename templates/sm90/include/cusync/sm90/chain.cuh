@@ -86,15 +86,12 @@ inline Mode Chain::mode() const {
     return mode_override_;
   }
   int const m = args_.m;
-  if (tuned_entries_ > 0 && m <= tuned_[tuned_entries_ - 1].m_max) {
-    int e = 0;
-    while (m > tuned_[e].m_max) ++e;
+  if (int const e = dispatch_entry(tuned_, tuned_entries_, m); e >= 0) {
     std::snprintf(mode_reason_, sizeof(mode_reason_), "autotune on this GPU: M <= %d", tuned_[e].m_max);
     return tuned_[e].mode;
   }
-  if (b_->num_dispatch > 0 && sms_ == b_->dispatch_sms && m <= b_->dispatch[b_->num_dispatch - 1].m_max) {
-    int e = 0;
-    while (m > b_->dispatch[e].m_max) ++e;
+  int const e = sms_ == b_->dispatch_sms ? dispatch_entry(b_->dispatch, b_->num_dispatch, m) : -1;
+  if (e >= 0) {
     Mode const mode = b_->dispatch[e].mode;
     bool const unavailable = mode == Mode::kCublasLt && !kHaveCublasLt;
     std::snprintf(mode_reason_, sizeof(mode_reason_), "dispatch table (measured on %s, %d SMs): M <= %d%s",
