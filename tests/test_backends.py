@@ -135,3 +135,19 @@ def test_output_files_come_from_the_backend() -> None:
     for name in EXAMPLES:
         plan = plan_of(name)
         assert output_files(plan) == backend_of(plan).files(plan)
+
+
+def test_stage_operands_name_the_arguments_fields_and_their_dense_widths() -> None:
+    """What pointers() emits for the run-time shape and leading-dimension checks (gemm_chain.stage_operands):
+    llama_mlp_sm90 is gemm1 [8192 -> 5632] -> glu (one producer: gate | up) -> gemm2 [2816 -> 8192]."""
+    from cusync_gen.backends.gemm_chain import buffers, stage_operands
+
+    plan = plan_of("llama_mlp_sm90")
+    gemm1, glu, gemm2 = stage_operands(plan)
+    assert (gemm1.a.field, gemm1.a.cols, gemm1.b.field, gemm1.b.cols, gemm1.d.cols) == ("input", 8192, "gemm1_weight", 5632, 5632)
+    assert (glu.a.field, glu.a.cols, glu.b, glu.d.cols, glu.gemm) == ("gemm1_out", 5632, None, 2816, False)
+    assert (gemm2.a.field, gemm2.a.cols, gemm2.d.field) == ("glu_out", 2816, "gemm2_out")
+    assert [b.field for b in buffers(plan)] == ["input", "gemm1_weight", "gemm1_out", "glu_out", "gemm2_weight", "gemm2_out"]
+    split = stage_operands(plan_of("llama_mlp_split"))
+    two_producer = next(o for o in split if not o.gemm)
+    assert two_producer.b is not None and two_producer.b.cols == two_producer.d.cols  # up: the second producer's output

@@ -78,9 +78,15 @@ const char* gpt3_mlp_status_string(int status) { return cusync::to_string(static
 
 namespace {
 
-gpt3_mlp::Arguments to_cpp(gpt3_mlp_arguments const& a) {
+gpt3_mlp::Arguments to_cpp(gpt3_mlp_arguments const& a, gpt3_mlp_layout const* layout = nullptr) {
   using E = gpt3_mlp::Element;
   gpt3_mlp::Arguments args;
+  if (layout != nullptr) {
+    args.gemm1_n = layout->gemm1_n;
+    args.gemm1_k = layout->gemm1_k;
+    args.gemm2_n = layout->gemm2_n;
+    args.gemm2_k = layout->gemm2_k;
+  }
   args.m = a.m;
   args.input = static_cast<E const*>(a.input);
   args.gemm1_weight = static_cast<E const*>(a.gemm1_weight);
@@ -102,6 +108,21 @@ int gpt3_mlp_initialize(gpt3_mlp_chain* chain, const gpt3_mlp_arguments* args, i
 int gpt3_mlp_update(gpt3_mlp_chain* chain, const gpt3_mlp_arguments* args) {
   if (args == nullptr) return code(cusync::Status::kInvalidArgument);
   return guarded(chain, [&](Chain& c) { return c.update(to_cpp(*args)); });
+}
+
+int gpt3_mlp_initialize_layout(gpt3_mlp_chain* chain, const gpt3_mlp_arguments* args,
+    const gpt3_mlp_layout* layout, int max_m, cudaStream_t stream) {
+  if (args == nullptr) return code(cusync::Status::kInvalidArgument);
+  return guarded(chain, [&](Chain& c) { return c.initialize(to_cpp(*args, layout), max_m, stream); });
+}
+
+int gpt3_mlp_update_layout(gpt3_mlp_chain* chain, const gpt3_mlp_arguments* args, const gpt3_mlp_layout* layout) {
+  if (args == nullptr) return code(cusync::Status::kInvalidArgument);
+  return guarded(chain, [&](Chain& c) { return c.update(to_cpp(*args, layout)); });
+}
+
+const char* gpt3_mlp_last_error(const gpt3_mlp_chain* chain) {
+  return chain != nullptr ? chain->impl.last_error() : "no chain (NULL)";
 }
 
 }  // extern "C"

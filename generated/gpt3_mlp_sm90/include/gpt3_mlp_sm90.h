@@ -35,6 +35,14 @@ struct Arguments {
   Element* gemm1_out = nullptr;                     // [m, 6144] row-major
   Element const* gemm2_weight = nullptr;               // [6144, 12288] row-major
   Element* gemm2_out = nullptr;                     // [m, 12288] row-major
+  // Optional, after every pointer (0 keeps the generated value; code that sets none is unchanged): the
+  // shape of each GEMM as the caller's weights have it. The kernels were generated for one N and K, so
+  // initialize() and update() refuse any other (kInvalidArgument; last_error() names the field and the
+  // spec field to regenerate with).
+  int gemm1_n = 0;                         // 0 or 6144
+  int gemm1_k = 0;                         // 0 or 12288
+  int gemm2_n = 0;                         // 0 or 12288
+  int gemm2_k = 0;                         // 0 or 6144
 };
 
 namespace testing {
@@ -65,6 +73,8 @@ class Gpt3MlpSm90 {
   cusync::Status initialize(Arguments const& args, int max_m = 0, cudaStream_t stream = cudaStreamLegacy);
   // New pointers or M (M <= the max_m of initialize()).
   cusync::Status update(Arguments const& args);
+  // Why the last initialize() or update() returned kInvalidArgument: the field and the fix ("" after success).
+  char const* last_error() const { return core_.last_error(); }
 
   // run() computes the chain the way mode() says for the current M (cusync/sm90/dispatch.h): tile-synced
   // overlap, or CUTLASS's own kernels (persistent, stream-K, or in 2x1 clusters) chained with PDL. The

@@ -55,6 +55,25 @@ int llama_mlp_sm90_initialize(llama_mlp_sm90_chain* chain, const llama_mlp_sm90_
 /* New pointers or m (m <= the max_m of initialize). */
 int llama_mlp_sm90_update(llama_mlp_sm90_chain* chain, const llama_mlp_sm90_arguments* args);
 
+/* Optional, for the _layout functions below (a separate struct, so that llama_mlp_sm90_arguments and the
+   functions above keep their ABI); zero it first: every 0 keeps the default. The shape of each GEMM as the
+   caller's weights have it: any other than the generated one is refused (LLAMA_MLP_SM90_INVALID_ARGUMENT;
+   llama_mlp_sm90_last_error names the field). */
+typedef struct llama_mlp_sm90_layout {
+  int gemm1_n;                         /* 0 or 5632 */
+  int gemm1_k;                         /* 0 or 8192 */
+  int gemm2_n;                         /* 0 or 8192 */
+  int gemm2_k;                         /* 0 or 2816 */
+} llama_mlp_sm90_layout;
+
+/* _initialize and _update with a layout (NULL: every default). */
+int llama_mlp_sm90_initialize_layout(llama_mlp_sm90_chain* chain, const llama_mlp_sm90_arguments* args,
+    const llama_mlp_sm90_layout* layout, int max_m, cudaStream_t stream);
+int llama_mlp_sm90_update_layout(llama_mlp_sm90_chain* chain, const llama_mlp_sm90_arguments* args, const llama_mlp_sm90_layout* layout);
+/* Why the last _initialize or _update returned LLAMA_MLP_SM90_INVALID_ARGUMENT: the field and the fix
+   ("" after a success); owned by the chain, valid until its next call. */
+const char* llama_mlp_sm90_last_error(const llama_mlp_sm90_chain* chain);
+
 /* How run computes the chain (cusync::Mode): auto picks per m (the dispatch table or the rule). */
 #define LLAMA_MLP_SM90_MODE_AUTO (-1)
 #define LLAMA_MLP_SM90_MODE_OVERLAP 0

@@ -57,6 +57,27 @@ int llama_mlp_split_initialize(llama_mlp_split_chain* chain, const llama_mlp_spl
 /* New pointers or m (m <= the max_m of initialize). */
 int llama_mlp_split_update(llama_mlp_split_chain* chain, const llama_mlp_split_arguments* args);
 
+/* Optional, for the _layout functions below (a separate struct, so that llama_mlp_split_arguments and the
+   functions above keep their ABI); zero it first: every 0 keeps the default. The shape of each GEMM as the
+   caller's weights have it: any other than the generated one is refused (LLAMA_MLP_SPLIT_INVALID_ARGUMENT;
+   llama_mlp_split_last_error names the field). */
+typedef struct llama_mlp_split_layout {
+  int gate_n;                          /* 0 or 2816 */
+  int gate_k;                          /* 0 or 8192 */
+  int up_n;                            /* 0 or 2816 */
+  int up_k;                            /* 0 or 8192 */
+  int down_n;                          /* 0 or 8192 */
+  int down_k;                          /* 0 or 2816 */
+} llama_mlp_split_layout;
+
+/* _initialize and _update with a layout (NULL: every default). */
+int llama_mlp_split_initialize_layout(llama_mlp_split_chain* chain, const llama_mlp_split_arguments* args,
+    const llama_mlp_split_layout* layout, int max_m, cudaStream_t stream);
+int llama_mlp_split_update_layout(llama_mlp_split_chain* chain, const llama_mlp_split_arguments* args, const llama_mlp_split_layout* layout);
+/* Why the last _initialize or _update returned LLAMA_MLP_SPLIT_INVALID_ARGUMENT: the field and the fix
+   ("" after a success); owned by the chain, valid until its next call. */
+const char* llama_mlp_split_last_error(const llama_mlp_split_chain* chain);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif

@@ -78,9 +78,17 @@ const char* llama_mlp_split_status_string(int status) { return cusync::to_string
 
 namespace {
 
-llama_mlp_split::Arguments to_cpp(llama_mlp_split_arguments const& a) {
+llama_mlp_split::Arguments to_cpp(llama_mlp_split_arguments const& a, llama_mlp_split_layout const* layout = nullptr) {
   using E = llama_mlp_split::Element;
   llama_mlp_split::Arguments args;
+  if (layout != nullptr) {
+    args.gate_n = layout->gate_n;
+    args.gate_k = layout->gate_k;
+    args.up_n = layout->up_n;
+    args.up_k = layout->up_k;
+    args.down_n = layout->down_n;
+    args.down_k = layout->down_k;
+  }
   args.m = a.m;
   args.input = static_cast<E const*>(a.input);
   args.gate_weight = static_cast<E const*>(a.gate_weight);
@@ -105,6 +113,21 @@ int llama_mlp_split_initialize(llama_mlp_split_chain* chain, const llama_mlp_spl
 int llama_mlp_split_update(llama_mlp_split_chain* chain, const llama_mlp_split_arguments* args) {
   if (args == nullptr) return code(cusync::Status::kInvalidArgument);
   return guarded(chain, [&](Chain& c) { return c.update(to_cpp(*args)); });
+}
+
+int llama_mlp_split_initialize_layout(llama_mlp_split_chain* chain, const llama_mlp_split_arguments* args,
+    const llama_mlp_split_layout* layout, int max_m, cudaStream_t stream) {
+  if (args == nullptr) return code(cusync::Status::kInvalidArgument);
+  return guarded(chain, [&](Chain& c) { return c.initialize(to_cpp(*args, layout), max_m, stream); });
+}
+
+int llama_mlp_split_update_layout(llama_mlp_split_chain* chain, const llama_mlp_split_arguments* args, const llama_mlp_split_layout* layout) {
+  if (args == nullptr) return code(cusync::Status::kInvalidArgument);
+  return guarded(chain, [&](Chain& c) { return c.update(to_cpp(*args, layout)); });
+}
+
+const char* llama_mlp_split_last_error(const llama_mlp_split_chain* chain) {
+  return chain != nullptr ? chain->impl.last_error() : "no chain (NULL)";
 }
 
 }  // extern "C"

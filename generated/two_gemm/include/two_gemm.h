@@ -33,6 +33,14 @@ struct Arguments {
   Element* gemm1_out = nullptr;                     // [m, 1024] row-major
   Element const* gemm2_weight = nullptr;               // [1024, 1024] row-major
   Element* gemm2_out = nullptr;                     // [m, 1024] row-major
+  // Optional, after every pointer (0 keeps the generated value; code that sets none is unchanged): the
+  // shape of each GEMM as the caller's weights have it. The kernels were generated for one N and K, so
+  // initialize() and update() refuse any other (kInvalidArgument; last_error() names the field and the
+  // spec field to regenerate with).
+  int gemm1_n = 0;                         // 0 or 1024
+  int gemm1_k = 0;                         // 0 or 1024
+  int gemm2_n = 0;                         // 0 or 1024
+  int gemm2_k = 0;                         // 0 or 1024
 };
 
 namespace testing {
@@ -63,6 +71,8 @@ class TwoGemm {
   cusync::Status initialize(Arguments const& args, int max_m = 0, cudaStream_t stream = cudaStreamLegacy);
   // New pointers or M (M <= the max_m of initialize()).
   cusync::Status update(Arguments const& args);
+  // Why the last initialize() or update() returned kInvalidArgument: the field and the fix ("" after success).
+  char const* last_error() const { return core_.last_error(); }
 
   // Overlapped: tile-level synchronization across stages. When every producer fits in one wave at this
   // M (all its tiles run at once and finish together, so a consumer cannot start early), run() launches

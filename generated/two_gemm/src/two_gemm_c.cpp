@@ -78,9 +78,15 @@ const char* two_gemm_status_string(int status) { return cusync::to_string(static
 
 namespace {
 
-two_gemm::Arguments to_cpp(two_gemm_arguments const& a) {
+two_gemm::Arguments to_cpp(two_gemm_arguments const& a, two_gemm_layout const* layout = nullptr) {
   using E = two_gemm::Element;
   two_gemm::Arguments args;
+  if (layout != nullptr) {
+    args.gemm1_n = layout->gemm1_n;
+    args.gemm1_k = layout->gemm1_k;
+    args.gemm2_n = layout->gemm2_n;
+    args.gemm2_k = layout->gemm2_k;
+  }
   args.m = a.m;
   args.input = static_cast<E const*>(a.input);
   args.gemm1_weight = static_cast<E const*>(a.gemm1_weight);
@@ -102,6 +108,21 @@ int two_gemm_initialize(two_gemm_chain* chain, const two_gemm_arguments* args, i
 int two_gemm_update(two_gemm_chain* chain, const two_gemm_arguments* args) {
   if (args == nullptr) return code(cusync::Status::kInvalidArgument);
   return guarded(chain, [&](Chain& c) { return c.update(to_cpp(*args)); });
+}
+
+int two_gemm_initialize_layout(two_gemm_chain* chain, const two_gemm_arguments* args,
+    const two_gemm_layout* layout, int max_m, cudaStream_t stream) {
+  if (args == nullptr) return code(cusync::Status::kInvalidArgument);
+  return guarded(chain, [&](Chain& c) { return c.initialize(to_cpp(*args, layout), max_m, stream); });
+}
+
+int two_gemm_update_layout(two_gemm_chain* chain, const two_gemm_arguments* args, const two_gemm_layout* layout) {
+  if (args == nullptr) return code(cusync::Status::kInvalidArgument);
+  return guarded(chain, [&](Chain& c) { return c.update(to_cpp(*args, layout)); });
+}
+
+const char* two_gemm_last_error(const two_gemm_chain* chain) {
+  return chain != nullptr ? chain->impl.last_error() : "no chain (NULL)";
 }
 
 }  // extern "C"

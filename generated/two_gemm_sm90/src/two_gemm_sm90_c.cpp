@@ -78,9 +78,15 @@ const char* two_gemm_sm90_status_string(int status) { return cusync::to_string(s
 
 namespace {
 
-two_gemm_sm90::Arguments to_cpp(two_gemm_sm90_arguments const& a) {
+two_gemm_sm90::Arguments to_cpp(two_gemm_sm90_arguments const& a, two_gemm_sm90_layout const* layout = nullptr) {
   using E = two_gemm_sm90::Element;
   two_gemm_sm90::Arguments args;
+  if (layout != nullptr) {
+    args.gemm1_n = layout->gemm1_n;
+    args.gemm1_k = layout->gemm1_k;
+    args.gemm2_n = layout->gemm2_n;
+    args.gemm2_k = layout->gemm2_k;
+  }
   args.m = a.m;
   args.input = static_cast<E const*>(a.input);
   args.gemm1_weight = static_cast<E const*>(a.gemm1_weight);
@@ -102,6 +108,21 @@ int two_gemm_sm90_initialize(two_gemm_sm90_chain* chain, const two_gemm_sm90_arg
 int two_gemm_sm90_update(two_gemm_sm90_chain* chain, const two_gemm_sm90_arguments* args) {
   if (args == nullptr) return code(cusync::Status::kInvalidArgument);
   return guarded(chain, [&](Chain& c) { return c.update(to_cpp(*args)); });
+}
+
+int two_gemm_sm90_initialize_layout(two_gemm_sm90_chain* chain, const two_gemm_sm90_arguments* args,
+    const two_gemm_sm90_layout* layout, int max_m, cudaStream_t stream) {
+  if (args == nullptr) return code(cusync::Status::kInvalidArgument);
+  return guarded(chain, [&](Chain& c) { return c.initialize(to_cpp(*args, layout), max_m, stream); });
+}
+
+int two_gemm_sm90_update_layout(two_gemm_sm90_chain* chain, const two_gemm_sm90_arguments* args, const two_gemm_sm90_layout* layout) {
+  if (args == nullptr) return code(cusync::Status::kInvalidArgument);
+  return guarded(chain, [&](Chain& c) { return c.update(to_cpp(*args, layout)); });
+}
+
+const char* two_gemm_sm90_last_error(const two_gemm_sm90_chain* chain) {
+  return chain != nullptr ? chain->impl.last_error() : "no chain (NULL)";
 }
 
 static_assert(TWO_GEMM_SM90_MODE_AUTO == int(cusync::Mode::kAuto) && TWO_GEMM_SM90_MODE_OVERLAP == int(cusync::Mode::kOverlap) &&

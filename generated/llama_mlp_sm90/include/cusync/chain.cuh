@@ -4,6 +4,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
 #include <utility>
 
 #include "cusync/chain.h"
@@ -117,6 +119,7 @@ inline void StagedChain::swap_staged(StagedChain& other) noexcept {
   swap(trace_, other.trace_);
   swap(ticket_order_, other.ticket_order_);
   swap(semaphore_offset_, other.semaphore_offset_);
+  swap(last_error_, other.last_error_);
 }
 
 inline char const* StagedChain::stage_name(ChainTables const& tables, int stage) {
@@ -141,19 +144,42 @@ inline bool StagedChain::has_consumer(int stage) const {
 inline int StagedChain::tiles_m(int stage) const { return ceil_div(args_.m, info(stage).tile_m); }
 inline int StagedChain::tiles_n(int stage) const { return ceil_div(info(stage).n, info(stage).tile_n); }
 
-inline Status StagedChain::check_arguments(ChainPointers const& a) const {
-  if (a.m <= 0 || a.m > t_->max_m) return Status::kInvalidArgument;
+inline Status StagedChain::invalid(char const* format, ...) {
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(last_error_, sizeof(last_error_), format, args);
+  va_end(args);
+  return Status::kInvalidArgument;
+}
+
+inline Status StagedChain::check_arguments(ChainPointers const& a) {
+  last_error_[0] = '\0';
+  if (a.m <= 0 || a.m > t_->max_m) return invalid("m = %d is outside 1 .. %d (the spec's MAX_M): split the rows", a.m, t_->max_m);
+  auto field = [](char const* f) { return f != nullptr ? f : "a pointer"; };
   for (int s = 0; s < t_->num_stages; ++s) {
-    if (a.a[s] == nullptr || a.d[s] == nullptr || (a.b_required[s] && a.b[s] == nullptr)) return Status::kInvalidArgument;
+    char const* name = topology(s).name;
+    if (a.a[s] == nullptr) return invalid("%s is null: pass a device pointer", field(a.a_field[s]));
+    if (a.d[s] == nullptr) return invalid("%s is null: pass a device pointer", field(a.d_field[s]));
+    if (a.b_required[s] && a.b[s] == nullptr) return invalid("%s is null: pass a device pointer", field(a.b_field[s]));
+    // The kernels were compiled for one N and K per GEMM: a caller whose weights have another shape must
+    // regenerate, not run on (0 means the generated value).
+    if (a.n[s] != 0 && a.n[s] != a.d_cols[s]) {
+      return invalid("%s_n = %d, but the kernels were generated for N = %d: pass 0 or %d, or regenerate with "
+                     "stages[%d].n: %d", name, a.n[s], a.d_cols[s], a.d_cols[s], s, a.n[s]);
+    }
+    if (a.k[s] != 0 && a.k[s] != a.a_cols[s]) {
+      return invalid("%s_k = %d, but the kernels were generated for K = %d: pass 0 or %d, or regenerate with "
+                     "stages[%d].k: %d", name, a.k[s], a.a_cols[s], a.a_cols[s], s, a.k[s]);
+    }
   }
   return Status::kSuccess;
 }
 
 inline Status StagedChain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream) {
-  if (state_ != nullptr) return Status::kInvalidArgument;  // initialize once
+  if (state_ != nullptr) return invalid("initialize() was already called: use update(), or a new object");
   Status status = check_arguments(args);
   if (status != Status::kSuccess) return status;
-  if (max_m > t_->max_m) return Status::kInvalidArgument;
+  if (max_m > t_->max_m) return invalid("max_m = %d is above %d (the spec's MAX_M): pass at most %d", max_m, t_->max_m, t_->max_m);
   max_m_ = std::max(max_m, args.m);
   args_ = args;
   // Room for the finest grid any policy can ask for: one semaphore per producer tile, in the
@@ -180,7 +206,7 @@ inline Status StagedChain::update(ChainPointers const& args) {
   if (state_ == nullptr) return Status::kNotInitialized;
   Status const status = check_arguments(args);
   if (status != Status::kSuccess) return status;
-  if (args.m > max_m_) return Status::kInvalidArgument;
+  if (args.m > max_m_) return invalid("m = %d is above the max_m of initialize() (%d): initialize with a larger max_m", args.m, max_m_);
   args_ = args;
   config_ = config_for(args.m);
   return Status::kSuccess;

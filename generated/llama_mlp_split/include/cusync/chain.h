@@ -80,13 +80,23 @@ struct ChainTables {
   StageInfo const& at(int config, int stage) const { return stages[config * num_stages + stage]; }
 };
 
-// One launch's pointers: M rows, operand a, operand b and the output of every stage.
+// One launch's pointers: M rows, operand a, operand b and the output of every stage; what the caller
+// asked for beyond them (each GEMM's shape), and what the generator emitted to check it against (each
+// operand's dense row width and the Arguments field it comes from, for the messages of last_error()).
 struct ChainPointers {
   int m = 0;
   void const* a[kMaxChainStages] = {};
   void const* b[kMaxChainStages] = {};   // weights (GEMMs), the second producer's output, or null
   void* d[kMaxChainStages] = {};
-  bool b_required[kMaxChainStages] = {};  // a GEMM's weights must not be null
+  bool b_required[kMaxChainStages] = {};  // a GEMM's weights must not be null (marks the GEMM stages)
+  int n[kMaxChainStages] = {};            // the caller's N and K of each GEMM (0: the generated value)
+  int k[kMaxChainStages] = {};
+  int a_cols[kMaxChainStages] = {};       // emitted: dense row widths (a GEMM's K is a_cols, its N d_cols)
+  int b_cols[kMaxChainStages] = {};
+  int d_cols[kMaxChainStages] = {};
+  char const* a_field[kMaxChainStages] = {};  // emitted: the Arguments fields ("input", "gemm1_out", ...)
+  char const* b_field[kMaxChainStages] = {};
+  char const* d_field[kMaxChainStages] = {};
 };
 
 // How a stage is launched relative to the kernel before it on the stream (sm90; all false on sm80).
@@ -173,11 +183,15 @@ class StagedChain : public ChainBase {
   int64_t trace_offset(int stage) const;
   void set_ticket_order(bool ticket_order) { ticket_order_ = ticket_order; }
   Status run_sequential(cudaStream_t stream);
+  // Why the last initialize() or update() returned kInvalidArgument: the field and the fix ("" after a success).
+  char const* last_error() const { return last_error_; }
   static char const* stage_name(ChainTables const& tables, int stage);
 
  protected:
   void swap_staged(StagedChain& other) noexcept;
-  Status check_arguments(ChainPointers const& args) const;
+  // kInvalidArgument with last_error() naming the field, or kSuccess (and last_error() cleared).
+  Status check_arguments(ChainPointers const& args);
+  Status invalid(char const* format, ...);
   int config_for(int m) const;
   StageInfo const& info(int stage) const { return t_->at(config_, stage); }
   StageInfo const& topology(int stage) const { return t_->at(0, stage); }  // the same in every configuration
@@ -203,6 +217,7 @@ class StagedChain : public ChainBase {
   uint64_t* trace_ = nullptr;
   bool ticket_order_ = true;
   int64_t semaphore_offset_[kMaxConfigs][kMaxChainStages] = {};
+  char last_error_[256] = {};
 };
 
 }  // namespace cusync
