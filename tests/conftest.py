@@ -88,3 +88,27 @@ def epoch_wrap_header(name: str, into: Path) -> Path:
         f"#define GEMM2_N {gemm2.n}\n#define C_FN(x) {name}_##x\n"
         + ("#define CHAIN_SM90 1\n" if plan.arch.value == "sm90" else ""))
     return into
+
+
+def embed_header(name: str, into: Path) -> Path:
+    """chain_under_test.h for tests/runtime/embed_api.cu (any GEMM chain): the chain's testing and C
+    headers, namespace, class, C prefix, its buffers CHAIN_BUFFERS(X) as X(field, rows (0: M), cols, input)
+    and its GEMMs CHAIN_GEMMS(X) as X(stage, n, k). Returns the folder to put on the include path."""
+    from cusync_gen.backends.gemm_chain import buffers, stage_operands
+    from cusync_gen.plan import make_plan
+    from cusync_gen.spec import load_spec
+
+    plan = make_plan(load_spec(REPO / "cusync_gen" / "examples" / f"{name}.yaml"))
+    weights = {o.b.field: (plan.stages[i].k if plan.stages[i].b_layout.value == "row" else plan.stages[i].n)
+               for i, o in enumerate(stage_operands(plan)) if o.gemm and o.b is not None}
+    rows = " ".join(f"X({b.field}, {weights.get(b.field, 0)}, {b.cols}, {int(b.const)})" for b in buffers(plan))
+    gemms = [(s.name, s.n, s.k) for s in plan.stages if s.op.value == "gemm"]
+    into.mkdir(parents=True, exist_ok=True)
+    (into / "chain_under_test.h").write_text(
+        f'#include "{name}_testing.h"\n#include "{name}_c.h"\n#define CHAIN_NS {name}\n'
+        f"#define CHAIN_CLASS {plan.class_name}\n#define C_FN(x) {name}_##x\n"
+        f"#define CHAIN_BUFFERS(X) {rows}\n"
+        f"#define CHAIN_GEMMS(X) {' '.join(f'X({n}, {nn}, {k})' for n, nn, k in gemms)}\n"
+        f"#define FIRST_GEMM_N_FIELD {gemms[0][0]}_n\n#define FIRST_GEMM_N {gemms[0][1]}\n"
+        + ("#define CHAIN_SM90 1\n" if plan.arch.value == "sm90" else ""))
+    return into

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, EXAMPLES_ATTENTION, EXAMPLES_GEMM, EXAMPLES_SM90, REPO, epoch_wrap_header, library_link_flags
+from conftest import (EXAMPLES, EXAMPLES_ATTENTION, EXAMPLES_GEMM, EXAMPLES_SM90, REPO, embed_header, epoch_wrap_header,
+                      library_link_flags)
 from cusync_gen.plan import make_plan
 from cusync_gen.spec import load_spec
 
@@ -224,13 +225,13 @@ def test_attention_falls_back_below_four_tile_rows(built: dict[str, Path]) -> No
     assert all(r["bitwise_equal"] and r["graph_ok"] for r in rows)
 
 
-def _run_driver(driver: str, name: str, built: dict[str, Path], tmp_path: Path) -> dict:
+def _run_driver(driver: str, name: str, built: dict[str, Path], tmp_path: Path, header=epoch_wrap_header) -> dict:  # noqa: ANN001
     """Builds tests/runtime/<driver>.cu against the built library of `name` and runs it: its JSON row,
     which must say ok."""
     arch = "90a" if name in EXAMPLES_SM90 else (os.environ.get("CUSYNC_GPU_ARCH") or _compute_capability())
     exe = tmp_path / driver
     compile_ = ["nvcc", "-std=c++17", f"-gencode=arch=compute_{arch},code=sm_{arch}",
-                "-I", str(REPO / "generated" / name / "include"), "-I", str(epoch_wrap_header(name, tmp_path / "inc")),
+                "-I", str(REPO / "generated" / name / "include"), "-I", str(header(name, tmp_path / "inc")),
                 str(REPO / "tests" / "runtime" / f"{driver}.cu"), str(built[name].parent / f"lib{name}.a"),
                 *library_link_flags(built[name].parent), "-o", str(exe)]
     out = subprocess.run(compile_, capture_output=True, text=True, timeout=600)
@@ -264,3 +265,20 @@ def test_public_api_c_abi_and_moves(name: str, built: dict[str, Path], tmp_path:
     if name in EXAMPLES_SM90:  # autotune: every mode timed on this GPU, run() takes the winner and stays right
         assert row["autotune"] and row["autotune_run"] and row["autotune_refused_big_m"]
         assert row["autotune_reason"].startswith("autotune on this GPU")
+
+
+@pytest.mark.parametrize("name", ["two_gemm", "llama_mlp", "two_gemm_sm90", "llama_mlp_sm90"])
+def test_embedding_api(name: str, built: dict[str, Path], tmp_path: Path) -> None:
+    """tests/runtime/embed_api.cu (issue 12, item 2 onwards): a wrong N or K is refused (C++ and C, naming
+    the field); every buffer padded (ld = row width + 24) gives, in every run mode (sm80: run, run_sequential;
+    sm90: run_sequential, overlap, stock, streamk, cluster, pingpong, cublaslt), the dense run's outputs
+    bitwise (cuBLASLt within 0.05: it may pick another algorithm for other strides) and leaves the padding
+    untouched (swiglu stages included: llama_mlp, llama_mlp_sm90); a misaligned ld is refused; a chain in
+    the caller's workspace (workspace_size()) computes bitwise what the self-allocating one does."""
+    if name not in built:
+        pytest.skip(f"{name} not built (needs a Hopper GPU, or not in CUSYNC_GPU_EXAMPLES)")
+    row = _run_driver("embed_api", name, built, tmp_path, header=embed_header)
+    assert row["shapes_refused"] and row["c_wrong_n_refused"] and row["c_bad_ld_refused"] and row["bad_ld_refused"]
+    for mode, result in row["modes"].items():
+        assert result["ran"] and result["padding_kept"], mode
+        assert result["bitwise"] or mode == "cublaslt", mode

@@ -105,12 +105,22 @@ int main() {
         "a null pointer is named");
   check(chain.initialize(shaped(1 << 21), 0, 0) == cusync::Status::kInvalidArgument && says(chain, "m = 2097152"),
         "M above MAX_M is named");
+  // Leading dimensions (item 3): 0 is dense; else at least the row width and a multiple of 8 elements.
+  wrong = shaped(16);
+  wrong.lda[0] = 128;
+  check(chain.initialize(wrong, 0, 0) == cusync::Status::kInvalidArgument && says(chain, "input_ld = 128") &&
+            says(chain, "at least 256"), "a leading dimension below the row width is refused");
+  wrong = shaped(16);
+  wrong.ldd[1] = 516;
+  check(chain.initialize(wrong, 0, 0) == cusync::Status::kInvalidArgument && says(chain, "g2_out_ld = 516") &&
+            says(chain, "pad it to 520"), "a leading dimension that is not a multiple of 8 is refused");
   cusync::ChainPointers right = shaped(16);
+  right.lda[0] = 264, right.ldb[0] = 1000, right.ldd[0] = 1024, right.lda[1] = 1024, right.ldd[1] = 4096;
   right.n[0] = 1000, right.k[0] = 256, right.n[1] = 512, right.k[1] = 1000;
   {
     Probe fresh(kTables);  // past the checks: without a device, the first CUDA call fails instead
     check(fresh.initialize(right, 0, 0) != cusync::Status::kInvalidArgument && fresh.last_error()[0] == '\0',
-          "the generated N and K pass the checks");
+          "the generated N and K, and padded leading dimensions, pass the checks");
   }
   check(chain.config(1) == 0 && chain.config(256) == 0 && chain.config(257) == 1, "configuration by M");
   cusync::SyncPolicy row = chain.policy(100);

@@ -86,6 +86,11 @@ gpt3_mlp_sm90::Arguments to_cpp(gpt3_mlp_sm90_arguments const& a, gpt3_mlp_sm90_
     args.gemm1_k = layout->gemm1_k;
     args.gemm2_n = layout->gemm2_n;
     args.gemm2_k = layout->gemm2_k;
+    args.input_ld = int64_t(layout->input_ld);
+    args.gemm1_weight_ld = int64_t(layout->gemm1_weight_ld);
+    args.gemm1_out_ld = int64_t(layout->gemm1_out_ld);
+    args.gemm2_weight_ld = int64_t(layout->gemm2_weight_ld);
+    args.gemm2_out_ld = int64_t(layout->gemm2_out_ld);
   }
   args.m = a.m;
   args.input = static_cast<E const*>(a.input);

@@ -42,6 +42,16 @@ struct Arguments {
   int gemm1_k = 0;                         // 0 or 8192
   int gemm2_n = 0;                         // 0 or 8192
   int gemm2_k = 0;                         // 0 or 2816
+  // Optional leading dimensions, in elements between the starts of two rows of each matrix above (0: dense,
+  // its row width). At least the row width and a multiple of 8 (16-byte rows, for TMA and the vector
+  // loads), else kInvalidArgument; honoured by every run mode. Only the first row-width elements of each
+  // output row are written.
+  int64_t input_ld = 0;                       // 0 or >= 8192
+  int64_t gemm1_weight_ld = 0;                // 0 or >= 5632
+  int64_t gemm1_out_ld = 0;                   // 0 or >= 5632
+  int64_t glu_out_ld = 0;                     // 0 or >= 2816
+  int64_t gemm2_weight_ld = 0;                // 0 or >= 8192
+  int64_t gemm2_out_ld = 0;                   // 0 or >= 8192
 };
 
 namespace testing {

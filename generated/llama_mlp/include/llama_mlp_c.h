@@ -58,12 +58,19 @@ int llama_mlp_update(llama_mlp_chain* chain, const llama_mlp_arguments* args);
 /* Optional, for the _layout functions below (a separate struct, so that llama_mlp_arguments and the
    functions above keep their ABI); zero it first: every 0 keeps the default. The shape of each GEMM as the
    caller's weights have it: any other than the generated one is refused (LLAMA_MLP_INVALID_ARGUMENT;
-   llama_mlp_last_error names the field). */
+   llama_mlp_last_error names the field). Leading dimensions: elements between the starts of two rows
+   of each matrix of llama_mlp_arguments (0: dense); at least its row width and a multiple of 8. */
 typedef struct llama_mlp_layout {
   int gemm1_n;                         /* 0 or 5632 */
   int gemm1_k;                         /* 0 or 8192 */
   int gemm2_n;                         /* 0 or 8192 */
   int gemm2_k;                         /* 0 or 2816 */
+  size_t input_ld;                       /* 0 or >= 8192 */
+  size_t gemm1_weight_ld;                /* 0 or >= 5632 */
+  size_t gemm1_out_ld;                   /* 0 or >= 5632 */
+  size_t glu_out_ld;                     /* 0 or >= 2816 */
+  size_t gemm2_weight_ld;                /* 0 or >= 8192 */
+  size_t gemm2_out_ld;                   /* 0 or >= 8192 */
 } llama_mlp_layout;
 
 /* _initialize and _update with a layout (NULL: every default). */

@@ -46,6 +46,18 @@ struct Arguments {
   int up_k = 0;                            // 0 or 8192
   int down_n = 0;                          // 0 or 8192
   int down_k = 0;                          // 0 or 2816
+  // Optional leading dimensions, in elements between the starts of two rows of each matrix above (0: dense,
+  // its row width). At least the row width and a multiple of 8 (16-byte rows, for TMA and the vector
+  // loads), else kInvalidArgument; honoured by every run mode. Only the first row-width elements of each
+  // output row are written.
+  int64_t input_ld = 0;                       // 0 or >= 8192
+  int64_t gate_weight_ld = 0;                 // 0 or >= 2816
+  int64_t gate_out_ld = 0;                    // 0 or >= 2816
+  int64_t up_weight_ld = 0;                   // 0 or >= 2816
+  int64_t up_out_ld = 0;                      // 0 or >= 2816
+  int64_t glu_out_ld = 0;                     // 0 or >= 2816
+  int64_t down_weight_ld = 0;                 // 0 or >= 8192
+  int64_t down_out_ld = 0;                    // 0 or >= 8192
 };
 
 namespace testing {

@@ -60,7 +60,8 @@ int llama_mlp_split_update(llama_mlp_split_chain* chain, const llama_mlp_split_a
 /* Optional, for the _layout functions below (a separate struct, so that llama_mlp_split_arguments and the
    functions above keep their ABI); zero it first: every 0 keeps the default. The shape of each GEMM as the
    caller's weights have it: any other than the generated one is refused (LLAMA_MLP_SPLIT_INVALID_ARGUMENT;
-   llama_mlp_split_last_error names the field). */
+   llama_mlp_split_last_error names the field). Leading dimensions: elements between the starts of two rows
+   of each matrix of llama_mlp_split_arguments (0: dense); at least its row width and a multiple of 8. */
 typedef struct llama_mlp_split_layout {
   int gate_n;                          /* 0 or 2816 */
   int gate_k;                          /* 0 or 8192 */
@@ -68,6 +69,14 @@ typedef struct llama_mlp_split_layout {
   int up_k;                            /* 0 or 8192 */
   int down_n;                          /* 0 or 8192 */
   int down_k;                          /* 0 or 2816 */
+  size_t input_ld;                       /* 0 or >= 8192 */
+  size_t gate_weight_ld;                 /* 0 or >= 2816 */
+  size_t gate_out_ld;                    /* 0 or >= 2816 */
+  size_t up_weight_ld;                   /* 0 or >= 2816 */
+  size_t up_out_ld;                      /* 0 or >= 2816 */
+  size_t glu_out_ld;                     /* 0 or >= 2816 */
+  size_t down_weight_ld;                 /* 0 or >= 8192 */
+  size_t down_out_ld;                    /* 0 or >= 8192 */
 } llama_mlp_split_layout;
 
 /* _initialize and _update with a layout (NULL: every default). */

@@ -88,6 +88,14 @@ llama_mlp_split::Arguments to_cpp(llama_mlp_split_arguments const& a, llama_mlp_
     args.up_k = layout->up_k;
     args.down_n = layout->down_n;
     args.down_k = layout->down_k;
+    args.input_ld = int64_t(layout->input_ld);
+    args.gate_weight_ld = int64_t(layout->gate_weight_ld);
+    args.gate_out_ld = int64_t(layout->gate_out_ld);
+    args.up_weight_ld = int64_t(layout->up_weight_ld);
+    args.up_out_ld = int64_t(layout->up_out_ld);
+    args.glu_out_ld = int64_t(layout->glu_out_ld);
+    args.down_weight_ld = int64_t(layout->down_weight_ld);
+    args.down_out_ld = int64_t(layout->down_out_ld);
   }
   args.m = a.m;
   args.input = static_cast<E const*>(a.input);

@@ -38,27 +38,33 @@ cusync::ChainPointers pointers(Arguments const& a) {
   p.a[0] = a.input;
   p.a_cols[0] = 1024;
   p.a_field[0] = "input";
+  p.lda[0] = a.input_ld;
   p.b[0] = a.gemm1_weight;
   p.b_cols[0] = 1024;
   p.b_field[0] = "gemm1_weight";
+  p.ldb[0] = a.gemm1_weight_ld;
   p.b_required[0] = true;
   p.n[0] = a.gemm1_n;
   p.k[0] = a.gemm1_k;
   p.d[0] = a.gemm1_out;
   p.d_cols[0] = 1024;
   p.d_field[0] = "gemm1_out";
+  p.ldd[0] = a.gemm1_out_ld;
   p.a[1] = a.gemm1_out;
   p.a_cols[1] = 1024;
   p.a_field[1] = "gemm1_out";
+  p.lda[1] = a.gemm1_out_ld;
   p.b[1] = a.gemm2_weight;
   p.b_cols[1] = 1024;
   p.b_field[1] = "gemm2_weight";
+  p.ldb[1] = a.gemm2_weight_ld;
   p.b_required[1] = true;
   p.n[1] = a.gemm2_n;
   p.k[1] = a.gemm2_k;
   p.d[1] = a.gemm2_out;
   p.d_cols[1] = 1024;
   p.d_field[1] = "gemm2_out";
+  p.ldd[1] = a.gemm2_out_ld;
   return p;
 }
 

@@ -57,12 +57,18 @@ int two_gemm_sm90_update(two_gemm_sm90_chain* chain, const two_gemm_sm90_argumen
 /* Optional, for the _layout functions below (a separate struct, so that two_gemm_sm90_arguments and the
    functions above keep their ABI); zero it first: every 0 keeps the default. The shape of each GEMM as the
    caller's weights have it: any other than the generated one is refused (TWO_GEMM_SM90_INVALID_ARGUMENT;
-   two_gemm_sm90_last_error names the field). */
+   two_gemm_sm90_last_error names the field). Leading dimensions: elements between the starts of two rows
+   of each matrix of two_gemm_sm90_arguments (0: dense); at least its row width and a multiple of 8. */
 typedef struct two_gemm_sm90_layout {
   int gemm1_n;                         /* 0 or 4096 */
   int gemm1_k;                         /* 0 or 4096 */
   int gemm2_n;                         /* 0 or 4096 */
   int gemm2_k;                         /* 0 or 4096 */
+  size_t input_ld;                       /* 0 or >= 4096 */
+  size_t gemm1_weight_ld;                /* 0 or >= 4096 */
+  size_t gemm1_out_ld;                   /* 0 or >= 4096 */
+  size_t gemm2_weight_ld;                /* 0 or >= 4096 */
+  size_t gemm2_out_ld;                   /* 0 or >= 4096 */
 } two_gemm_sm90_layout;
 
 /* _initialize and _update with a layout (NULL: every default). */

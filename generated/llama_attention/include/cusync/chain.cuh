@@ -171,6 +171,23 @@ inline Status StagedChain::check_arguments(ChainPointers const& a) {
       return invalid("%s_k = %d, but the kernels were generated for K = %d: pass 0 or %d, or regenerate with "
                      "stages[%d].k: %d", name, a.k[s], a.a_cols[s], a.a_cols[s], s, a.k[s]);
     }
+    // Leading dimensions: rows never overlap, and every row starts 16 bytes aligned (TMA descriptors and
+    // the 16-byte vector loads and stores of every kernel). Semaphores count tiles, not addresses: the
+    // synchronization does not depend on them.
+    struct { int64_t ld; int cols; char const* name; } const operands[3] = {
+        {a.lda[s], a.a_cols[s], a.a_field[s]}, {a.ldb[s], a.b_cols[s], a.b_field[s]}, {a.ldd[s], a.d_cols[s], a.d_field[s]}};
+    for (auto const& o : operands) {
+      if (o.ld == 0) continue;
+      if (o.ld < o.cols || o.ld < 0) {
+        return invalid("%s_ld = %lld is below its row width %d: pass 0 (dense) or at least %d", field(o.name),
+                       (long long)o.ld, o.cols, o.cols);
+      }
+      if (o.ld % kLdAlignment != 0) {
+        return invalid("%s_ld = %lld is not a multiple of %d elements (16-byte rows for TMA and vector access): "
+                       "pad it to %lld", field(o.name), (long long)o.ld, kLdAlignment,
+                       (long long)((o.ld + kLdAlignment - 1) / kLdAlignment * kLdAlignment));
+      }
+    }
   }
   return Status::kSuccess;
 }
@@ -272,6 +289,9 @@ inline void StagedChain::fill_unsynced(StageLaunch& launch, int s, bool programm
   launch.a = args_.a[s];
   launch.b = args_.b[s];
   launch.d = args_.d[s];
+  launch.lda = args_.lda[s] != 0 ? args_.lda[s] : args_.a_cols[s];
+  launch.ldb = args_.ldb[s] != 0 ? args_.ldb[s] : args_.b_cols[s];
+  launch.ldd = args_.ldd[s] != 0 ? args_.ldd[s] : args_.d_cols[s];
   launch.programmatic = programmatic;
   launch.sms = sms_;
   launch.config = config_;

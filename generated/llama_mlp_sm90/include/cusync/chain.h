@@ -30,6 +30,7 @@ namespace cusync {
 
 constexpr int kMaxChainStages = 16;   // = kMaxStages (stage.cuh), checked there; spec.limits.MAX_STAGES
 constexpr int kMaxConfigs = 8;        // spec.limits.MAX_TILE_CONFIGS
+constexpr int kLdAlignment = 8;       // leading dimensions are multiples of 8 elements (16 bytes of fp16 / bf16)
 
 // What the chain knows of one stage in one tile configuration: every number is emitted by the plan
 // (cusync_gen/plan.py) into src/<name>_stages.h; nothing here is derived again at run time.
@@ -89,6 +90,9 @@ struct ChainPointers {
   void const* b[kMaxChainStages] = {};   // weights (GEMMs), the second producer's output, or null
   void* d[kMaxChainStages] = {};
   bool b_required[kMaxChainStages] = {};  // a GEMM's weights must not be null (marks the GEMM stages)
+  int64_t lda[kMaxChainStages] = {};      // leading dimensions in elements (0: dense, the row width)
+  int64_t ldb[kMaxChainStages] = {};
+  int64_t ldd[kMaxChainStages] = {};
   int n[kMaxChainStages] = {};            // the caller's N and K of each GEMM (0: the generated value)
   int k[kMaxChainStages] = {};
   int a_cols[kMaxChainStages] = {};       // emitted: dense row widths (a GEMM's K is a_cols, its N d_cols)

@@ -165,7 +165,23 @@ struct GemmProblem {
   void const* a;  // [m, k] row-major
   void const* b;  // [k, n] row-major (LayoutB RowMajor) or [n, k] row-major (ColumnMajor)
   void* d;        // [m, n] row-major
+  int64_t lda = 0;  // elements between rows of a, of b as stored, and of d (0: dense); multiples of 8
+  int64_t ldb = 0;  // (TMA needs 16-byte strides: the chain checks them at initialize() and update())
+  int64_t ldd = 0;
 };
+
+// A packed CuTe stride with its one dynamic non-batch mode (the leading dimension) set to `ld` elements;
+// ld = 0 keeps it packed. A row-major [rows, cols] operand has stride (ld, _1) or, seen transposed, (_1, ld).
+template <class Stride>
+Stride with_leading_dimension(Stride stride, int64_t ld) {
+  if (ld == 0) return stride;
+  if constexpr (cute::is_static_v<cute::remove_cvref_t<decltype(cute::get<0>(stride))>>) {
+    cute::get<1>(stride) = ld;
+  } else {
+    cute::get<0>(stride) = ld;
+  }
+  return stride;
+}
 
 // Arguments common to both kernels; the synced kernel adds its waits, posts and tile queue.
 template <class Kernel>
@@ -177,15 +193,19 @@ typename Kernel::Arguments make_arguments(GemmProblem const& p, int sm_count) {
   args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
   args.problem_shape = typename Kernel::ProblemShape{p.m, p.n, p.k, 1};
   args.mainloop.ptr_A = static_cast<ElementA const*>(p.a);
-  args.mainloop.dA = cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, cute::make_shape(p.m, p.k, 1));
+  args.mainloop.dA = with_leading_dimension(
+      cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, cute::make_shape(p.m, p.k, 1)), p.lda);
   args.mainloop.ptr_B = static_cast<ElementB const*>(p.b);
-  args.mainloop.dB = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, cute::make_shape(p.n, p.k, 1));
+  args.mainloop.dB = with_leading_dimension(
+      cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, cute::make_shape(p.n, p.k, 1)), p.ldb);
   args.epilogue.thread.alpha = 1.0f;
   args.epilogue.thread.beta = 0.0f;
   args.epilogue.ptr_C = nullptr;
-  args.epilogue.dC = cutlass::make_cute_packed_stride(typename Kernel::StrideC{}, cute::make_shape(p.m, p.n, 1));
+  args.epilogue.dC = with_leading_dimension(
+      cutlass::make_cute_packed_stride(typename Kernel::StrideC{}, cute::make_shape(p.m, p.n, 1)), p.ldd);
   args.epilogue.ptr_D = static_cast<ElementD*>(p.d);
-  args.epilogue.dD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, cute::make_shape(p.m, p.n, 1));
+  args.epilogue.dD = with_leading_dimension(
+      cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, cute::make_shape(p.m, p.n, 1)), p.ldd);
   args.hw_info.sm_count = sm_count;
   return args;
 }
@@ -256,7 +276,8 @@ struct SyncedGemm {
                        cudaStream_t stream) {
     bool const same = cache.valid && cache.sm_count == sm_count && cache.problem.m == p.m && cache.problem.n == p.n &&
                       cache.problem.k == p.k && cache.problem.a == p.a && cache.problem.b == p.b &&
-                      cache.problem.d == p.d;
+                      cache.problem.d == p.d && cache.problem.lda == p.lda && cache.problem.ldb == p.ldb &&
+                      cache.problem.ldd == p.ldd;
     if (!same) {
       typename Kernel::Arguments args = make_arguments<Kernel>(p, sm_count);
       if (Kernel::can_implement(args) != true) return Status::kCutlassError;

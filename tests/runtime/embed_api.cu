@@ -1,0 +1,232 @@
+// The embedding API of a generated GEMM chain on a GPU (issue 12, item 2 onwards). Built against a
+// generated project's library; chain_under_test.h (tests/conftest.py: embed_header) names the chain and
+// lists its buffers (CHAIN_BUFFERS) and GEMMs (CHAIN_GEMMS). Prints one JSON line; exit 0 when every check holds.
+//   1. shapes: a wrong N or K is refused (C++ and the C ABI's _layout functions), last_error() names it;
+//   2. leading dimensions: every buffer padded by kPad elements per row; in every run mode the padded run
+//      is bitwise equal to the dense run of the same mode (cuBLASLt: reported, it may pick another
+//      algorithm for other strides), and no padding element is written; a bad ld is refused;
+//   3. caller-provided memory: workspace_size(), initialize() in the caller's workspace: bitwise equal to
+//      the self-allocating chain in every mode; a workspace too small or misaligned is refused.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "chain_under_test.h"
+
+namespace {
+
+using Element = CHAIN_NS::Element;
+constexpr int kM = 1000;
+constexpr int64_t kPad = 24;  // elements of padding per row: a multiple of 8
+
+__global__ void fill(Element* x, int64_t n, uint32_t seed, float scale) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 0x2c1b3c6dU;
+    h ^= h >> 12;
+    x[i] = Element((float(h & 0xFFFF) / 65535.0f - 0.5f) * scale);
+  }
+}
+
+struct Buffer {
+  char const* name;
+  int64_t rows, cols;
+  bool input;
+  Element* dense = nullptr;   // [rows, cols]
+  Element* padded = nullptr;  // [rows, cols + kPad]
+  Element* other = nullptr;   // [rows, cols]: the caller-workspace chain's outputs
+};
+
+std::vector<Buffer> buffers() {
+  std::vector<Buffer> b;
+#define CUSYNC_ADD(field, rows, cols, is_input) b.push_back(Buffer{#field, (rows) == 0 ? kM : (rows), (cols), (is_input) != 0});
+  CHAIN_BUFFERS(CUSYNC_ADD)
+#undef CUSYNC_ADD
+  return b;
+}
+
+// The chain's Arguments over `which` of each buffer (0 dense, 1 padded, 2 other).
+CHAIN_NS::Arguments arguments(std::vector<Buffer> const& b, int which) {
+  CHAIN_NS::Arguments args;
+  args.m = kM;
+  size_t i = 0;
+#define CUSYNC_SET(field, rows, cols, is_input)                                                              \
+  {                                                                                                      \
+    Element* p = which == 1 ? b[i].padded : which == 2 && !b[i].input ? b[i].other : b[i].dense;         \
+    args.field = p;                                                                                      \
+    args.field##_ld = which == 1 ? (cols) + kPad : 0;                                                    \
+    ++i;                                                                                                 \
+  }
+  CHAIN_BUFFERS(CUSYNC_SET)
+#undef CUSYNC_SET
+  return args;
+}
+
+void poison(std::vector<Buffer> const& b) {
+  for (Buffer const& x : b) {
+    if (x.input) continue;
+    cudaMemset(x.dense, 0xFF, size_t(x.rows * x.cols) * sizeof(Element));
+    cudaMemset(x.padded, 0xFF, size_t(x.rows * (x.cols + kPad)) * sizeof(Element));
+    cudaMemset(x.other, 0xFF, size_t(x.rows * x.cols) * sizeof(Element));
+  }
+}
+
+struct Mode {
+  char const* name;
+  int code;  // sm90: a cusync::Mode; -2: run_sequential; -3: run()
+};
+
+cusync::Status run(CHAIN_NS::CHAIN_CLASS& chain, Mode const& mode) {
+  if (mode.code == -2) return chain.run_sequential(0);
+  if (mode.code == -3) return chain.run(0);
+#if defined(CHAIN_SM90)
+  return chain.run_mode(0, cusync::Mode(mode.code));
+#else
+  return cusync::Status::kInvalidArgument;
+#endif
+}
+
+struct Compared {
+  bool bitwise = true;
+  bool padding_kept = true;
+  size_t differ = 0;
+  double max_abs = 0;
+};
+
+// Every output of `a` (dense) against the same of `b` (padded when which == 1, else other).
+Compared compare(std::vector<Buffer> const& bufs, int which) {
+  Compared c;
+  for (Buffer const& x : bufs) {
+    if (x.input) continue;
+    size_t const n = size_t(x.rows * x.cols);
+    std::vector<uint16_t> dense(n), got(n);
+    cudaMemcpy(dense.data(), x.dense, n * 2, cudaMemcpyDeviceToHost);
+    if (which == 1) {
+      std::vector<uint16_t> padded(size_t(x.rows * (x.cols + kPad)));
+      cudaMemcpy(padded.data(), x.padded, padded.size() * 2, cudaMemcpyDeviceToHost);
+      for (int64_t r = 0; r < x.rows; ++r) {
+        std::memcpy(&got[size_t(r * x.cols)], &padded[size_t(r * (x.cols + kPad))], size_t(x.cols) * 2);
+        for (int64_t j = x.cols; j < x.cols + kPad; ++j) c.padding_kept &= padded[size_t(r * (x.cols + kPad) + j)] == 0xFFFF;
+      }
+    } else {
+      cudaMemcpy(got.data(), x.other, n * 2, cudaMemcpyDeviceToHost);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (dense[i] == got[i] && dense[i] != 0xFFFF) continue;
+      c.bitwise = false;
+      ++c.differ;
+      Element ea, eb;
+      std::memcpy(&ea, &dense[i], 2);
+      std::memcpy(&eb, &got[i], 2);
+      double const d = std::abs(double(float(ea)) - double(float(eb)));
+      c.max_abs = d > c.max_abs || d != d ? d : c.max_abs;
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+int main() {
+  std::vector<Buffer> bufs = buffers();
+  uint32_t seed = 1;
+  for (Buffer& x : bufs) {
+    size_t const dense = size_t(x.rows * x.cols) * sizeof(Element), padded = size_t(x.rows * (x.cols + kPad)) * sizeof(Element);
+    if (cudaMalloc(&x.dense, dense) != cudaSuccess || cudaMalloc(&x.padded, padded) != cudaSuccess ||
+        cudaMalloc(&x.other, dense) != cudaSuccess) {
+      std::printf("{\"ok\": false, \"error\": \"cudaMalloc\"}\n");
+      return 1;
+    }
+    cudaMemset(x.padded, 0xFF, padded);
+    if (x.input) {
+      fill<<<512, 256>>>(x.dense, x.rows * x.cols, seed++, x.name == std::string("input") ? 2.0f : 0.05f);
+      cudaMemcpy2D(x.padded, size_t(x.cols + kPad) * sizeof(Element), x.dense, size_t(x.cols) * sizeof(Element),
+                   size_t(x.cols) * sizeof(Element), size_t(x.rows), cudaMemcpyDeviceToDevice);
+    }
+  }
+  if (cudaDeviceSynchronize() != cudaSuccess) return 1;
+
+  // 1. Shapes.
+  CHAIN_NS::CHAIN_CLASS dense, padded;
+  bool const dense_ok = dense.initialize(arguments(bufs, 0), kM) == cusync::Status::kSuccess;
+  CHAIN_NS::Arguments wrong = arguments(bufs, 0);
+  bool shapes_refused = true;
+#define CUSYNC_WRONG(stage, n, k)                                                                            \
+  wrong = arguments(bufs, 0);                                                                                \
+  wrong.stage##_n = (n) + 8;                                                                                 \
+  shapes_refused &= dense.update(wrong) == cusync::Status::kInvalidArgument &&                               \
+                    std::strstr(dense.last_error(), #stage "_n =") != nullptr;                               \
+  wrong = arguments(bufs, 0);                                                                                \
+  wrong.stage##_n = (n);                                                                                     \
+  wrong.stage##_k = (k) * 2;                                                                                 \
+  shapes_refused &= dense.update(wrong) == cusync::Status::kInvalidArgument &&                               \
+                    std::strstr(dense.last_error(), #stage "_k =") != nullptr;
+  CHAIN_GEMMS(CUSYNC_WRONG)
+#undef CUSYNC_WRONG
+  bool const right_accepted = dense.update(arguments(bufs, 0)) == cusync::Status::kSuccess && dense.last_error()[0] == '\0';
+  // The C ABI: a layout with a wrong N of the first GEMM, then one with a leading dimension too small.
+  C_FN(chain)* c = nullptr;
+  C_FN(arguments) ca;
+  std::memset(&ca, 0, sizeof(ca));
+  CHAIN_NS::Arguments const d0 = arguments(bufs, 0);
+  ca.m = d0.m;
+#define CUSYNC_C(field, rows, cols, is_input) ca.field = d0.field;
+  CHAIN_BUFFERS(CUSYNC_C)
+#undef CUSYNC_C
+  C_FN(layout) layout;
+  std::memset(&layout, 0, sizeof(layout));
+  layout.FIRST_GEMM_N_FIELD = FIRST_GEMM_N + 8;
+  C_FN(create)(&c);
+  bool const c_wrong_n = C_FN(initialize_layout)(c, &ca, &layout, kM, 0) == 1 && std::strstr(C_FN(last_error)(c), "_n =");
+  std::memset(&layout, 0, sizeof(layout));
+  layout.input_ld = 8;
+  bool const c_bad_ld = C_FN(initialize_layout)(c, &ca, &layout, kM, 0) == 1 && std::strstr(C_FN(last_error)(c), "input_ld");
+  std::memset(&layout, 0, sizeof(layout));
+  bool const c_default = C_FN(initialize_layout)(c, &ca, &layout, kM, 0) == 0;
+  C_FN(destroy)(c);
+  CHAIN_NS::Arguments bad = arguments(bufs, 1);
+  bad.input_ld += 4;  // not a multiple of 8
+  bool const bad_ld_refused = padded.initialize(bad, kM) == cusync::Status::kInvalidArgument &&
+                              std::strstr(padded.last_error(), "input_ld") != nullptr;
+
+  // 2. Leading dimensions, in every mode this build has.
+  bool const padded_ok = padded.initialize(arguments(bufs, 1), kM) == cusync::Status::kSuccess;
+  std::vector<Mode> modes = {{"run_sequential", -2}, {"run", -3}};
+#if defined(CHAIN_SM90)
+  modes = {{"run_sequential", -2}, {"overlap", 0}, {"stock", 1}, {"streamk", 2}, {"cluster", 3}, {"pingpong", 4}};
+  if (dense.cublaslt_available()) modes.push_back({"cublaslt", 5});
+#endif
+  bool ok = dense_ok && padded_ok && shapes_refused && right_accepted && c_wrong_n && c_bad_ld && c_default && bad_ld_refused;
+  std::string json = "{\"modes\": {";
+  for (Mode const& mode : modes) {
+    poison(bufs);
+    bool const ran = run(dense, mode) == cusync::Status::kSuccess && run(padded, mode) == cusync::Status::kSuccess &&
+                     cudaDeviceSynchronize() == cudaSuccess && dense.check_sync_error() == cusync::Status::kSuccess &&
+                     padded.check_sync_error() == cusync::Status::kSuccess;
+    Compared const cmp = compare(bufs, 1);
+    bool const cublaslt = std::strcmp(mode.name, "cublaslt") == 0;  // another algorithm for other strides may sum otherwise
+    ok &= ran && cmp.padding_kept && (cmp.bitwise || (cublaslt && cmp.max_abs < 0.05));
+    char row[256];
+    std::snprintf(row, sizeof(row), "%s\"%s\": {\"ran\": %s, \"bitwise\": %s, \"padding_kept\": %s, \"differ\": %zu, \"max_abs\": %g}",
+                  &mode == &modes.front() ? "" : ", ", mode.name, ran ? "true" : "false", cmp.bitwise ? "true" : "false",
+                  cmp.padding_kept ? "true" : "false", cmp.differ, cmp.max_abs);
+    json += row;
+  }
+  json += "}";
+  char tail[512];
+  std::snprintf(tail, sizeof(tail),
+                ", \"shapes_refused\": %s, \"right_shape_accepted\": %s, \"c_wrong_n_refused\": %s, \"c_bad_ld_refused\": %s, "
+                "\"c_default_layout\": %s, \"bad_ld_refused\": %s",
+                shapes_refused ? "true" : "false", right_accepted ? "true" : "false", c_wrong_n ? "true" : "false",
+                c_bad_ld ? "true" : "false", c_default ? "true" : "false", bad_ld_refused ? "true" : "false");
+  json += tail;
+  std::printf("{\"ok\": %s, %s}\n", ok ? "true" : "false", json.c_str() + 1);
+  return ok ? 0 : 1;
+}
