@@ -279,6 +279,8 @@ def test_embedding_api(name: str, built: dict[str, Path], tmp_path: Path) -> Non
         pytest.skip(f"{name} not built (needs a Hopper GPU, or not in CUSYNC_GPU_EXAMPLES)")
     row = _run_driver("embed_api", name, built, tmp_path, header=embed_header)
     assert row["shapes_refused"] and row["c_wrong_n_refused"] and row["c_bad_ld_refused"] and row["bad_ld_refused"]
+    assert row["workspace_bytes"] > 0 and row["c_workspace_size_same"] and row["workspace_init"] and row["c_workspace_init"]
+    assert row["workspace_too_small_refused"] and row["workspace_misaligned_refused"]
     for mode, result in row["modes"].items():
-        assert result["ran"] and result["padding_kept"], mode
+        assert result["ran"] and result["padding_kept"] and result["workspace_bitwise"], mode
         assert result["bitwise"] or mode == "cublaslt", mode

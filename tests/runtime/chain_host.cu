@@ -114,6 +114,19 @@ int main() {
   wrong.ldd[1] = 516;
   check(chain.initialize(wrong, 0, 0) == cusync::Status::kInvalidArgument && says(chain, "g2_out_ld = 516") &&
             says(chain, "pad it to 520"), "a leading dimension that is not a multiple of 8 is refused");
+  // Caller-provided memory (item 4): pieces 256-byte aligned, counted in initialize()'s order; a null or
+  // misaligned workspace is refused before any CUDA call.
+  cusync::Workspace count;
+  count.take(10);
+  count.take(1);
+  check(count.used == 257, "workspace pieces start at multiples of 256 bytes");
+  alignas(256) static char memory[4096];
+  cusync::Workspace const null_ws{nullptr, 4096, 0}, misaligned{memory + 16, 4000, 0};
+  check(chain.initialize(shaped(16), 0, 0, &null_ws) == cusync::Status::kInvalidArgument && says(chain, "workspace is null"),
+        "a null workspace is refused");
+  check(chain.initialize(shaped(16), 0, 0, &misaligned) == cusync::Status::kInvalidArgument && says(chain, "256-byte aligned"),
+        "a misaligned workspace is refused");
+  check(chain.workspace_size(0) == 0 && chain.workspace_size((1 << 20) + 1) == 0, "workspace_size of an M out of range is 0");
   cusync::ChainPointers right = shaped(16);
   right.lda[0] = 264, right.ldb[0] = 1000, right.ldd[0] = 1024, right.lda[1] = 1024, right.ldd[1] = 4096;
   right.n[0] = 1000, right.k[0] = 256, right.n[1] = 512, right.k[1] = 1000;

@@ -5,8 +5,9 @@
 //   2. leading dimensions: every buffer padded by kPad elements per row; in every run mode the padded run
 //      is bitwise equal to the dense run of the same mode (cuBLASLt: reported, it may pick another
 //      algorithm for other strides), and no padding element is written; a bad ld is refused;
-//   3. caller-provided memory: workspace_size(), initialize() in the caller's workspace: bitwise equal to
-//      the self-allocating chain in every mode; a workspace too small or misaligned is refused.
+//   3. caller-provided memory: workspace_size() (C++ and C agree), initialize() in the caller's workspace:
+//      bitwise equal to the self-allocating chain in every mode; a workspace too small or misaligned is
+//      refused; the C ABI's _initialize_workspace runs, and destroying it leaves the memory to the caller.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -196,35 +197,65 @@ int main() {
   bool const bad_ld_refused = padded.initialize(bad, kM) == cusync::Status::kInvalidArgument &&
                               std::strstr(padded.last_error(), "input_ld") != nullptr;
 
-  // 2. Leading dimensions, in every mode this build has.
+  // 3. Caller-provided memory: sized by workspace_size(), refused when too small or misaligned.
+  size_t const bytes = CHAIN_NS::CHAIN_CLASS::workspace_size(kM);
+  size_t c_bytes = 0;
+  bool const c_size_same = C_FN(workspace_size)(kM, &c_bytes) == 0 && c_bytes == bytes;
+  char* workspace = nullptr;
+  char* c_workspace = nullptr;  // the C chain's own: two live chains never share memory
+  bool const workspace_alloc = bytes > 0 && cudaMalloc(&workspace, bytes) == cudaSuccess &&
+                               cudaMalloc(&c_workspace, bytes) == cudaSuccess;
+  CHAIN_NS::CHAIN_CLASS other;
+  bool const too_small_refused = other.initialize(arguments(bufs, 2), workspace, bytes - 1, kM) == cusync::Status::kInvalidArgument &&
+                                 std::strstr(other.last_error(), "workspace of") != nullptr;
+  bool const misaligned_refused = other.initialize(arguments(bufs, 2), workspace + 16, bytes, kM) == cusync::Status::kInvalidArgument &&
+                                  std::strstr(other.last_error(), "aligned") != nullptr;
+  bool const other_ok = other.initialize(arguments(bufs, 2), workspace, bytes, kM) == cusync::Status::kSuccess;
+  C_FN(chain)* cw = nullptr;
+  C_FN(create)(&cw);
+  bool const c_workspace_ok = C_FN(initialize_workspace)(cw, &ca, nullptr, kM, c_workspace, bytes, 0) == 0 &&
+                              C_FN(run_sequential)(cw, 0) == 0;
+  C_FN(destroy)(cw);  // frees nothing of c_workspace
+  bool const c_workspace_kept = cudaFree(c_workspace) == cudaSuccess;  // still ours to free
+  bool const workspace_checks = c_size_same && workspace_alloc && too_small_refused && misaligned_refused && other_ok &&
+                               c_workspace_ok && c_workspace_kept;
+
+  // 2. Leading dimensions, in every mode this build has (and 3: the caller-workspace chain in each).
   bool const padded_ok = padded.initialize(arguments(bufs, 1), kM) == cusync::Status::kSuccess;
   std::vector<Mode> modes = {{"run_sequential", -2}, {"run", -3}};
 #if defined(CHAIN_SM90)
   modes = {{"run_sequential", -2}, {"overlap", 0}, {"stock", 1}, {"streamk", 2}, {"cluster", 3}, {"pingpong", 4}};
   if (dense.cublaslt_available()) modes.push_back({"cublaslt", 5});
 #endif
-  bool ok = dense_ok && padded_ok && shapes_refused && right_accepted && c_wrong_n && c_bad_ld && c_default && bad_ld_refused;
+  bool ok = dense_ok && padded_ok && shapes_refused && right_accepted && c_wrong_n && c_bad_ld && c_default && bad_ld_refused &&
+            workspace_checks;
   std::string json = "{\"modes\": {";
   for (Mode const& mode : modes) {
     poison(bufs);
     bool const ran = run(dense, mode) == cusync::Status::kSuccess && run(padded, mode) == cusync::Status::kSuccess &&
-                     cudaDeviceSynchronize() == cudaSuccess && dense.check_sync_error() == cusync::Status::kSuccess &&
-                     padded.check_sync_error() == cusync::Status::kSuccess;
+                     run(other, mode) == cusync::Status::kSuccess && cudaDeviceSynchronize() == cudaSuccess &&
+                     dense.check_sync_error() == cusync::Status::kSuccess && padded.check_sync_error() == cusync::Status::kSuccess &&
+                     other.check_sync_error() == cusync::Status::kSuccess;
     Compared const cmp = compare(bufs, 1);
+    Compared const in_workspace = compare(bufs, 2);  // same kernels, same strides: bitwise in every mode
+    ok &= in_workspace.bitwise;
     bool const cublaslt = std::strcmp(mode.name, "cublaslt") == 0;  // another algorithm for other strides may sum otherwise
     ok &= ran && cmp.padding_kept && (cmp.bitwise || (cublaslt && cmp.max_abs < 0.05));
-    char row[256];
-    std::snprintf(row, sizeof(row), "%s\"%s\": {\"ran\": %s, \"bitwise\": %s, \"padding_kept\": %s, \"differ\": %zu, \"max_abs\": %g}",
-                  &mode == &modes.front() ? "" : ", ", mode.name, ran ? "true" : "false", cmp.bitwise ? "true" : "false",
-                  cmp.padding_kept ? "true" : "false", cmp.differ, cmp.max_abs);
+    char row[320];
+    std::snprintf(row, sizeof(row), "%s\"%s\": {\"ran\": %s, \"bitwise\": %s, \"padding_kept\": %s, \"differ\": %zu, \"max_abs\": %g, "
+                  "\"workspace_bitwise\": %s}", &mode == &modes.front() ? "" : ", ", mode.name, ran ? "true" : "false",
+                  cmp.bitwise ? "true" : "false", cmp.padding_kept ? "true" : "false", cmp.differ, cmp.max_abs,
+                  in_workspace.bitwise ? "true" : "false");
     json += row;
   }
   json += "}";
-  char tail[512];
+  char tail[768];
   std::snprintf(tail, sizeof(tail),
-                ", \"shapes_refused\": %s, \"right_shape_accepted\": %s, \"c_wrong_n_refused\": %s, \"c_bad_ld_refused\": %s, "
+                ", \"workspace_bytes\": %zu, \"c_workspace_size_same\": %s, \"workspace_too_small_refused\": %s, "
+                "\"workspace_misaligned_refused\": %s, \"workspace_init\": %s, \"c_workspace_init\": %s, \"shapes_refused\": %s, \"right_shape_accepted\": %s, \"c_wrong_n_refused\": %s, \"c_bad_ld_refused\": %s, "
                 "\"c_default_layout\": %s, \"bad_ld_refused\": %s",
-                shapes_refused ? "true" : "false", right_accepted ? "true" : "false", c_wrong_n ? "true" : "false",
+                bytes, c_size_same ? "true" : "false", too_small_refused ? "true" : "false", misaligned_refused ? "true" : "false",
+                other_ok ? "true" : "false", c_workspace_ok ? "true" : "false", shapes_refused ? "true" : "false", right_accepted ? "true" : "false", c_wrong_n ? "true" : "false",
                 c_bad_ld ? "true" : "false", c_default ? "true" : "false", bad_ld_refused ? "true" : "false");
   json += tail;
   std::printf("{\"ok\": %s, %s}\n", ok ? "true" : "false", json.c_str() + 1);

@@ -93,6 +93,13 @@ cusync::Status Gpt3MlpSm90::initialize(Arguments const& args, int max_m, cudaStr
   return core_.initialize(pointers(args), max_m, stream);
 }
 
+cusync::Status Gpt3MlpSm90::initialize(Arguments const& args, void* workspace, size_t bytes, int max_m, cudaStream_t stream) {
+  cusync::Workspace const caller{static_cast<char*>(workspace), bytes, 0};
+  return core_.initialize(pointers(args), max_m, stream, &caller);
+}
+
+size_t Gpt3MlpSm90::workspace_size(int max_m) { return Gpt3MlpSm90().core_.workspace_size(max_m); }  // no CUDA call but the SM count
+
 cusync::Status Gpt3MlpSm90::update(Arguments const& args) { return core_.update(pointers(args)); }
 cusync::Status Gpt3MlpSm90::set_policy(cusync::PolicyKind policy) { return core_.set_policy(policy); }
 int64_t Gpt3MlpSm90::trace_offset(int stage) const { return core_.trace_offset(stage); }

@@ -126,6 +126,22 @@ int gpt3_mlp_sm90_update_layout(gpt3_mlp_sm90_chain* chain, const gpt3_mlp_sm90_
   return guarded(chain, [&](Chain& c) { return c.update(to_cpp(*args, layout)); });
 }
 
+int gpt3_mlp_sm90_workspace_size(int max_m, size_t* bytes) {
+  if (bytes == nullptr) return code(cusync::Status::kInvalidArgument);
+  try {
+    *bytes = Chain::workspace_size(max_m);
+  } catch (...) {
+    return code(cusync::Status::kInternalError);
+  }
+  return code(*bytes != 0 ? cusync::Status::kSuccess : cusync::Status::kInvalidArgument);
+}
+
+int gpt3_mlp_sm90_initialize_workspace(gpt3_mlp_sm90_chain* chain, const gpt3_mlp_sm90_arguments* args,
+    const gpt3_mlp_sm90_layout* layout, int max_m, void* workspace, size_t bytes, cudaStream_t stream) {
+  if (args == nullptr) return code(cusync::Status::kInvalidArgument);
+  return guarded(chain, [&](Chain& c) { return c.initialize(to_cpp(*args, layout), workspace, bytes, max_m, stream); });
+}
+
 const char* gpt3_mlp_sm90_last_error(const gpt3_mlp_sm90_chain* chain) {
   return chain != nullptr ? chain->impl.last_error() : "no chain (NULL)";
 }

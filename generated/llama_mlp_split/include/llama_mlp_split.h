@@ -8,7 +8,8 @@
 // synchronization off. Both are capturable in a CUDA graph. All pointers are device pointers; M (rows)
 // is a run-time value up to the max_m given to initialize().
 //
-// The class owns device memory, streams and events: it is movable (the moved-from object is empty, and
+// The class owns device memory, streams and events (or carves its device memory from the caller's: the
+// workspace overload of initialize(); the streams and events are not device memory): it is movable (the moved-from object is empty, and
 // destroying or re-initializing it is safe), not copyable. It never synchronizes the whole device:
 // initialize(), check_sync_error() and clear_sync_error() work on the stream they are given (by
 // default the legacy default stream, cudaStreamLegacy). Test hooks live in llama_mlp_split_testing.h; a plain C
@@ -86,6 +87,15 @@ class LlamaMlpSplit {
   // Call once, outside stream capture. The state's upload runs on `stream`, and initialize() returns after
   // synchronizing that stream only (never the device): the chain may then run on any stream.
   cusync::Status initialize(Arguments const& args, int max_m = 0, cudaStream_t stream = cudaStreamLegacy);
+  // The same in caller-provided memory: every device buffer the chain would cudaMalloc (the state and the
+  // semaphores) is carved, in 256-byte aligned pieces, from `workspace`: device memory of
+  // at least workspace_size(max(max_m, args.m)) bytes, 256-byte aligned (else kInvalidArgument, and
+  // last_error() says why), which must outlive the chain. The chain never frees it.
+  cusync::Status initialize(Arguments const& args, void* workspace, size_t bytes, int max_m = 0,
+                            cudaStream_t stream = cudaStreamLegacy);
+  // Bytes of device memory a chain initialized for max_m rows takes, on the current device (its SM count
+  // sizes the stream-K workspaces); 0 if max_m is outside 1 .. 1048576 or the device cannot be queried.
+  static size_t workspace_size(int max_m);
   // New pointers or M (M <= the max_m of initialize()).
   cusync::Status update(Arguments const& args);
   // Why the last initialize() or update() returned kInvalidArgument: the field and the fix ("" after success).

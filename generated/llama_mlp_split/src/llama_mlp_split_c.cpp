@@ -134,6 +134,22 @@ int llama_mlp_split_update_layout(llama_mlp_split_chain* chain, const llama_mlp_
   return guarded(chain, [&](Chain& c) { return c.update(to_cpp(*args, layout)); });
 }
 
+int llama_mlp_split_workspace_size(int max_m, size_t* bytes) {
+  if (bytes == nullptr) return code(cusync::Status::kInvalidArgument);
+  try {
+    *bytes = Chain::workspace_size(max_m);
+  } catch (...) {
+    return code(cusync::Status::kInternalError);
+  }
+  return code(*bytes != 0 ? cusync::Status::kSuccess : cusync::Status::kInvalidArgument);
+}
+
+int llama_mlp_split_initialize_workspace(llama_mlp_split_chain* chain, const llama_mlp_split_arguments* args,
+    const llama_mlp_split_layout* layout, int max_m, void* workspace, size_t bytes, cudaStream_t stream) {
+  if (args == nullptr) return code(cusync::Status::kInvalidArgument);
+  return guarded(chain, [&](Chain& c) { return c.initialize(to_cpp(*args, layout), workspace, bytes, max_m, stream); });
+}
+
 const char* llama_mlp_split_last_error(const llama_mlp_split_chain* chain) {
   return chain != nullptr ? chain->impl.last_error() : "no chain (NULL)";
 }

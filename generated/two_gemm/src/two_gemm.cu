@@ -83,6 +83,13 @@ cusync::Status TwoGemm::initialize(Arguments const& args, int max_m, cudaStream_
   return core_.initialize(pointers(args), max_m, stream);
 }
 
+cusync::Status TwoGemm::initialize(Arguments const& args, void* workspace, size_t bytes, int max_m, cudaStream_t stream) {
+  cusync::Workspace const caller{static_cast<char*>(workspace), bytes, 0};
+  return core_.initialize(pointers(args), max_m, stream, &caller);
+}
+
+size_t TwoGemm::workspace_size(int max_m) { return TwoGemm().core_.workspace_size(max_m); }  // no CUDA call but the SM count
+
 cusync::Status TwoGemm::update(Arguments const& args) { return core_.update(pointers(args)); }
 cusync::Status TwoGemm::set_policy(cusync::PolicyKind policy) { return core_.set_policy(policy); }
 int64_t TwoGemm::trace_offset(int stage) const { return core_.trace_offset(stage); }

@@ -126,6 +126,22 @@ int two_gemm_update_layout(two_gemm_chain* chain, const two_gemm_arguments* args
   return guarded(chain, [&](Chain& c) { return c.update(to_cpp(*args, layout)); });
 }
 
+int two_gemm_workspace_size(int max_m, size_t* bytes) {
+  if (bytes == nullptr) return code(cusync::Status::kInvalidArgument);
+  try {
+    *bytes = Chain::workspace_size(max_m);
+  } catch (...) {
+    return code(cusync::Status::kInternalError);
+  }
+  return code(*bytes != 0 ? cusync::Status::kSuccess : cusync::Status::kInvalidArgument);
+}
+
+int two_gemm_initialize_workspace(two_gemm_chain* chain, const two_gemm_arguments* args,
+    const two_gemm_layout* layout, int max_m, void* workspace, size_t bytes, cudaStream_t stream) {
+  if (args == nullptr) return code(cusync::Status::kInvalidArgument);
+  return guarded(chain, [&](Chain& c) { return c.initialize(to_cpp(*args, layout), workspace, bytes, max_m, stream); });
+}
+
 const char* two_gemm_last_error(const two_gemm_chain* chain) {
   return chain != nullptr ? chain->impl.last_error() : "no chain (NULL)";
 }

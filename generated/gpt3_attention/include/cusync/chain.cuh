@@ -17,6 +17,7 @@ namespace cusync {
 // ChainBase
 
 inline ChainBase::~ChainBase() {
+  if (!owns_memory_) return;  // the caller's workspace
   if (semaphores_ != nullptr) cudaFree(semaphores_);
   if (state_ != nullptr) cudaFree(state_);
 }
@@ -29,16 +30,32 @@ inline void ChainBase::swap_base(ChainBase& other) noexcept {
   swap(timeout_ns_, other.timeout_ns_);
   swap(state_, other.state_);
   swap(semaphores_, other.semaphores_);
+  swap(owns_memory_, other.owns_memory_);
 }
 
-inline Status ChainBase::allocate_state(int64_t words, cudaStream_t stream) {
-  Status status = Status::kSuccess;
+inline Status ChainBase::device_sms(int* sms) {
   int device = 0;
-  if ((status = from_cuda(cudaGetDevice(&device))) != Status::kSuccess) return status;
-  if ((status = from_cuda(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device))) != Status::kSuccess) return status;
+  Status const status = from_cuda(cudaGetDevice(&device));
+  return status != Status::kSuccess ? status : from_cuda(cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device));
+}
+
+inline void ChainBase::take_state(Workspace& w, int64_t words) {
+  w.take(sizeof(ChainState));
+  w.take(sizeof(uint64_t) * size_t(std::max<int64_t>(words, 1)));
+}
+
+inline Status ChainBase::allocate_state(int64_t words, cudaStream_t stream, Workspace* carve) {
+  Status status = Status::kSuccess;
+  if ((status = device_sms(&sms_)) != Status::kSuccess) return status;
   words = std::max<int64_t>(words, 1);
-  if ((status = from_cuda(cudaMalloc(&state_, sizeof(ChainState)))) != Status::kSuccess) return status;
-  if ((status = from_cuda(cudaMalloc(&semaphores_, sizeof(uint64_t) * words))) != Status::kSuccess) return status;
+  if (carve != nullptr) {  // the same pieces, in the same order, as take_state
+    owns_memory_ = false;
+    state_ = carve->take(sizeof(ChainState));
+    semaphores_ = static_cast<uint64_t*>(carve->take(sizeof(uint64_t) * size_t(words)));
+  } else {
+    if ((status = from_cuda(cudaMalloc(&state_, sizeof(ChainState)))) != Status::kSuccess) return status;
+    if ((status = from_cuda(cudaMalloc(&semaphores_, sizeof(uint64_t) * words))) != Status::kSuccess) return status;
+  }
   // Zeroed here, and again only when the epoch wraps: epochs make every later run start from a clean slate.
   return from_cuda(init_chain_state(static_cast<ChainState*>(state_), semaphores_, uint64_t(words), stream));
 }
@@ -120,6 +137,7 @@ inline void StagedChain::swap_staged(StagedChain& other) noexcept {
   swap(ticket_order_, other.ticket_order_);
   swap(semaphore_offset_, other.semaphore_offset_);
   swap(last_error_, other.last_error_);
+  swap(carve_, other.carve_);
 }
 
 inline char const* StagedChain::stage_name(ChainTables const& tables, int stage) {
@@ -192,27 +210,59 @@ inline Status StagedChain::check_arguments(ChainPointers const& a) {
   return Status::kSuccess;
 }
 
-inline Status StagedChain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream) {
+// Room for the finest grid any policy can ask for: one semaphore per producer tile, in the configuration
+// that has the most tiles (configurations share the memory: epochs keep it clean).
+inline int64_t StagedChain::semaphore_words(ChainTables const& t, int max_m, int64_t (*offset)[kMaxChainStages]) {
+  int64_t total = 0;
+  for (int c = 0; c < t.num_configs; ++c) {
+    int64_t words = 0;
+    for (int s = 0; s < t.num_stages; ++s) {
+      StageInfo const& st = t.at(c, s);
+      if (offset != nullptr) offset[c][s] = words;
+      words += int64_t(ceil_div(max_m, st.tile_m)) * ceil_div(st.n, st.tile_n);
+    }
+    total = std::max(total, words);
+  }
+  return total;
+}
+
+inline size_t StagedChain::workspace_size(int max_m) const {
+  if (max_m <= 0 || max_m > t_->max_m) return 0;
+  int sms = sms_;
+  if (sms == 0 && device_sms(&sms) != Status::kSuccess) return 0;
+  Workspace w;
+  take_state(w, semaphore_words(*t_, max_m, nullptr));
+  take_backend(w, max_m, sms);
+  return w.used;
+}
+
+inline Status StagedChain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller) {
   if (state_ != nullptr) return invalid("initialize() was already called: use update(), or a new object");
   Status status = check_arguments(args);
   if (status != Status::kSuccess) return status;
   if (max_m > t_->max_m) return invalid("max_m = %d is above %d (the spec's MAX_M): pass at most %d", max_m, t_->max_m, t_->max_m);
   max_m_ = std::max(max_m, args.m);
-  args_ = args;
-  // Room for the finest grid any policy can ask for: one semaphore per producer tile, in the
-  // configuration that has the most tiles (configurations share the memory: epochs keep it clean).
-  int64_t total = 0;
-  for (int c = 0; c < t_->num_configs; ++c) {
-    int64_t words = 0;
-    for (int s = 0; s < t_->num_stages; ++s) {
-      StageInfo const& st = t_->at(c, s);
-      semaphore_offset_[c][s] = words;
-      words += int64_t(ceil_div(max_m_, st.tile_m)) * ceil_div(st.n, st.tile_n);
+  if (caller != nullptr) {
+    if (caller->base == nullptr) {
+      return invalid("workspace is null: pass device memory of workspace_size(%d) bytes, or call initialize() "
+                     "without a workspace to let the chain allocate", max_m_);
     }
-    total = std::max(total, words);
+    if (reinterpret_cast<uintptr_t>(caller->base) % Workspace::kAlignment != 0) {
+      return invalid("workspace %p is not %d-byte aligned: pass cudaMalloc's pointer, or one offset by a multiple of %d",
+                     static_cast<void*>(caller->base), int(Workspace::kAlignment), int(Workspace::kAlignment));
+    }
+    size_t const need = workspace_size(max_m_);
+    if (need == 0) return Status::kCudaError;  // the device could not be queried
+    if (caller->bytes < need) {
+      return invalid("workspace of %zu bytes is below workspace_size(%d) = %zu: pass at least that (the max_m "
+                     "given to workspace_size() must be max(max_m, args.m))", caller->bytes, max_m_, need);
+    }
+    carve_ = Workspace{caller->base, caller->bytes, 0};
   }
+  args_ = args;
+  int64_t const total = semaphore_words(*t_, max_m_, semaphore_offset_);
   config_ = config_for(args.m);
-  if ((status = allocate_state(total, stream)) != Status::kSuccess) return status;
+  if ((status = allocate_state(total, stream, caller != nullptr ? &carve_ : nullptr)) != Status::kSuccess) return status;
   for (int s = 0; s < t_->num_stages; ++s) {
     if ((status = t_->prepare[s]()) != Status::kSuccess) return status;
   }

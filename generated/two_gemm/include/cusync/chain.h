@@ -123,6 +123,22 @@ Chain& move_assign(Chain& self, Chain& other) noexcept {
   return self;
 }
 
+// Device memory carved out of one block the caller provides (initialize()'s workspace overload), in
+// pieces aligned to kAlignment bytes taken in a fixed order; with a null base it only counts the bytes
+// (workspace_size(), which takes the same pieces in the same order).
+struct Workspace {
+  static constexpr size_t kAlignment = 256;
+  char* base = nullptr;
+  size_t bytes = 0;                   // what the caller provided
+  size_t used = 0;                    // the end of the last piece taken
+  void* take(size_t size) {
+    used = (used + kAlignment - 1) / kAlignment * kAlignment;
+    void* piece = base != nullptr ? base + used : nullptr;
+    used += size;
+    return piece;
+  }
+};
+
 // The device state of one chain instance: what every backend allocates, checks and frees the same way.
 class ChainBase {
  public:
@@ -143,8 +159,12 @@ class ChainBase {
 
  protected:
   void swap_base(ChainBase& other) noexcept;
-  // The device's SM count, the state and a pool of `words` semaphores, zeroed on `stream` (synchronized).
-  Status allocate_state(int64_t words, cudaStream_t stream);
+  // The device's SM count, the state and a pool of `words` semaphores, zeroed on `stream` (synchronized):
+  // cudaMalloc'ed, or carved from `carve` (the caller's workspace; then never freed here).
+  Status allocate_state(int64_t words, cudaStream_t stream, Workspace* carve = nullptr);
+  // The pieces allocate_state() takes, for workspace_size().
+  static void take_state(Workspace& w, int64_t words);
+  static Status device_sms(int* sms);
 
   int sms_ = 0;
   bool single_stream_ = false;
@@ -152,6 +172,7 @@ class ChainBase {
   uint64_t timeout_ns_ = 2000000000ull;
   void* state_ = nullptr;                      // cusync::ChainState
   uint64_t* semaphores_ = nullptr;
+  bool owns_memory_ = true;                    // false: every device buffer is in the caller's workspace
 };
 
 // A side stream and the events that fork a run from the caller's stream and join it back.
@@ -179,8 +200,13 @@ class StagedChain : public ChainBase {
   explicit StagedChain(ChainTables const& tables) : t_(&tables), ticket_order_(tables.ticket_order) {}
 
   // Checks the pointers, allocates the state and the semaphores for max(max_m, args.m) rows, prepares
-  // every stage; the backend's initialize() adds its own resources.
-  Status initialize(ChainPointers const& args, int max_m, cudaStream_t stream);
+  // every stage; the backend's initialize() adds its own resources. `caller` (base and bytes): carve every
+  // device buffer from that memory instead (at least workspace_size(max(max_m, args.m)) bytes, 256-byte
+  // aligned), the backend's too (carve_ holds where the next piece starts).
+  Status initialize(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller = nullptr);
+  // Bytes of device memory initialize() takes for max_m rows on the current device (0 if max_m is out of
+  // 1 .. kMaxM or the device cannot be queried): the state, the semaphores and the backend's buffers.
+  size_t workspace_size(int max_m) const;
   Status update(ChainPointers const& args);
   Status set_policy(PolicyKind policy);
   void set_trace(uint64_t* trace) { trace_ = trace; }
@@ -210,6 +236,10 @@ class StagedChain : public ChainBase {
   void fill_unsynced(StageLaunch& launch, int stage, bool programmatic) const;
   Status launch_stage(int stage, bool synced, cudaStream_t stream, LaunchOrder order = {});
   virtual void fill_backend(StageLaunch&, int) const {}
+  // The backend's pieces of the caller's workspace, after the state's (workspace_size()).
+  virtual void take_backend(Workspace&, int /*max_m*/, int /*sms*/) const {}
+  // Semaphore words for max_m rows (the finest grid of every configuration); each stage's offset per configuration.
+  static int64_t semaphore_words(ChainTables const& t, int max_m, int64_t (*offset)[kMaxChainStages]);
   // sm90: every stage's queue in this order (-1: the spec's).
   int tile_order_override_ = -1;
 
@@ -222,6 +252,7 @@ class StagedChain : public ChainBase {
   bool ticket_order_ = true;
   int64_t semaphore_offset_[kMaxConfigs][kMaxChainStages] = {};
   char last_error_[256] = {};
+  Workspace carve_{};                          // the caller's workspace (base null: self-allocated)
 };
 
 }  // namespace cusync

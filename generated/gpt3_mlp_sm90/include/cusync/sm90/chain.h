@@ -43,7 +43,9 @@ class Chain : public StagedChain {
   Chain& operator=(Chain&& other) noexcept;
   void swap(Chain& other) noexcept;
 
-  Status initialize(ChainPointers const& args, int max_m, cudaStream_t stream);
+  // caller: carve every device buffer (state, semaphores, stream-K workspaces, cuBLASLt's workspace) from
+  // the caller's memory; cuBLASLt's handle stays the chain's (StagedChain::initialize).
+  Status initialize(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller = nullptr);
   Status run(cudaStream_t stream) { return run_mode(stream, mode()); }
   Status run_mode(cudaStream_t stream, Mode mode);
   Mode mode() const;
@@ -62,6 +64,9 @@ class Chain : public StagedChain {
 
  private:
   void fill_backend(StageLaunch& launch, int stage) const override;
+  void take_backend(Workspace& w, int max_m, int sms) const override;
+  // Bytes of every GEMM's stream-K workspace for max_m rows on `sms` SMs; each stage's offset.
+  int64_t streamk_bytes(int max_m, int sms, int64_t* offset) const;
   Status run_cutlass(cudaStream_t stream, bool programmatic, Mode kernels);
   Status run_overlapped(cudaStream_t stream);
 

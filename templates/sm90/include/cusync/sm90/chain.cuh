@@ -14,7 +14,7 @@ namespace cusync::sm90 {
 constexpr int64_t kWorkspaceAlignment = 256;
 
 inline Chain::~Chain() {
-  if (streamk_workspace_ != nullptr) cudaFree(streamk_workspace_);
+  if (streamk_workspace_ != nullptr && owns_memory_) cudaFree(streamk_workspace_);
   destroy_lt_context(static_cast<LtContext*>(lt_));
 }
 
@@ -35,30 +35,45 @@ inline void Chain::swap(Chain& other) noexcept {
   swap_staged(other);
 }
 
-inline Status Chain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream) {
-  Status status = StagedChain::initialize(args, max_m, stream);
-  if (status != Status::kSuccess) return status;
+// Stream-K workspaces: a stage's size depends on M only through its tile rows, so the largest over every
+// tile-row count up to max_m (in every configuration) covers every later M.
+inline int64_t Chain::streamk_bytes(int max_m, int sms, int64_t* offset) const {
+  int64_t bytes = 0;
   for (int s = 0; s < t_->num_stages; ++s) {
-    if (b_->prepare_stock[s] != nullptr && (status = b_->prepare_stock[s]()) != Status::kSuccess) return status;
-  }
-  // Stream-K workspaces: a stage's size depends on M only through its tile rows, so the largest over
-  // every tile-row count up to max_m (in every configuration) covers every later M.
-  int64_t streamk_bytes = 0;
-  for (int s = 0; s < t_->num_stages; ++s) {
-    streamk_offset_[s] = streamk_bytes;
+    if (offset != nullptr) offset[s] = bytes;
     if (b_->streamk_workspace[s] == nullptr) continue;
     int64_t most = 0;
     for (int c = 0; c < t_->num_configs; ++c) {
       int const tile_m = t_->at(c, s).tile_m;
-      for (int rows = 1; rows <= ceil_div(max_m_, tile_m); ++rows) {
-        most = std::max<int64_t>(most, int64_t(b_->streamk_workspace[s](rows * tile_m, sms_, c)));
+      for (int rows = 1; rows <= ceil_div(max_m, tile_m); ++rows) {
+        most = std::max<int64_t>(most, int64_t(b_->streamk_workspace[s](rows * tile_m, sms, c)));
       }
     }
-    streamk_bytes += (most + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+    bytes += (most + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
   }
-  if ((status = from_cuda(cudaMalloc(&streamk_workspace_, size_t(std::max<int64_t>(streamk_bytes, 1))))) != Status::kSuccess) return status;
+  return std::max<int64_t>(bytes, 1);
+}
+
+// After the state's pieces, in initialize()'s order: the stream-K workspaces, then cuBLASLt's.
+inline void Chain::take_backend(Workspace& w, int max_m, int sms) const {
+  w.take(size_t(streamk_bytes(max_m, sms, nullptr)));
+  if (kHaveCublasLt) w.take(kLtWorkspaceBytes);
+}
+
+inline Status Chain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller) {
+  Status status = StagedChain::initialize(args, max_m, stream, caller);
+  if (status != Status::kSuccess) return status;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    if (b_->prepare_stock[s] != nullptr && (status = b_->prepare_stock[s]()) != Status::kSuccess) return status;
+  }
+  size_t const streamk = size_t(streamk_bytes(max_m_, sms_, streamk_offset_));
+  if (caller != nullptr) {
+    streamk_workspace_ = carve_.take(streamk);
+  } else if ((status = from_cuda(cudaMalloc(&streamk_workspace_, streamk))) != Status::kSuccess) {
+    return status;
+  }
   LtContext* lt = nullptr;
-  status = create_lt_context(&lt);
+  status = create_lt_context(&lt, caller != nullptr && kHaveCublasLt ? carve_.take(kLtWorkspaceBytes) : nullptr);
   lt_ = lt;
   if (status != Status::kSuccess) return status;
   // Only the stream the state was uploaded on, never the whole device: the chain may run on any stream next.
