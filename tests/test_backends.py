@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -151,3 +152,27 @@ def test_stage_operands_name_the_arguments_fields_and_their_dense_widths() -> No
     split = stage_operands(plan_of("llama_mlp_split"))
     two_producer = next(o for o in split if not o.gemm)
     assert two_producer.b is not None and two_producer.b.cols == two_producer.d.cols  # up: the second producer's output
+
+
+@pytest.mark.parametrize("name", ["two_gemm", "two_gemm_sm90", "llama_mlp_sm90"])
+def test_a_bias_is_an_argument_of_the_gemm_that_asks_for_it(name: str, tmp_path: Path) -> None:
+    """`bias: true` on every GEMM (issue 12 item 5): each gets `<stage>_bias` in the C++ and C arguments,
+    passed to the runtime with its field name (refused when null), the manifest records it, and the kernels
+    take it (sm90: the bias fusion in every kernel kind; sm80: the launch passes it)."""
+    from conftest import bias_spec
+
+    plan = plan_of_spec(load_spec(bias_spec(name, tmp_path)))
+    files = render_project(plan, "/cutlass")
+    header, c_header, chain = (files[f"include/{plan.name}.h"], files[f"include/{plan.name}_c.h"],
+                               files[f"src/{plan.name}.cu"])
+    for stage in (s for s in plan.stages if s.op.value == "gemm"):
+        assert f"Element const* {stage.name}_bias = nullptr;" in header
+        assert f"const void* {stage.name}_bias;" in c_header
+        assert f'bias_field[{stage.index}] = "{stage.name}_bias";' in chain
+        if plan.arch.value == "sm90":
+            assert "/*kBias=*/true" in files[f"src/stage_{stage.name}.cu"]
+            # per configuration the stock, stream-K and cluster kernels (one Config each), and the ping-pong one
+            assert files[f"src/stage_{stage.name}_stock.cu"].count("/*kBias=*/true") == 2 * len(plan.configs) + 1
+    assert all(s.get("bias") for s in json.loads(files["manifest.json"])["stages"] if s["op"] == "gemm")
+    plain = render_project(plan_of("two_gemm"), "/cutlass")
+    assert "_bias" not in plain["include/two_gemm.h"] and "bias" not in plain["manifest.json"]

@@ -225,14 +225,16 @@ def test_attention_falls_back_below_four_tile_rows(built: dict[str, Path]) -> No
     assert all(r["bitwise_equal"] and r["graph_ok"] for r in rows)
 
 
-def _run_driver(driver: str, name: str, built: dict[str, Path], tmp_path: Path, header=epoch_wrap_header) -> dict:  # noqa: ANN001
-    """Builds tests/runtime/<driver>.cu against the built library of `name` and runs it: its JSON row,
-    which must say ok."""
+def _run_driver(driver: str, name: str, built: dict[str, Path], tmp_path: Path, header=epoch_wrap_header,  # noqa: ANN001
+                project: Path | None = None) -> dict:
+    """Builds tests/runtime/<driver>.cu against the built library of `name` (generated/<name>, or the
+    generated `project` with its library in built[name]'s folder) and runs it: its JSON row, which must say ok."""
     arch = "90a" if name in EXAMPLES_SM90 else (os.environ.get("CUSYNC_GPU_ARCH") or _compute_capability())
     exe = tmp_path / driver
+    project = project or REPO / "generated" / name
     compile_ = ["nvcc", "-std=c++17", f"-gencode=arch=compute_{arch},code=sm_{arch}",
-                "-I", str(REPO / "generated" / name / "include"), "-I", str(header(name, tmp_path / "inc")),
-                str(REPO / "tests" / "runtime" / f"{driver}.cu"), str(built[name].parent / f"lib{name}.a"),
+                "-I", str(project / "include"), "-I", str(header(name, tmp_path / "inc")),
+                str(REPO / "tests" / "runtime" / f"{driver}.cu"), str(built[name].parent / f"lib{project.name}.a"),
                 *library_link_flags(built[name].parent), "-o", str(exe)]
     out = subprocess.run(compile_, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -284,3 +286,42 @@ def test_embedding_api(name: str, built: dict[str, Path], tmp_path: Path) -> Non
     for mode, result in row["modes"].items():
         assert result["ran"] and result["padding_kept"] and result["workspace_bitwise"], mode
         assert result["bitwise"] or mode == "cublaslt", mode
+
+
+@pytest.mark.parametrize("name", ["two_gemm", "two_gemm_sm90"])
+def test_bias_on_gpu(name: str, tmp_path: Path, cutlass_dir: Path) -> None:
+    """`bias: true` on every GEMM (issue 12 item 5), generated and built here: the bench's checks (every
+    policy and, on sm90, every run mode against run_sequential, bitwise or within tolerance, and each stage
+    against an fp32 reference that adds the bias), then tests/runtime/embed_api.cu on the bias chain
+    (padded leading dimensions and the caller's workspace with the biases; the last GEMM, identity, gives
+    D(bias) - D(0) = bias)."""
+    from conftest import bias_spec
+    from cusync_gen.render import generate
+
+    arch = os.environ.get("CUSYNC_GPU_ARCH") or _compute_capability()
+    if name in EXAMPLES_SM90:
+        if not arch.startswith("9"):
+            pytest.skip("Hopper kernels")
+        arch = "90a"
+    spec = bias_spec(name, tmp_path / "spec")
+    project = generate(spec, tmp_path / f"{name}_bias")
+    build = tmp_path / "build"
+    subprocess.run(["cmake", "-S", str(project), "-B", str(build), f"-DCUTLASS_DIR={cutlass_dir}",
+                    f"-DCMAKE_CUDA_ARCHITECTURES={arch}"] + (["-G", "Ninja"] if shutil.which("ninja") else []),
+                   check=True, capture_output=True)
+    out = subprocess.run(["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    bench = build / f"{name}_bias_bench"
+    out = subprocess.run([str(bench), "--m", "1,200,1000", "--repeats", "2", "--warmup", "1"],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for row in (r for r in _rows(out.stdout) if "m" in r):
+        assert row["bitwise_equal"] and row["ref_rel_err"] < 1e-2 and row["sync_error"] is None, row
+        assert row.get("stock_bitwise", True) and row.get("cluster_bitwise", True), row
+        assert row.get("streamk_rel_diff", 0.0) < 1e-2 and row.get("pingpong_rel_diff", 0.0) < 1e-2, row
+        assert row.get("cublaslt_rel_diff", 0.0) < 1e-2, row
+    row = _run_driver("embed_api", name, {name: bench}, tmp_path,
+                      header=lambda n, into: embed_header(n, into, spec), project=project)
+    assert row["biases"] == 2 and row["bias_applied"], row
+    for mode, result in row["modes"].items():
+        assert result["ran"] and result["padding_kept"] and result["workspace_bitwise"], mode

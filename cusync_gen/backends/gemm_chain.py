@@ -74,6 +74,7 @@ class StageOperands:
     b: Buffer | None
     d: Buffer
     gemm: bool
+    bias: str | None = None  # a GEMM's bias vector [n] (the Arguments field), if the spec asks for one
 
 
 def stage_operands(plan: ChainPlan) -> tuple[StageOperands, ...]:
@@ -87,7 +88,7 @@ def stage_operands(plan: ChainPlan) -> tuple[StageOperands, ...]:
             b: Buffer | None = Buffer(f"{s.name}_weight", s.n if s.b_layout.value == "row" else s.k, True)
         else:
             b = outs[s.input_b.producer] if s.input_b else None
-        result.append(StageOperands(a, b, outs[s.index], s.op is Op.GEMM))
+        result.append(StageOperands(a, b, outs[s.index], s.op is Op.GEMM, f"{s.name}_bias" if s.bias else None))
     return tuple(result)
 
 
@@ -119,6 +120,7 @@ def manifest_stages(plan: ChainPlan) -> list[dict]:
             "producer_b": plan.stages[s.input_b.producer].name if s.input_b else None,
             "epilogue": s.epilogue.value,
             "b_layout": s.b_layout.value,
+            **({"bias": True} if s.bias else {}),
         }
         for s in plan.stages
     ]

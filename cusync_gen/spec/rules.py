@@ -83,6 +83,12 @@ def check_rules(spec: ChainSpec) -> None:
             _check_policy(spec, i, stage, producer, stage.sync, "sync")
         if stage.b is not None or stage.sync_b is not None:
             _check_second_producer(spec, i, stage, seen, producer)
+        if stage.bias and stage.op is not Op.GEMM:
+            raise SpecError(
+                f"stages[{i}].bias",
+                f"a {stage.op.value} stage has no bias; only a gemm stage adds one (before its epilogue)",
+                "remove bias from this stage, or put it on the GEMM that produces its input",
+            )
         if stage.split_k != 1:
             raise SpecError(
                 f"stages[{i}].split_k",

@@ -105,6 +105,11 @@ int main() {
         "a null pointer is named");
   check(chain.initialize(shaped(1 << 21), 0, 0) == cusync::Status::kInvalidArgument && says(chain, "m = 2097152"),
         "M above MAX_M is named");
+  // A bias the spec asks for (item 5) must be given.
+  wrong = shaped(16);
+  wrong.bias_field[1] = "g2_bias";
+  check(chain.initialize(wrong, 0, 0) == cusync::Status::kInvalidArgument && says(chain, "g2_bias is null") &&
+            says(chain, "stages[1] a bias"), "a missing bias is refused, naming the field");
   // Leading dimensions (item 3): 0 is dense; else at least the row width and a multiple of 8 elements.
   wrong = shaped(16);
   wrong.lda[0] = 128;

@@ -7,7 +7,10 @@
 //      algorithm for other strides), and no padding element is written; a bad ld is refused;
 //   3. caller-provided memory: workspace_size() (C++ and C agree), initialize() in the caller's workspace:
 //      bitwise equal to the self-allocating chain in every mode; a workspace too small or misaligned is
-//      refused; the C ABI's _initialize_workspace runs, and destroying it leaves the memory to the caller.
+//      refused; the C ABI's _initialize_workspace runs, and destroying it leaves the memory to the caller;
+//   4. a bias (a spec with `bias: true`, CHAIN_BIASES): every check above runs with the biases, and where
+//      the last stage is an identity GEMM with a bias (CHAIN_LAST_BIAS), its output with the bias minus its
+//      output with a zero bias is the bias in every row (within fp16/bf16 rounding).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -45,6 +48,13 @@ struct Buffer {
   Element* other = nullptr;   // [rows, cols]: the caller-workspace chain's outputs
 };
 
+// One [n] vector per GEMM with a bias (CHAIN_BIASES), and a zero one as long as the longest.
+struct Biases {
+  std::vector<Element*> vectors;
+  Element* zeros = nullptr;
+};
+Biases biases;
+
 std::vector<Buffer> buffers() {
   std::vector<Buffer> b;
 #define CUSYNC_ADD(field, rows, cols, is_input) b.push_back(Buffer{#field, (rows) == 0 ? kM : (rows), (cols), (is_input) != 0});
@@ -67,6 +77,10 @@ CHAIN_NS::Arguments arguments(std::vector<Buffer> const& b, int which) {
   }
   CHAIN_BUFFERS(CUSYNC_SET)
 #undef CUSYNC_SET
+  [[maybe_unused]] size_t j = 0;
+#define CUSYNC_BIAS(stage, n) args.stage##_bias = biases.vectors[j++];
+  CHAIN_BIASES(CUSYNC_BIAS)
+#undef CUSYNC_BIAS
   return args;
 }
 
@@ -152,6 +166,17 @@ int main() {
                    size_t(x.cols) * sizeof(Element), size_t(x.rows), cudaMemcpyDeviceToDevice);
     }
   }
+#define CUSYNC_BIAS(stage, n)                                                  \
+  {                                                                            \
+    Element* v = nullptr;                                                      \
+    cudaMalloc(&v, size_t(n) * sizeof(Element));                               \
+    fill<<<64, 256>>>(v, (n), seed++, 0.5f);                                   \
+    biases.vectors.push_back(v);                                               \
+    if (biases.zeros == nullptr) cudaMalloc(&biases.zeros, size_t(1) << 20);   \
+  }
+  CHAIN_BIASES(CUSYNC_BIAS)
+#undef CUSYNC_BIAS
+  if (biases.zeros != nullptr) cudaMemset(biases.zeros, 0, size_t(1) << 20);
   if (cudaDeviceSynchronize() != cudaSuccess) return 1;
 
   // 1. Shapes.
@@ -181,6 +206,9 @@ int main() {
 #define CUSYNC_C(field, rows, cols, is_input) ca.field = d0.field;
   CHAIN_BUFFERS(CUSYNC_C)
 #undef CUSYNC_C
+#define CUSYNC_C_BIAS(stage, n) ca.stage##_bias = d0.stage##_bias;
+  CHAIN_BIASES(CUSYNC_C_BIAS)
+#undef CUSYNC_C_BIAS
   C_FN(layout) layout;
   std::memset(&layout, 0, sizeof(layout));
   layout.FIRST_GEMM_N_FIELD = FIRST_GEMM_N + 8;
@@ -249,12 +277,37 @@ int main() {
     json += row;
   }
   json += "}";
-  char tail[768];
+  bool bias_applied = true;
+  double bias_err = 0;
+#if defined(CHAIN_LAST_BIAS)
+  {
+    // 4. The last GEMM's bias: D(bias) - D(0) = bias, row by row (one rounding of D each).
+    Buffer const& out = bufs.back();  // the last stage's output is the last buffer
+    CHAIN_NS::Arguments zero = arguments(bufs, 0);
+    zero.CHAIN_LAST_BIAS_FIELD = biases.zeros;
+    size_t const n = size_t(out.rows * out.cols);
+    std::vector<uint16_t> with(n), without(n), vec(size_t(CHAIN_LAST_N));
+    bias_applied = dense.update(arguments(bufs, 0)) == cusync::Status::kSuccess && dense.run_sequential(0) == cusync::Status::kSuccess &&
+                   cudaMemcpy(with.data(), out.dense, n * 2, cudaMemcpyDeviceToHost) == cudaSuccess &&
+                   dense.update(zero) == cusync::Status::kSuccess && dense.run_sequential(0) == cusync::Status::kSuccess &&
+                   cudaMemcpy(without.data(), out.dense, n * 2, cudaMemcpyDeviceToHost) == cudaSuccess &&
+                   cudaMemcpy(vec.data(), biases.vectors.back(), vec.size() * 2, cudaMemcpyDeviceToHost) == cudaSuccess;
+    auto value = [](uint16_t bits) { Element e; std::memcpy(&e, &bits, 2); return double(float(e)); };
+    for (size_t i = 0; i < n && bias_applied; ++i) {
+      double const got = value(with[i]) - value(without[i]), want = value(vec[i % size_t(CHAIN_LAST_N)]);
+      double const err = std::abs(got - want) / (1.0 + std::abs(value(with[i])));
+      bias_err = err > bias_err || err != err ? err : bias_err;
+    }
+    bias_applied = bias_applied && bias_err < 0.02;
+    ok &= bias_applied;
+  }
+#endif
+  char tail[896];
   std::snprintf(tail, sizeof(tail),
-                ", \"workspace_bytes\": %zu, \"c_workspace_size_same\": %s, \"workspace_too_small_refused\": %s, "
+                ", \"biases\": %zu, \"bias_applied\": %s, \"bias_max_rel_err\": %g, \"workspace_bytes\": %zu, \"c_workspace_size_same\": %s, \"workspace_too_small_refused\": %s, "
                 "\"workspace_misaligned_refused\": %s, \"workspace_init\": %s, \"c_workspace_init\": %s, \"shapes_refused\": %s, \"right_shape_accepted\": %s, \"c_wrong_n_refused\": %s, \"c_bad_ld_refused\": %s, "
                 "\"c_default_layout\": %s, \"bad_ld_refused\": %s",
-                bytes, c_size_same ? "true" : "false", too_small_refused ? "true" : "false", misaligned_refused ? "true" : "false",
+                biases.vectors.size(), bias_applied ? "true" : "false", bias_err, bytes, c_size_same ? "true" : "false", too_small_refused ? "true" : "false", misaligned_refused ? "true" : "false",
                 other_ok ? "true" : "false", c_workspace_ok ? "true" : "false", shapes_refused ? "true" : "false", right_accepted ? "true" : "false", c_wrong_n ? "true" : "false",
                 c_bad_ld ? "true" : "false", c_default ? "true" : "false", bad_ld_refused ? "true" : "false");
   json += tail;

@@ -24,7 +24,8 @@ __device__ __forceinline__ float activate(Activation act, float x) {
 
 // C[m, n] = act(A[m, k] x B), B [k, n] row-major or (b_col) [n, k] row-major; fp32 accumulate.
 template <typename T>
-__global__ void reference_gemm_kernel(T const* a, T const* b, bool b_col, float* c, int m, int n, int k, Activation act) {
+__global__ void reference_gemm_kernel(T const* a, T const* b, bool b_col, float* c, int m, int n, int k, Activation act,
+                                      T const* bias = nullptr) {  // bias: [n], added before the activation
   __shared__ float tile_a[16][17];
   __shared__ float tile_b[16][17];
   int const row = blockIdx.y * 16 + threadIdx.y;
@@ -42,7 +43,7 @@ __global__ void reference_gemm_kernel(T const* a, T const* b, bool b_col, float*
     for (int i = 0; i < 16; ++i) acc += tile_a[threadIdx.y][i] * tile_b[i][threadIdx.x];
     __syncthreads();
   }
-  if (row < m && col < n) c[int64_t(row) * n + col] = activate(act, acc);
+  if (row < m && col < n) c[int64_t(row) * n + col] = activate(act, acc + (bias != nullptr ? float(bias[col]) : 0.0f));
 }
 
 // out[m, n] = silu(gate) * up, both [m, n] views with leading dimension ld (gate | up halves of one

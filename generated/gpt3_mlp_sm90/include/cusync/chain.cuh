@@ -179,6 +179,10 @@ inline Status StagedChain::check_arguments(ChainPointers const& a) {
     if (a.a[s] == nullptr) return invalid("%s is null: pass a device pointer", field(a.a_field[s]));
     if (a.d[s] == nullptr) return invalid("%s is null: pass a device pointer", field(a.d_field[s]));
     if (a.b_required[s] && a.b[s] == nullptr) return invalid("%s is null: pass a device pointer", field(a.b_field[s]));
+    if (a.bias_field[s] != nullptr && a.bias[s] == nullptr) {
+      return invalid("%s is null: the spec gives stages[%d] a bias, so pass a device pointer to its %d values",
+                     a.bias_field[s], s, a.d_cols[s]);
+    }
     // The kernels were compiled for one N and K per GEMM: a caller whose weights have another shape must
     // regenerate, not run on (0 means the generated value).
     if (a.n[s] != 0 && a.n[s] != a.d_cols[s]) {
@@ -342,6 +346,7 @@ inline void StagedChain::fill_unsynced(StageLaunch& launch, int s, bool programm
   launch.lda = args_.lda[s] != 0 ? args_.lda[s] : args_.a_cols[s];
   launch.ldb = args_.ldb[s] != 0 ? args_.ldb[s] : args_.b_cols[s];
   launch.ldd = args_.ldd[s] != 0 ? args_.ldd[s] : args_.d_cols[s];
+  launch.bias = args_.bias_field[s] != nullptr ? args_.bias[s] : nullptr;
   launch.programmatic = programmatic;
   launch.sms = sms_;
   launch.config = config_;

@@ -101,6 +101,8 @@ struct ChainPointers {
   char const* a_field[kMaxChainStages] = {};  // emitted: the Arguments fields ("input", "gemm1_out", ...)
   char const* b_field[kMaxChainStages] = {};
   char const* d_field[kMaxChainStages] = {};
+  void const* bias[kMaxChainStages] = {};      // a GEMM's [n] bias vector (spec `bias: true`), else null
+  char const* bias_field[kMaxChainStages] = {};  // emitted where the spec asks for a bias (then it must not be null)
 };
 
 // How a stage is launched relative to the kernel before it on the stream (sm90; all false on sm80).

@@ -132,6 +132,7 @@ struct SyncedGemm {
     int64_t lda;       // elements between rows of a, of b as stored, and of d
     int64_t ldb;
     int64_t ldd;
+    Element const* bias;  // [n], added before the activation, or null
   };
 
   // Raises the dynamic shared memory limit once; call before the first launch (and outside capture).
@@ -149,9 +150,13 @@ struct SyncedGemm {
     using Arguments = typename Kernel::Base::Arguments;
     cutlass::gemm::GemmCoord const size(problem.m, problem.n, problem.k);
     int64_t const ldb = problem.ldb;
+    // A bias is CUTLASS's source operand C read with row stride 0 (every row of C is the bias vector), with
+    // beta = 1: D = act(A x B + bias). Without one, beta = 0 and the epilogue never reads C.
+    bool const bias = problem.bias != nullptr;
     Arguments args(cutlass::gemm::GemmUniversalMode::kGemm, size, /*batch_count=*/1,
-                   typename EpilogueOp::Params(1.0f, 0.0f), problem.a, problem.b, problem.d, problem.d,
-                   0, 0, 0, 0, problem.lda, ldb, problem.ldd, problem.ldd);
+                   typename EpilogueOp::Params(1.0f, bias ? 1.0f : 0.0f), problem.a, problem.b,
+                   bias ? problem.bias : problem.d, problem.d, 0, 0, 0, 0, problem.lda, ldb, bias ? 0 : problem.ldd,
+                   problem.ldd);
     if (Kernel::Base::can_implement(args) != cutlass::Status::kSuccess) return Status::kCutlassError;
     Params params{typename Kernel::Base::Params(args, /*device_sms=*/0, /*sm_occupancy=*/0), sync, PrefetchB{}};
     params.gemm.params_A.wait = sync.input;

@@ -2,8 +2,8 @@
 //
 // Where cuBLAS's own kernels are faster than every CUTLASS configuration we instantiate (measured on the
 // H200 at small M, where cuBLAS splits K or picks narrow tiles: benchmarks/NOTES.md h5), run() can compute
-// the chain with them. D[M, N] = Activation(A[M, K] x B) as cuBLASLt's column-major D^T = B^T A^T, fp32
-// accumulation, the first algorithm of cuBLASLt's heuristic for the shape (the last 64 shapes cached), then
+// the chain with them. D[M, N] = Activation(A[M, K] x B (+ bias: cuBLASLt's BIAS epilogue)) as cuBLASLt's
+// column-major D^T = B^T A^T, fp32 accumulation, the first algorithm of cuBLASLt's heuristic for the shape (the last 64 shapes cached), then
 // the activation in place with the same CUTLASS functor the fused epilogues use (cuBLASLt has no erf GELU
 // or SiLU epilogue). Another summation order than CUTLASS's: checked by relative error, not bitwise.
 #pragma once
@@ -63,6 +63,7 @@ struct LtGemm {
   struct Plan {
     int device, m, n, k;
     int64_t lda, ldb, ldd;
+    bool bias;
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};
@@ -87,7 +88,8 @@ struct LtGemm {
     int64_t const ldb = problem.ldb != 0 ? problem.ldb : (kBColumn ? k : n);
     for (size_t i = 0; i < plans.size(); ++i) {
       Plan const& q = *plans[i];
-      if (q.device == device && q.m == m && q.n == n && q.k == k && q.lda == lda && q.ldb == ldb && q.ldd == ldd) {
+      if (q.device == device && q.m == m && q.n == n && q.k == k && q.lda == lda && q.ldb == ldb && q.ldd == ldd &&
+          q.bias == (problem.bias != nullptr)) {
         std::rotate(plans.begin() + i, plans.begin() + i + 1, plans.end());  // most recent last
         return plans.back()->ok ? plans.back().get() : nullptr;
       }
@@ -95,11 +97,16 @@ struct LtGemm {
     if (plans.size() >= kMaxPlans) plans.erase(plans.begin());
     auto p = std::make_unique<Plan>();
     p->device = device, p->m = m, p->n = n, p->k = k, p->lda = lda, p->ldb = ldb, p->ldd = ldd;
+    p->bias = problem.bias != nullptr;
+    // A bias: cuBLASLt's BIAS epilogue adds it per row of its D^T [n, m], i.e. per column of D (the
+    // pointer is set per call, the plan keeps only that there is one); the activation follows in place.
+    cublasLtEpilogue_t const epilogue = p->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     // Column-major view: D^T [n, m] = op(B^T) [n, k] x A^T [k, m]; B^T is B [n, k] transposed when B is [N, K].
     cublasOperation_t const ta = kBColumn ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
     bool ok = cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
               cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)) == CUBLAS_STATUS_SUCCESS &&
               cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)) == CUBLAS_STATUS_SUCCESS &&
               cublasLtMatrixLayoutCreate(&p->a, kType, kBColumn ? k : n, kBColumn ? n : k, ldb) == CUBLAS_STATUS_SUCCESS &&
               cublasLtMatrixLayoutCreate(&p->b, kType, k, m, lda) == CUBLAS_STATUS_SUCCESS &&
               cublasLtMatrixLayoutCreate(&p->d, kType, n, m, ldd) == CUBLAS_STATUS_SUCCESS;
@@ -132,6 +139,10 @@ struct LtGemm {
       Plan const* plan = plan_locked(plans, *ctx, device, p);
       if (plan == nullptr) return Status::kLibraryError;
       float const alpha = 1.0f, beta = 0.0f;
+      if (p.bias != nullptr && cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias,
+                                                              sizeof(p.bias)) != CUBLAS_STATUS_SUCCESS) {
+        return Status::kLibraryError;
+      }
       if (cublasLtMatmul(ctx->handle, plan->op, &alpha, p.b, plan->a, p.a, plan->b, &beta, p.d, plan->d, p.d, plan->d,
                          &plan->algo, ctx->workspace, ctx->workspace_bytes, stream) != CUBLAS_STATUS_SUCCESS) {
         return Status::kLibraryError;
