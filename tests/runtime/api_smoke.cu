@@ -15,22 +15,11 @@
 #include <cuda_runtime.h>
 
 #include "chain_under_test.h"
+#include "fill.cuh"
 
 namespace {
 
 constexpr int kM = 1000;
-
-__global__ void fill(uint16_t* x, int64_t n, uint32_t seed, float scale) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 0x2c1b3c6dU;
-    h ^= h >> 12;
-    float const v = (float(h & 0xFFFF) / 65535.0f - 0.5f) * scale;
-    __half const hv = __float2half(v);
-    x[i] = *reinterpret_cast<uint16_t const*>(&hv);
-  }
-}
 
 bool ok_cuda(cudaError_t e, char const* what) {
   if (e != cudaSuccess) std::printf("{\"ok\": false, \"error\": \"%s: %s\"}\n", what, cudaGetErrorString(e));
@@ -51,9 +40,9 @@ int main() {
     cudaMemset(y1[i], 0xFF, o1 * 2);  // NaN: an element never written stays NaN
     cudaMemset(y2[i], 0xFF, o2 * 2);
   }
-  fill<<<512, 256>>>(x, int64_t(in), 1u, 2.0f);
-  fill<<<512, 256>>>(b1, int64_t(w1), 2u, 0.05f);
-  fill<<<512, 256>>>(b2, int64_t(w2), 3u, 0.05f);
+  fill<<<512, 256>>>(reinterpret_cast<__half*>(x), int64_t(in), 1u, 2.0f);
+  fill<<<512, 256>>>(reinterpret_cast<__half*>(b1), int64_t(w1), 2u, 0.05f);
+  fill<<<512, 256>>>(reinterpret_cast<__half*>(b2), int64_t(w2), 3u, 0.05f);
   if (!ok_cuda(cudaDeviceSynchronize(), "fill")) return 1;
 
   // 1. The C ABI.

@@ -22,22 +22,13 @@
 #include <cuda_runtime.h>
 
 #include "chain_under_test.h"
+#include "fill.cuh"
 
 namespace {
 
 using Element = CHAIN_NS::Element;
 constexpr int kM = 1000;
 constexpr int64_t kPad = 24;  // elements of padding per row: a multiple of 8
-
-__global__ void fill(Element* x, int64_t n, uint32_t seed, float scale) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 0x2c1b3c6dU;
-    h ^= h >> 12;
-    x[i] = Element((float(h & 0xFFFF) / 65535.0f - 0.5f) * scale);
-  }
-}
 
 struct Buffer {
   char const* name;
