@@ -8,12 +8,17 @@
 // synchronization off. Both are capturable in a CUDA graph. All pointers are device pointers; M (rows)
 // is a run-time value up to the max_m given to initialize().
 //
-// The class owns device memory, streams and events (or carves its device memory from the caller's: the
-// workspace overload of initialize(); the streams and events are not device memory): it is movable (the moved-from object is empty, and
-// destroying or re-initializing it is safe), not copyable. It never synchronizes the whole device:
-// initialize(), check_sync_error() and clear_sync_error() work on the stream they are given (by
-// default the legacy default stream, cudaStreamLegacy). Test hooks live in gpt3_mlp_testing.h; a plain C
-// ABI for FFI users in gpt3_mlp_c.h. The lifecycle is the runtime's cusync::sm80::Chain (cusync/sm80/chain.h).
+// The class owns device memory, streams and events: it is movable (the moved-from object is empty, and
+// destroying or re-initializing it is safe), not copyable. The workspace overload of initialize() carves
+// the device memory from the caller's instead (the streams and events are not device memory).
+// It never synchronizes the whole device: initialize(), check_sync_error() and clear_sync_error() work on
+// the stream they are given (by default the legacy default stream, cudaStreamLegacy). Test hooks live in
+// gpt3_mlp_testing.h; a plain C ABI for FFI users in gpt3_mlp_c.h. The lifecycle is the runtime's
+// cusync::sm80::Chain (cusync/sm80/chain.h).
+//
+// Embedding: Arguments' optional fields (0 = as generated) give each GEMM's N and K, checked against the
+// generated kernels, and each matrix's leading dimension; initialize() and update() refuse what the
+// kernels cannot run (kInvalidArgument) and last_error() names the field and the fix.
 #pragma once
 
 #include <cstdint>

@@ -10,12 +10,17 @@
 // CUDA graph. All pointers are device pointers; M (rows) is a run-time value up to the max_m given to
 // initialize().
 //
-// The class owns device memory and a cuBLASLt handle (or carves its device memory from the caller's: the
-// workspace overload of initialize(); cuBLASLt's handle stays the library's own): it is movable (the moved-from object is empty, and
-// destroying or re-initializing it is safe), not copyable. It never synchronizes the whole device:
-// initialize(), check_sync_error() and clear_sync_error() work on the stream they are given (by
-// default the legacy default stream, cudaStreamLegacy). Test hooks live in gpt3_mlp_sm90_testing.h; a plain C
-// ABI for FFI users in gpt3_mlp_sm90_c.h. The lifecycle is the runtime's cusync::sm90::Chain (cusync/sm90/chain.h).
+// The class owns device memory and a cuBLASLt handle: it is movable (the moved-from object is empty, and
+// destroying or re-initializing it is safe), not copyable. The workspace overload of initialize() carves
+// the device memory from the caller's instead (cuBLASLt's handle stays the library's own).
+// It never synchronizes the whole device: initialize(), check_sync_error() and clear_sync_error() work on
+// the stream they are given (by default the legacy default stream, cudaStreamLegacy). Test hooks live in
+// gpt3_mlp_sm90_testing.h; a plain C ABI for FFI users in gpt3_mlp_sm90_c.h. The lifecycle is the runtime's
+// cusync::sm90::Chain (cusync/sm90/chain.h).
+//
+// Embedding: Arguments' optional fields (0 = as generated) give each GEMM's N and K, checked against the
+// generated kernels, and each matrix's leading dimension; initialize() and update() refuse what the
+// kernels cannot run (kInvalidArgument) and last_error() names the field and the fix.
 #pragma once
 
 #include <cstdint>
