@@ -76,8 +76,9 @@ int gpt3_mlp_initialize_layout(gpt3_mlp_chain* chain, const gpt3_mlp_arguments* 
     const gpt3_mlp_layout* layout, int max_m, cudaStream_t stream);
 int gpt3_mlp_update_layout(gpt3_mlp_chain* chain, const gpt3_mlp_arguments* args, const gpt3_mlp_layout* layout);
 /* *bytes = the device memory a chain initialized for max_m rows takes on the current device (C++:
-   workspace_size()); _initialize_workspace carves every device buffer from the caller's `workspace` (at
-   least that many bytes for max(max_m, args->m), 256-byte aligned, outliving the chain; never freed by it). */
+   workspace_size(); INVALID_ARGUMENT for max_m outside 1 .. 1048576, CUDA_ERROR without a device).
+   _initialize_workspace carves every device buffer from the caller's `workspace` (at least that many bytes
+   for max(max_m, args->m), 256-byte aligned, outliving the chain; never freed by it). */
 int gpt3_mlp_workspace_size(int max_m, size_t* bytes);
 int gpt3_mlp_initialize_workspace(gpt3_mlp_chain* chain, const gpt3_mlp_arguments* args,
     const gpt3_mlp_layout* layout, int max_m, void* workspace, size_t bytes, cudaStream_t stream);

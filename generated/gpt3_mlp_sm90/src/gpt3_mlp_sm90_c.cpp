@@ -133,7 +133,9 @@ int gpt3_mlp_sm90_workspace_size(int max_m, size_t* bytes) {
   } catch (...) {
     return code(cusync::Status::kInternalError);
   }
-  return code(*bytes != 0 ? cusync::Status::kSuccess : cusync::Status::kInvalidArgument);
+  if (*bytes != 0) return code(cusync::Status::kSuccess);
+  bool const in_range = max_m >= 1 && max_m <= 1048576;
+  return code(in_range ? cusync::Status::kCudaError : cusync::Status::kInvalidArgument);  // no device to size for
 }
 
 int gpt3_mlp_sm90_initialize_workspace(gpt3_mlp_sm90_chain* chain, const gpt3_mlp_sm90_arguments* args,

@@ -78,8 +78,9 @@ int llama_mlp_initialize_layout(llama_mlp_chain* chain, const llama_mlp_argument
     const llama_mlp_layout* layout, int max_m, cudaStream_t stream);
 int llama_mlp_update_layout(llama_mlp_chain* chain, const llama_mlp_arguments* args, const llama_mlp_layout* layout);
 /* *bytes = the device memory a chain initialized for max_m rows takes on the current device (C++:
-   workspace_size()); _initialize_workspace carves every device buffer from the caller's `workspace` (at
-   least that many bytes for max(max_m, args->m), 256-byte aligned, outliving the chain; never freed by it). */
+   workspace_size(); INVALID_ARGUMENT for max_m outside 1 .. 1048576, CUDA_ERROR without a device).
+   _initialize_workspace carves every device buffer from the caller's `workspace` (at least that many bytes
+   for max(max_m, args->m), 256-byte aligned, outliving the chain; never freed by it). */
 int llama_mlp_workspace_size(int max_m, size_t* bytes);
 int llama_mlp_initialize_workspace(llama_mlp_chain* chain, const llama_mlp_arguments* args,
     const llama_mlp_layout* layout, int max_m, void* workspace, size_t bytes, cudaStream_t stream);

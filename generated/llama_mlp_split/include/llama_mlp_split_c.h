@@ -84,8 +84,9 @@ int llama_mlp_split_initialize_layout(llama_mlp_split_chain* chain, const llama_
     const llama_mlp_split_layout* layout, int max_m, cudaStream_t stream);
 int llama_mlp_split_update_layout(llama_mlp_split_chain* chain, const llama_mlp_split_arguments* args, const llama_mlp_split_layout* layout);
 /* *bytes = the device memory a chain initialized for max_m rows takes on the current device (C++:
-   workspace_size()); _initialize_workspace carves every device buffer from the caller's `workspace` (at
-   least that many bytes for max(max_m, args->m), 256-byte aligned, outliving the chain; never freed by it). */
+   workspace_size(); INVALID_ARGUMENT for max_m outside 1 .. 1048576, CUDA_ERROR without a device).
+   _initialize_workspace carves every device buffer from the caller's `workspace` (at least that many bytes
+   for max(max_m, args->m), 256-byte aligned, outliving the chain; never freed by it). */
 int llama_mlp_split_workspace_size(int max_m, size_t* bytes);
 int llama_mlp_split_initialize_workspace(llama_mlp_split_chain* chain, const llama_mlp_split_arguments* args,
     const llama_mlp_split_layout* layout, int max_m, void* workspace, size_t bytes, cudaStream_t stream);

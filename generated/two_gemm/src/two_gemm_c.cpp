@@ -133,7 +133,9 @@ int two_gemm_workspace_size(int max_m, size_t* bytes) {
   } catch (...) {
     return code(cusync::Status::kInternalError);
   }
-  return code(*bytes != 0 ? cusync::Status::kSuccess : cusync::Status::kInvalidArgument);
+  if (*bytes != 0) return code(cusync::Status::kSuccess);
+  bool const in_range = max_m >= 1 && max_m <= 1048576;
+  return code(in_range ? cusync::Status::kCudaError : cusync::Status::kInvalidArgument);  // no device to size for
 }
 
 int two_gemm_initialize_workspace(two_gemm_chain* chain, const two_gemm_arguments* args,
