@@ -269,14 +269,15 @@ def test_public_api_c_abi_and_moves(name: str, built: dict[str, Path], tmp_path:
         assert row["autotune_reason"].startswith("autotune on this GPU")
 
 
-@pytest.mark.parametrize("name", ["two_gemm", "llama_mlp", "two_gemm_sm90", "llama_mlp_sm90"])
+@pytest.mark.parametrize("name", ["two_gemm", "llama_mlp", "llama_mlp_split", "two_gemm_sm90", "llama_mlp_sm90"])
 def test_embedding_api(name: str, built: dict[str, Path], tmp_path: Path) -> None:
     """tests/runtime/embed_api.cu (issue 12, item 2 onwards): a wrong N or K is refused (C++ and C, naming
     the field); every buffer padded (ld = row width + 24) gives, in every run mode (sm80: run, run_sequential;
     sm90: run_sequential, overlap, stock, streamk, cluster, pingpong, cublaslt), the dense run's outputs
     bitwise (cuBLASLt within 0.05: it may pick another algorithm for other strides) and leaves the padding
-    untouched (swiglu stages included: llama_mlp, llama_mlp_sm90); a misaligned ld is refused; a chain in
-    the caller's workspace (workspace_size()) computes bitwise what the self-allocating one does."""
+    untouched (swiglu stages included: llama_mlp, llama_mlp_sm90, and llama_mlp_split with two producers); a
+    misaligned ld is refused; a chain in the caller's workspace (workspace_size()) computes bitwise what the
+    self-allocating one does."""
     if name not in built:
         pytest.skip(f"{name} not built (needs a Hopper GPU, or not in CUSYNC_GPU_EXAMPLES)")
     row = _run_driver("embed_api", name, built, tmp_path, header=embed_header)
