@@ -111,6 +111,7 @@ class StagePlan:
     semaphores_per_row: int
     occupancy: int  # resident blocks per SM (threads, smem)
     input_b: EdgePlan | None = None  # a second producer (a swiglu with `b`): gate from input, up from input_b
+    bias: bool = False  # a GEMM adds an [n] bias vector before its epilogue's activation
 
     @property
     def gated(self) -> bool:
@@ -439,6 +440,7 @@ def _stage_plans(spec: ChainSpec) -> tuple[StagePlan, ...]:
                 posts_per_semaphore=out_edge.wait_value if out_edge is not None else 0,
                 semaphores_per_row=_semaphores_per_row(s, tiles[i], out_policy, out_edge),
                 occupancy=_occupancy(tiles[i], spec.target),
+                bias=s.bias,
             )
         )
     return tuple(stages)

@@ -114,6 +114,13 @@ def torch_problem(plan: object) -> UsageError | None:
             f"--torch: the chain's name `{plan.name}` (spec field `name`) is a Python keyword or a name the "
             f"generated module {plan.name}_torch.py already uses, so its function {plan.name}() cannot be defined",
             hint=f"rename the chain (e.g. name: {plan.name}_mlp) and generate again")
+    biased = [s for s in plan.stages if s.bias]
+    if biased:
+        return UsageError(
+            f"--torch: stages[{biased[0].index}].bias: the PyTorch op takes no bias vectors yet (`{biased[0].name}` "
+            "has `bias: true`)",
+            hint=f"generate without --torch and pass {biased[0].name}_bias to the C++ class or the C ABI, or drop "
+                 "`bias` from the spec")
     return None
 
 

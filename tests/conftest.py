@@ -90,3 +90,49 @@ def epoch_wrap_header(name: str, into: Path) -> Path:
         + ("#define CHAIN_BF16 1\n" if plan.dtype.value == "bf16" else "")
         + ("#define GEMM1_GATED 1\n" if gemm1.gated else ""))
     return into
+
+
+def embed_header(name: str, into: Path, spec: Path | None = None) -> Path:
+    """chain_under_test.h for tests/runtime/embed_api.cu (any GEMM chain): the chain's testing and C
+    headers, namespace, class, C prefix, its buffers CHAIN_BUFFERS(X) as X(field, rows (0: M), cols, input),
+    its GEMMs CHAIN_GEMMS(X) as X(stage, n, k) and its biases CHAIN_BIASES(X) as X(stage, n); CHAIN_LAST_BIAS
+    names the last stage where it is an identity GEMM with a bias. `spec`: another spec than the example's
+    (a bias variant, conftest.bias_spec). Returns the folder to put on the include path."""
+    from cusync_gen.backends.gemm_chain import buffers, stage_operands
+    from cusync_gen.plan import make_plan
+    from cusync_gen.spec import load_spec
+
+    plan = make_plan(load_spec(spec or REPO / "cusync_gen" / "examples" / f"{name}.yaml"))
+    name = plan.name
+    weights = {o.b.field: (plan.stages[i].k if plan.stages[i].b_layout.value == "row" else plan.stages[i].n)
+               for i, o in enumerate(stage_operands(plan)) if o.gemm and o.b is not None}
+    rows = " ".join(f"X({b.field}, {weights.get(b.field, 0)}, {b.cols}, {int(b.const)})" for b in buffers(plan))
+    gemms = [(s.name, s.n, s.k) for s in plan.stages if s.op.value == "gemm"]
+    into.mkdir(parents=True, exist_ok=True)
+    (into / "chain_under_test.h").write_text(
+        f'#include "{name}_testing.h"\n#include "{name}_c.h"\n#define CHAIN_NS {name}\n'
+        f"#define CHAIN_CLASS {plan.class_name}\n#define C_FN(x) {name}_##x\n"
+        f"#define CHAIN_BUFFERS(X) {rows}\n"
+        f"#define CHAIN_GEMMS(X) {' '.join(f'X({n}, {nn}, {k})' for n, nn, k in gemms)}\n"
+        f"#define FIRST_GEMM_N_FIELD {gemms[0][0]}_n\n#define FIRST_GEMM_N {gemms[0][1]}\n"
+        f"#define CHAIN_BIASES(X) {' '.join(f'X({s.name}, {s.n})' for s in plan.stages if s.bias)}\n"
+        + (f"#define CHAIN_LAST_BIAS 1\n#define CHAIN_LAST_BIAS_FIELD {last.name}_bias\n#define CHAIN_LAST_N {last.n}\n"
+           if (last := plan.stages[-1]).bias and last.epilogue.value == "identity" else "")
+        + ("#define CHAIN_SM90 1\n" if plan.arch.value == "sm90" else ""))
+    return into
+
+
+def bias_spec(name: str, into: Path) -> Path:
+    """A shipped example with `bias: true` on every GEMM stage (issue 12 item 5), written into `into` as
+    `<name>_bias.yaml` (the chain is renamed too). Returns the spec's path."""
+    import yaml
+
+    data = yaml.safe_load((REPO / "cusync_gen" / "examples" / f"{name}.yaml").read_text())
+    data["name"] = f"{name}_bias"
+    for stage in data["stages"]:
+        if stage["op"] == "gemm":
+            stage["bias"] = True
+    into.mkdir(parents=True, exist_ok=True)
+    path = into / f"{name}_bias.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path

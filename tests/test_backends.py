@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -135,3 +136,43 @@ def test_output_files_come_from_the_backend() -> None:
     for name in EXAMPLES:
         plan = plan_of(name)
         assert output_files(plan) == backend_of(plan).files(plan)
+
+
+def test_stage_operands_name_the_arguments_fields_and_their_dense_widths() -> None:
+    """What pointers() emits for the run-time shape and leading-dimension checks (gemm_chain.stage_operands):
+    llama_mlp_sm90 is gemm1 [8192 -> 5632] -> glu (one producer: gate | up) -> gemm2 [2816 -> 8192]."""
+    from cusync_gen.backends.gemm_chain import buffers, stage_operands
+
+    plan = plan_of("llama_mlp_sm90")
+    gemm1, glu, gemm2 = stage_operands(plan)
+    assert (gemm1.a.field, gemm1.a.cols, gemm1.b.field, gemm1.b.cols, gemm1.d.cols) == ("input", 8192, "gemm1_weight", 5632, 5632)
+    assert (glu.a.field, glu.a.cols, glu.b, glu.d.cols, glu.gemm) == ("gemm1_out", 5632, None, 2816, False)
+    assert (gemm2.a.field, gemm2.a.cols, gemm2.d.field) == ("glu_out", 2816, "gemm2_out")
+    assert [b.field for b in buffers(plan)] == ["input", "gemm1_weight", "gemm1_out", "glu_out", "gemm2_weight", "gemm2_out"]
+    split = stage_operands(plan_of("llama_mlp_split"))
+    two_producer = next(o for o in split if not o.gemm)
+    assert two_producer.b is not None and two_producer.b.cols == two_producer.d.cols  # up: the second producer's output
+
+
+@pytest.mark.parametrize("name", ["two_gemm", "two_gemm_sm90", "llama_mlp_sm90"])
+def test_a_bias_is_an_argument_of_the_gemm_that_asks_for_it(name: str, tmp_path: Path) -> None:
+    """`bias: true` on every GEMM (issue 12 item 5): each gets `<stage>_bias` in the C++ and C arguments,
+    passed to the runtime with its field name (refused when null), the manifest records it, and the kernels
+    take it (sm90: the bias fusion in every kernel kind; sm80: the launch passes it)."""
+    from conftest import bias_spec
+
+    plan = plan_of_spec(load_spec(bias_spec(name, tmp_path)))
+    files = render_project(plan, "/cutlass")
+    header, c_header, chain = (files[f"include/{plan.name}.h"], files[f"include/{plan.name}_c.h"],
+                               files[f"src/{plan.name}.cu"])
+    for stage in (s for s in plan.stages if s.op.value == "gemm"):
+        assert f"Element const* {stage.name}_bias = nullptr;" in header
+        assert f"const void* {stage.name}_bias;" in c_header
+        assert f'bias_field[{stage.index}] = "{stage.name}_bias";' in chain
+        if plan.arch.value == "sm90":
+            assert "/*kBias=*/true" in files[f"src/stage_{stage.name}.cu"]
+            # per configuration the stock, stream-K and cluster kernels (one Config each), and the ping-pong one
+            assert files[f"src/stage_{stage.name}_stock.cu"].count("/*kBias=*/true") == 2 * len(plan.configs) + 1
+    assert all(s.get("bias") for s in json.loads(files["manifest.json"])["stages"] if s["op"] == "gemm")
+    plain = render_project(plan_of("two_gemm"), "/cutlass")
+    assert "_bias" not in plain["include/two_gemm.h"] and "bias" not in plain["manifest.json"]

@@ -44,3 +44,28 @@ def test_example_compiles(name: str, arch: str, tmp_path: Path, cutlass_dir: Pat
     out = subprocess.run([cmake, "--build", str(build), "-j", str(os.cpu_count() or 2)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
     assert (build / f"{name}_bench").is_file()
+
+
+@pytest.mark.parametrize(("name", "arch", "stage"), [("two_gemm", "80", "gemm2"), ("two_gemm_sm90", "90a", "gemm2")])
+def test_a_bias_stage_compiles(name: str, arch: str, stage: str, tmp_path: Path, cutlass_dir: Path) -> None:
+    """`bias: true` (issue 12 item 5): one synced stage unit of the example with a bias on every GEMM builds
+    with -Werror (sm80: CUTLASS's C operand at row stride 0; sm90: LinCombPerColBiasEltAct), and the library
+    unit that carries the bias pointer. One unit each, to keep the suite's compile time down; the sm90 stock
+    unit (CUTLASS's own kernels and cuBLASLt with the bias) is built by the GPU test."""
+    from conftest import bias_spec
+    from cusync_gen.render import generate
+
+    cmake = _tool("cmake")
+    nvcc = _tool("nvcc")
+    project = generate(bias_spec(name, tmp_path / "spec"), tmp_path / f"{name}_bias")
+    build = tmp_path / "build"
+    configure = [cmake, "-S", str(project), "-B", str(build), f"-DCUTLASS_DIR={cutlass_dir}",
+                 f"-DCMAKE_CUDA_ARCHITECTURES={arch}", f"-DCMAKE_CUDA_COMPILER={nvcc}", f"-D{name.upper()}_BIAS_WERROR=ON",
+                 "-G", "Ninja"]
+    if not shutil.which("ninja"):
+        pytest.skip("ninja not found (the test builds single object files)")
+    out = subprocess.run(configure, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    objects = [f"CMakeFiles/{name}_bias.dir/src/stage_{stage}.cu.o", f"CMakeFiles/{name}_bias.dir/src/{name}_bias.cu.o"]
+    out = subprocess.run(["ninja", "-C", str(build), "-j", "1", *objects], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]

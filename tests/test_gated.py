@@ -62,7 +62,7 @@ def test_generated_kernels_and_tables() -> None:
     synced = files["src/stage_gemm1.cu"]
     assert "cute::Shape<cute::_128, cute::_128, cute::_64>" in synced and "/*kGated=*/true" in synced
     assert "GemmProblem const problem{launch.m, 5632, 8192," in synced
-    assert "interleave_gate_up(weights, interleaved, 8192, 2816, false, stream)" in synced
+    assert "interleave_gate_up(weights, ld, interleaved, 8192, 2816, false, stream)" in synced
     stock = files["src/stage_gemm1_stock.cu"]
     assert stock.count("/*kGated=*/true") == 5  # 2 configurations x (plain, clusters), ping-pong
     assert "combine_gated<cutlass::bfloat16_t, cutlass::epilogue::thread::SiLu>" in stock
@@ -81,3 +81,17 @@ def test_torch_op_takes_gate_and_up_in_one_weight() -> None:
     w1, w2 = tplan.weights
     assert w1.roles == ("gate", "up") and w1.shape == (8192, 5632)
     assert w2.roles == ("down",) and w2.shape == (2816, 8192)
+
+
+def test_a_gated_gemm_takes_no_bias() -> None:
+    data = load_spec(FUSED).model_dump(mode="json")
+    data["stages"][0]["bias"] = True
+    with pytest.raises(SpecError) as info:
+        make_plan(parse_spec(data))
+    assert info.value.field == "stages[0].bias" and "op: swiglu" in info.value.hint
+
+
+def test_gated_weights_are_2n_wide_for_the_leading_dimension_checks() -> None:
+    files = render_project(make_plan(load_spec(FUSED)), "/cutlass")
+    chain = files["src/llama_mlp_fused_sm90.cu"]
+    assert "p.b_cols[0] = 5632;" in chain and "p.d_cols[0] = 2816;" in chain

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, EXAMPLES_ATTENTION, EXAMPLES_GEMM, EXAMPLES_SM90, REPO, epoch_wrap_header, library_link_flags
+from conftest import (EXAMPLES, EXAMPLES_ATTENTION, EXAMPLES_GEMM, EXAMPLES_SM90, REPO, embed_header, epoch_wrap_header,
+                      library_link_flags)
 from cusync_gen.plan import make_plan
 from cusync_gen.spec import load_spec
 
@@ -224,14 +225,16 @@ def test_attention_falls_back_below_four_tile_rows(built: dict[str, Path]) -> No
     assert all(r["bitwise_equal"] and r["graph_ok"] for r in rows)
 
 
-def _run_driver(driver: str, name: str, built: dict[str, Path], tmp_path: Path) -> dict:
-    """Builds tests/runtime/<driver>.cu against the built library of `name` and runs it: its JSON row,
-    which must say ok."""
+def _run_driver(driver: str, name: str, built: dict[str, Path], tmp_path: Path, header=epoch_wrap_header,  # noqa: ANN001
+                project: Path | None = None) -> dict:
+    """Builds tests/runtime/<driver>.cu against the built library of `name` (generated/<name>, or the
+    generated `project` with its library in built[name]'s folder) and runs it: its JSON row, which must say ok."""
     arch = "90a" if name in EXAMPLES_SM90 else (os.environ.get("CUSYNC_GPU_ARCH") or _compute_capability())
     exe = tmp_path / driver
+    project = project or REPO / "generated" / name
     compile_ = ["nvcc", "-std=c++17", f"-gencode=arch=compute_{arch},code=sm_{arch}",
-                "-I", str(REPO / "generated" / name / "include"), "-I", str(epoch_wrap_header(name, tmp_path / "inc")),
-                str(REPO / "tests" / "runtime" / f"{driver}.cu"), str(built[name].parent / f"lib{name}.a"),
+                "-I", str(project / "include"), "-I", str(header(name, tmp_path / "inc")),
+                str(REPO / "tests" / "runtime" / f"{driver}.cu"), str(built[name].parent / f"lib{project.name}.a"),
                 *library_link_flags(built[name].parent), "-o", str(exe)]
     out = subprocess.run(compile_, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -266,3 +269,62 @@ def test_public_api_c_abi_and_moves(name: str, built: dict[str, Path], tmp_path:
         assert row["autotune_reason"].startswith("autotune on this GPU")
     if name == "llama_mlp_fused_sm90":  # the gated GEMM's interleaved weights follow update() and refresh_weights()
         assert row["gated_update_follows"] and row["gated_refresh_follows"], row
+
+
+@pytest.mark.parametrize("name", ["two_gemm", "llama_mlp", "llama_mlp_split", "two_gemm_sm90", "llama_mlp_sm90"])
+def test_embedding_api(name: str, built: dict[str, Path], tmp_path: Path) -> None:
+    """tests/runtime/embed_api.cu (issue 12, item 2 onwards): a wrong N or K is refused (C++ and C, naming
+    the field); every buffer padded (ld = row width + 24) gives, in every run mode (sm80: run, run_sequential;
+    sm90: run_sequential, overlap, stock, streamk, cluster, pingpong, cublaslt), the dense run's outputs
+    bitwise (cuBLASLt within 0.05: it may pick another algorithm for other strides) and leaves the padding
+    untouched (swiglu stages included: llama_mlp, llama_mlp_sm90, and llama_mlp_split with two producers); a
+    misaligned ld is refused; a chain in the caller's workspace (workspace_size()) computes bitwise what the
+    self-allocating one does."""
+    if name not in built:
+        pytest.skip(f"{name} not built (needs a Hopper GPU, or not in CUSYNC_GPU_EXAMPLES)")
+    row = _run_driver("embed_api", name, built, tmp_path, header=embed_header)
+    assert row["shapes_refused"] and row["c_wrong_n_refused"] and row["c_bad_ld_refused"] and row["bad_ld_refused"]
+    assert row["workspace_bytes"] > 0 and row["c_workspace_size_same"] and row["workspace_init"] and row["c_workspace_init"]
+    assert row["workspace_too_small_refused"] and row["workspace_misaligned_refused"]
+    for mode, result in row["modes"].items():
+        assert result["ran"] and result["padding_kept"] and result["workspace_bitwise"], mode
+        assert result["bitwise"] or mode == "cublaslt", mode
+
+
+@pytest.mark.parametrize("name", ["two_gemm", "two_gemm_sm90"])
+def test_bias_on_gpu(name: str, tmp_path: Path, cutlass_dir: Path) -> None:
+    """`bias: true` on every GEMM (issue 12 item 5), generated and built here: the bench's checks (every
+    policy and, on sm90, every run mode against run_sequential, bitwise or within tolerance, and each stage
+    against an fp32 reference that adds the bias), then tests/runtime/embed_api.cu on the bias chain
+    (padded leading dimensions and the caller's workspace with the biases; the last GEMM, identity, gives
+    D(bias) - D(0) = bias)."""
+    from conftest import bias_spec
+    from cusync_gen.render import generate
+
+    arch = os.environ.get("CUSYNC_GPU_ARCH") or _compute_capability()
+    if name in EXAMPLES_SM90:
+        if not arch.startswith("9"):
+            pytest.skip("Hopper kernels")
+        arch = "90a"
+    spec = bias_spec(name, tmp_path / "spec")
+    project = generate(spec, tmp_path / f"{name}_bias")
+    build = tmp_path / "build"
+    subprocess.run(["cmake", "-S", str(project), "-B", str(build), f"-DCUTLASS_DIR={cutlass_dir}",
+                    f"-DCMAKE_CUDA_ARCHITECTURES={arch}"] + (["-G", "Ninja"] if shutil.which("ninja") else []),
+                   check=True, capture_output=True)
+    out = subprocess.run(["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    bench = build / f"{name}_bias_bench"
+    out = subprocess.run([str(bench), "--m", "1,200,1000", "--repeats", "2", "--warmup", "1"],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for row in (r for r in _rows(out.stdout) if "m" in r):
+        assert row["bitwise_equal"] and row["ref_rel_err"] < 1e-2 and row["sync_error"] is None, row
+        assert row.get("stock_bitwise", True) and row.get("cluster_bitwise", True), row
+        assert row.get("streamk_rel_diff", 0.0) < 1e-2 and row.get("pingpong_rel_diff", 0.0) < 1e-2, row
+        assert row.get("cublaslt_rel_diff", 0.0) < 1e-2, row
+    row = _run_driver("embed_api", name, {name: bench}, tmp_path,
+                      header=lambda n, into: embed_header(n, into, spec), project=project)
+    assert row["biases"] == 2 and row["bias_applied"], row
+    for mode, result in row["modes"].items():
+        assert result["ran"] and result["padding_kept"] and result["workspace_bitwise"], mode

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, epoch_wrap_header
+from conftest import REPO, embed_header, epoch_wrap_header
 
 pytestmark = pytest.mark.nvcc
 
@@ -76,6 +76,39 @@ def test_default_mode_rule_is_the_same_in_python_and_cpp(tmp_path: Path) -> None
     got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
     assert got[0] == f"{PINGPONG_TILE} {PINGPONG_TILES_PER_SM}"  # the rule's numbers, one value in both
     assert got[1:] == [f"{mode.value}|{why}" for mode, why in (default_mode(g, s, lt) for g, s, lt in cases)]
+
+
+@pytest.mark.parametrize(("name", "arch"), [("two_gemm", "sm_80"), ("llama_mlp_sm90", "sm_90a")])
+def test_embed_api_driver_compiles(name: str, arch: str, tmp_path: Path) -> None:
+    """tests/runtime/embed_api.cu (the GPU checks of shapes, leading dimensions and caller memory) compiles
+    against a generated chain's public and C headers (a two-GEMM sm80 chain, an sm90 chain with a swiglu)."""
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if not Path(nvcc).exists():
+        pytest.skip("nvcc not found")
+    build = subprocess.run([nvcc, "-std=c++17", f"-arch={arch}", "-c", "-I", str(REPO / "generated" / name / "include"),
+                            "-I", str(embed_header(name, tmp_path)), str(REPO / "tests" / "runtime" / "embed_api.cu"),
+                            "-o", str(tmp_path / "embed_api.o")], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+
+
+def test_dispatch_entry_finds_the_first_row_that_covers_m(tmp_path: Path) -> None:
+    """cusync::dispatch_entry (dispatch.h), the one lookup of run()'s two tables (the spec's `dispatch:`
+    and autotune()'s): the first row with M <= m_max, -1 past the last row or in an empty table."""
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    source = tmp_path / "entry.cpp"
+    source.write_text("#include <initializer_list>\n" '#include "cusync/sm90/dispatch.h"\nint main() {\n'
+                      "  cusync::DispatchEntry t[] = {{724, cusync::Mode::kCublasLt}, {1254, cusync::Mode::kPingpong},"
+                      " {8192, cusync::Mode::kStock}};\n"
+                      "  for (int m : {1, 724, 725, 1254, 1255, 8192, 8193}) std::printf(\"%d \", cusync::dispatch_entry(t, 3, m));\n"
+                      '  std::printf("%d\\n", cusync::dispatch_entry(t, 0, 1));\n}\n')
+    exe = tmp_path / "entry"
+    build = subprocess.run([cxx, "-std=c++17", "-I", str(REPO / "templates" / "sm90" / "include"), str(source),
+                            "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
+    assert got == ["0", "0", "1", "1", "2", "2", "-1", "-1"]
 
 
 def test_autotune_table_cuts_like_tune(tmp_path: Path) -> None:

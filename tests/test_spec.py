@@ -11,6 +11,7 @@ from typing import Any, Callable
 import pytest
 from pydantic import ValidationError
 
+from conftest import REPO
 from cusync_gen.errors import CusyncError, SpecError, UsageError
 from cusync_gen.spec import (
     Arch,
@@ -610,6 +611,7 @@ def test_spec_hash_is_stable_and_canonical() -> None:
     data = spec.model_dump(mode="json")
     for stage in data["stages"]:  # an absent `reads` (added later) is left out, so older hashes stand
         assert stage.pop("reads") is None
+        assert stage.pop("bias") is False  # likewise no bias (issue 12)
     assert data.pop("dispatch") is None  # likewise an absent dispatch table
     expected = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
     assert h == expected
@@ -647,3 +649,27 @@ def test_chainspec_model_direct_construction() -> None:
     # the model itself accepts omitted tile fields; parse_spec is what fills them
     spec = ChainSpec.model_validate(two_gemm())
     assert spec.stages[0].tile.warp is None
+
+
+def test_bias_only_on_a_gemm() -> None:
+    """`bias: true` on a swiglu stage names the field and says where a bias goes."""
+    import yaml
+
+    data = yaml.safe_load((REPO / "cusync_gen" / "examples" / "llama_mlp.yaml").read_text())
+    glu = next(i for i, s in enumerate(data["stages"]) if s["op"] == "swiglu")
+    data["stages"][glu]["bias"] = True
+    with pytest.raises(SpecError) as info:
+        parse_spec(data)
+    assert info.value.field == f"stages[{glu}].bias" and "only a gemm stage" in info.value.message
+
+
+def test_bias_false_keeps_the_spec_hash() -> None:
+    """An absent `bias` and `bias: false` hash alike, so the shipped projects are unchanged."""
+    import yaml
+
+    data = yaml.safe_load((REPO / "cusync_gen" / "examples" / "two_gemm.yaml").read_text())
+    plain = spec_hash(parse_spec(data))
+    data["stages"][0]["bias"] = False
+    assert spec_hash(parse_spec(data)) == plain
+    data["stages"][0]["bias"] = True
+    assert spec_hash(parse_spec(data)) != plain

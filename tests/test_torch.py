@@ -341,3 +341,11 @@ def test_from_mlp_refuses_what_the_chain_does_not_compute(tmp_path: Path, torch_
         swapped(torch.randn(2, HIDDEN + 1).half())
     with pytest.raises(ValueError, match="mode must be one of"):
         gelu.Module(*[getattr(swapped, w[0]) for w in gelu.WEIGHTS], mode="fast")
+
+
+def test_torch_on_a_bias_spec_is_a_usage_error(tmp_path: Path) -> None:
+    """The op takes weights only: a spec with `bias: true` names the stage and the way out."""
+    from conftest import bias_spec
+
+    with pytest.raises(UsageError, match=r"stages\[0\]\.bias"):
+        render_project(make_plan(load_spec(bias_spec("two_gemm", tmp_path))), CUTLASS, torch=True)

@@ -4,6 +4,7 @@ backend passes its own headers, stage templates and parts; nothing here tests th
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from cusync_gen.backends.base import (OutputFile, backend_files, bench_backend_files, bench_runtime_files, config_file,
                                       runtime_files)
@@ -53,8 +54,59 @@ def swiglu_or(plan: ChainPlan, index: int, gemm_template: str) -> OutputFile:
     return stage_file(plan, index, "", template)
 
 
+@dataclass(frozen=True)
+class Buffer:
+    """One pointer of the generated Arguments: its field, its dense row width (elements) and whether it is
+    read only (the chain input and the weights)."""
+
+    field: str
+    cols: int
+    const: bool
+
+
+@dataclass(frozen=True)
+class StageOperands:
+    """Where a stage's operands come from in the generated Arguments (field names) and their dense row
+    widths: a (the chain input or a producer's output), b (a GEMM's weights, a two-producer swiglu's up
+    input, or none) and d (the output). A GEMM's K is `a.cols`; its N is `d.cols`."""
+
+    a: Buffer
+    b: Buffer | None
+    d: Buffer
+    gemm: bool
+    bias: str | None = None  # a GEMM's bias vector [n] (the Arguments field), if the spec asks for one
+
+
+def stage_operands(plan: ChainPlan) -> tuple[StageOperands, ...]:
+    """Each stage's operands, for the Arguments fields, the pointer table and the run-time checks of the
+    leading dimensions (a dense row is `cols` elements)."""
+    outs = [Buffer(f"{s.name}_out", s.n, False) for s in plan.stages]
+    result = []
+    for s in plan.stages:
+        a = outs[s.input.producer] if s.input else Buffer("input", s.k, True)
+        if s.op is Op.GEMM:
+            # a gated GEMM's weights hold gate | up: 2n columns (StagePlan.gemm_n)
+            b: Buffer | None = Buffer(f"{s.name}_weight", s.gemm_n if s.b_layout.value == "row" else s.k, True)
+        else:
+            b = outs[s.input_b.producer] if s.input_b else None
+        result.append(StageOperands(a, b, outs[s.index], s.op is Op.GEMM, f"{s.name}_bias" if s.bias else None))
+    return tuple(result)
+
+
+def buffers(plan: ChainPlan) -> tuple[Buffer, ...]:
+    """The pointers of the generated Arguments in their order: the input, then per stage its weights (GEMMs)
+    and its output."""
+    ops = stage_operands(plan)
+    found = [ops[0].a] if plan.stages[0].input is None else []
+    for o in ops:
+        found += [o.b] if o.gemm and o.b is not None else []
+        found.append(o.d)
+    return tuple(found)
+
+
 def context(plan: ChainPlan, f: OutputFile) -> dict:
-    return {"stage": plan.stages[f.stage] if f.stage is not None else None}
+    return {"stage": plan.stages[f.stage] if f.stage is not None else None, "operands": stage_operands(plan),
+            "buffers": buffers(plan)}
 
 
 def manifest_stages(plan: ChainPlan) -> list[dict]:
@@ -69,6 +121,7 @@ def manifest_stages(plan: ChainPlan) -> list[dict]:
             "producer_b": plan.stages[s.input_b.producer].name if s.input_b else None,
             "epilogue": s.epilogue.value,
             "b_layout": s.b_layout.value,
+            **({"bias": True} if s.bias else {}),
         }
         for s in plan.stages
     ]

@@ -193,6 +193,7 @@ class StageSpec(BaseModel):
     b: str | None = None          # swiglu only: a second producer holding `up` (then `a` holds `gate`)
     sync_b: Policy | None = None  # policy of the edge from `b` (default: the same as `sync`)
     reads: ReadsSpec | None = None  # the tile dependency on the producer (default: derived from the op)
+    bias: bool = False            # gemm only: D = epilogue(A x B + bias), bias an [n] vector (Arguments <name>_bias)
 
     @model_validator(mode="before")
     @classmethod
@@ -351,6 +352,8 @@ def spec_hash(spec: ChainSpec) -> str:
     for stage in data.get("stages", []):  # an absent `reads` leaves the hash (and generated files) as before
         if stage.get("reads") is None:
             stage.pop("reads", None)
+        if stage.get("bias") is False:  # and no bias
+            stage.pop("bias", None)
     if data.get("dispatch", 0) is None:  # likewise an absent dispatch table
         data.pop("dispatch")
     canonical = json.dumps(data, sort_keys=True)

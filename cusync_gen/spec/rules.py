@@ -86,6 +86,12 @@ def check_rules(spec: ChainSpec) -> None:
             _check_policy(spec, i, stage, producer, stage.sync, "sync")
         if stage.b is not None or stage.sync_b is not None:
             _check_second_producer(spec, i, stage, seen, producer)
+        if stage.bias and stage.op is not Op.GEMM:
+            raise SpecError(
+                f"stages[{i}].bias",
+                f"a {stage.op.value} stage has no bias; only a gemm stage adds one (before its epilogue)",
+                "remove bias from this stage, or put it on the GEMM that produces its input",
+            )
         if stage.split_k != 1:
             raise SpecError(
                 f"stages[{i}].split_k",
@@ -250,6 +256,12 @@ def _check_gated_gemm(spec: ChainSpec, i: int, stage: StageSpec) -> None:
             field,
             f"epilogue swiglu (silu(gate) * up fused into the GEMM) is an sm90 kernel; arch is {spec.arch.value}",
             "set arch: sm90, or compute gate | up with epilogue: identity (n: 2 x the width) and add an op: swiglu stage",
+        )
+    if stage.bias:
+        raise SpecError(
+            f"stages[{i}].bias",
+            "a gated GEMM (epilogue swiglu) takes no bias: its epilogue computes silu(gate) * up from the sums alone",
+            "remove bias, or compute gate | up with epilogue: identity and bias: true, then an op: swiglu stage",
         )
     tile_n = stage.tile.threadblock[1]
     if tile_n % (2 * GATE_GROUP):

@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "chain_under_test.h"
+#include "fill.cuh"
 
 namespace {
 
@@ -30,22 +31,6 @@ constexpr uint16_t kExponent = 0x7C00;  // fp16
 #if !defined(GEMM1_WEIGHT_N)
 #define GEMM1_WEIGHT_N GEMM1_N
 #endif
-
-__global__ void fill(uint16_t* x, int64_t n, uint32_t seed, float scale) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 0x2c1b3c6dU;
-    h ^= h >> 12;
-    float const v = (float(h & 0xFFFF) / 65535.0f - 0.5f) * scale;
-#if defined(CHAIN_BF16)
-    __nv_bfloat16 const hv = __float2bfloat16(v);
-#else
-    __half const hv = __float2half(v);
-#endif
-    x[i] = *reinterpret_cast<uint16_t const*>(&hv);
-  }
-}
 
 bool ok_cuda(cudaError_t e, char const* what) {
   if (e != cudaSuccess) std::printf("{\"ok\": false, \"error\": \"%s: %s\"}\n", what, cudaGetErrorString(e));
@@ -66,9 +51,9 @@ int main() {
     cudaMemset(y1[i], 0xFF, o1 * 2);  // NaN: an element never written stays NaN
     cudaMemset(y2[i], 0xFF, o2 * 2);
   }
-  fill<<<512, 256>>>(x, int64_t(in), 1u, 2.0f);
-  fill<<<512, 256>>>(b1, int64_t(w1), 2u, 0.05f);
-  fill<<<512, 256>>>(b2, int64_t(w2), 3u, 0.05f);
+  fill<<<512, 256>>>(reinterpret_cast<CHAIN_NS::Element*>(x), int64_t(in), 1u, 2.0f);
+  fill<<<512, 256>>>(reinterpret_cast<CHAIN_NS::Element*>(b1), int64_t(w1), 2u, 0.05f);
+  fill<<<512, 256>>>(reinterpret_cast<CHAIN_NS::Element*>(b2), int64_t(w2), 3u, 0.05f);
   if (!ok_cuda(cudaDeviceSynchronize(), "fill")) return 1;
 
   // 1. The C ABI.
@@ -144,7 +129,7 @@ int main() {
   // brings back the first result.
   uint16_t* b1b = nullptr;
   if (!ok_cuda(cudaMalloc(&b1b, w1 * 2), "malloc")) return 1;
-  fill<<<512, 256>>>(b1b, int64_t(w1), 9u, 0.05f);
+  fill<<<512, 256>>>(reinterpret_cast<CHAIN_NS::Element*>(b1b), int64_t(w1), 9u, 0.05f);
   auto run_into = [&](CHAIN_NS::CHAIN_CLASS& chain, std::vector<uint16_t>& out) {
     cudaMemset(y2[1], 0xFF, o2 * 2);
     bool const ok = chain.run_sequential(0) == cusync::Status::kSuccess && cudaDeviceSynchronize() == cudaSuccess;

@@ -30,18 +30,41 @@ cusync::ChainTables const& tables() { return kTables; }
 namespace {
 
 // Each stage's operands: a (the chain input or its producer's output), b (weights, or the up input of
-// a two-producer swiglu) and its output.
+// a two-producer swiglu) and its output; each GEMM's requested shape; each operand's dense row width and
+// field name (what the runtime checks the request against, and names in last_error()).
 cusync::ChainPointers pointers(Arguments const& a) {
   cusync::ChainPointers p;
   p.m = a.m;
   p.a[0] = a.input;
+  p.a_cols[0] = 12288;
+  p.a_field[0] = "input";
+  p.lda[0] = a.input_ld;
   p.b[0] = a.gemm1_weight;
+  p.b_cols[0] = 6144;
+  p.b_field[0] = "gemm1_weight";
+  p.ldb[0] = a.gemm1_weight_ld;
   p.b_required[0] = true;
+  p.n[0] = a.gemm1_n;
+  p.k[0] = a.gemm1_k;
   p.d[0] = a.gemm1_out;
+  p.d_cols[0] = 6144;
+  p.d_field[0] = "gemm1_out";
+  p.ldd[0] = a.gemm1_out_ld;
   p.a[1] = a.gemm1_out;
+  p.a_cols[1] = 6144;
+  p.a_field[1] = "gemm1_out";
+  p.lda[1] = a.gemm1_out_ld;
   p.b[1] = a.gemm2_weight;
+  p.b_cols[1] = 12288;
+  p.b_field[1] = "gemm2_weight";
+  p.ldb[1] = a.gemm2_weight_ld;
   p.b_required[1] = true;
+  p.n[1] = a.gemm2_n;
+  p.k[1] = a.gemm2_k;
   p.d[1] = a.gemm2_out;
+  p.d_cols[1] = 12288;
+  p.d_field[1] = "gemm2_out";
+  p.ldd[1] = a.gemm2_out_ld;
   return p;
 }
 
@@ -59,6 +82,13 @@ char const* Gpt3Mlp::stage_name(int stage) { return cusync::StagedChain::stage_n
 cusync::Status Gpt3Mlp::initialize(Arguments const& args, int max_m, cudaStream_t stream) {
   return core_.initialize(pointers(args), max_m, stream);
 }
+
+cusync::Status Gpt3Mlp::initialize(Arguments const& args, void* workspace, size_t bytes, int max_m, cudaStream_t stream) {
+  cusync::Workspace const caller{static_cast<char*>(workspace), bytes, 0};
+  return core_.initialize(pointers(args), max_m, stream, &caller);
+}
+
+size_t Gpt3Mlp::workspace_size(int max_m) { return Gpt3Mlp().core_.workspace_size(max_m); }  // no CUDA call but the SM count
 
 cusync::Status Gpt3Mlp::update(Arguments const& args) { return core_.update(pointers(args)); }
 cusync::Status Gpt3Mlp::set_policy(cusync::PolicyKind policy) { return core_.set_policy(policy); }

@@ -30,7 +30,8 @@ cusync::Status launch_gemm1(StageLaunch const& launch, cudaStream_t stream) {
   typename Gemm::Problem const problem{launch.m, 6144, 12288,
                                        static_cast<Element const*>(launch.a),
                                        static_cast<Element const*>(launch.b),
-                                       static_cast<Element*>(launch.d)};
+                                       static_cast<Element*>(launch.d), launch.lda, launch.ldb, launch.ldd,
+                                       static_cast<Element const*>(launch.bias)};
   // reorder_tile_loads off.
   return Gemm::launch(problem, launch.sync, /*reorder_b=*/false, stream);
 }

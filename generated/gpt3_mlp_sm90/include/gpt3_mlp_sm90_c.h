@@ -54,6 +54,38 @@ int gpt3_mlp_sm90_initialize(gpt3_mlp_sm90_chain* chain, const gpt3_mlp_sm90_arg
 /* New pointers or m (m <= the max_m of initialize). */
 int gpt3_mlp_sm90_update(gpt3_mlp_sm90_chain* chain, const gpt3_mlp_sm90_arguments* args);
 
+/* Optional, for the _layout functions below (a separate struct, so that gpt3_mlp_sm90_arguments and the
+   functions above keep their ABI); zero it first: every 0 keeps the default. The shape of each GEMM as the
+   caller's weights have it: any other than the generated one is refused (GPT3_MLP_SM90_INVALID_ARGUMENT;
+   gpt3_mlp_sm90_last_error names the field). Leading dimensions: elements between the starts of two rows
+   of each matrix of gpt3_mlp_sm90_arguments (0: dense); at least its row width and a multiple of 8. */
+typedef struct gpt3_mlp_sm90_layout {
+  int gemm1_n;                         /* 0 or 6144 */
+  int gemm1_k;                         /* 0 or 12288 */
+  int gemm2_n;                         /* 0 or 12288 */
+  int gemm2_k;                         /* 0 or 6144 */
+  size_t input_ld;                       /* 0 or >= 12288 */
+  size_t gemm1_weight_ld;                /* 0 or >= 6144 */
+  size_t gemm1_out_ld;                   /* 0 or >= 6144 */
+  size_t gemm2_weight_ld;                /* 0 or >= 12288 */
+  size_t gemm2_out_ld;                   /* 0 or >= 12288 */
+} gpt3_mlp_sm90_layout;
+
+/* _initialize and _update with a layout (NULL: every default). */
+int gpt3_mlp_sm90_initialize_layout(gpt3_mlp_sm90_chain* chain, const gpt3_mlp_sm90_arguments* args,
+    const gpt3_mlp_sm90_layout* layout, int max_m, cudaStream_t stream);
+int gpt3_mlp_sm90_update_layout(gpt3_mlp_sm90_chain* chain, const gpt3_mlp_sm90_arguments* args, const gpt3_mlp_sm90_layout* layout);
+/* *bytes = the device memory a chain initialized for max_m rows takes on the current device (C++:
+   workspace_size(); INVALID_ARGUMENT for max_m outside 1 .. 1048576, CUDA_ERROR without a device).
+   _initialize_workspace carves every device buffer from the caller's `workspace` (at least that many bytes
+   for max(max_m, args->m), 256-byte aligned, outliving the chain; never freed by it). */
+int gpt3_mlp_sm90_workspace_size(int max_m, size_t* bytes);
+int gpt3_mlp_sm90_initialize_workspace(gpt3_mlp_sm90_chain* chain, const gpt3_mlp_sm90_arguments* args,
+    const gpt3_mlp_sm90_layout* layout, int max_m, void* workspace, size_t bytes, cudaStream_t stream);
+/* Why the last _initialize or _update returned GPT3_MLP_SM90_INVALID_ARGUMENT: the field and the fix
+   ("" after a success); owned by the chain, valid until its next call. */
+const char* gpt3_mlp_sm90_last_error(const gpt3_mlp_sm90_chain* chain);
+
 /* How run computes the chain (cusync::Mode): auto picks per m (the dispatch table or the rule). */
 #define GPT3_MLP_SM90_MODE_AUTO (-1)
 #define GPT3_MLP_SM90_MODE_OVERLAP 0

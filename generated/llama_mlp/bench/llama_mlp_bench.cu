@@ -18,14 +18,15 @@ struct Project {
   static constexpr int kNumStages = 3;
   static constexpr int kInputWidth = 8192;
   static constexpr bool kSpecTicketOrder = true;
-  // {name, gemm, n, k, b_col, activation, producer, producer_b}
+  // {name, gemm, n, k, b_col, activation, producer, producer_b, bias}
   static constexpr cusync::bench::StageDesc kStages[kNumStages] = {
       {"gemm1", true, 5632, 8192, false, bench::Activation::kIdentity, -1, -1},
       {"glu", false, 2816, 5632, false, bench::Activation::kIdentity, 0, -1},
       {"gemm2", true, 8192, 2816, false, bench::Activation::kIdentity, 1, -1},
   };
 
-  static Arguments arguments(Element* input, Element* const* weight, Element* const* out, int m) {
+  static Arguments arguments(Element* input, Element* const* weight, [[maybe_unused]] Element* const* bias, Element* const* out,
+                             int m) {
     Arguments a;
     a.m = m;
     a.input = input;

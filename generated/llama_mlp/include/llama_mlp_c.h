@@ -55,6 +55,39 @@ int llama_mlp_initialize(llama_mlp_chain* chain, const llama_mlp_arguments* args
 /* New pointers or m (m <= the max_m of initialize). */
 int llama_mlp_update(llama_mlp_chain* chain, const llama_mlp_arguments* args);
 
+/* Optional, for the _layout functions below (a separate struct, so that llama_mlp_arguments and the
+   functions above keep their ABI); zero it first: every 0 keeps the default. The shape of each GEMM as the
+   caller's weights have it: any other than the generated one is refused (LLAMA_MLP_INVALID_ARGUMENT;
+   llama_mlp_last_error names the field). Leading dimensions: elements between the starts of two rows
+   of each matrix of llama_mlp_arguments (0: dense); at least its row width and a multiple of 8. */
+typedef struct llama_mlp_layout {
+  int gemm1_n;                         /* 0 or 5632 */
+  int gemm1_k;                         /* 0 or 8192 */
+  int gemm2_n;                         /* 0 or 8192 */
+  int gemm2_k;                         /* 0 or 2816 */
+  size_t input_ld;                       /* 0 or >= 8192 */
+  size_t gemm1_weight_ld;                /* 0 or >= 5632 */
+  size_t gemm1_out_ld;                   /* 0 or >= 5632 */
+  size_t glu_out_ld;                     /* 0 or >= 2816 */
+  size_t gemm2_weight_ld;                /* 0 or >= 8192 */
+  size_t gemm2_out_ld;                   /* 0 or >= 8192 */
+} llama_mlp_layout;
+
+/* _initialize and _update with a layout (NULL: every default). */
+int llama_mlp_initialize_layout(llama_mlp_chain* chain, const llama_mlp_arguments* args,
+    const llama_mlp_layout* layout, int max_m, cudaStream_t stream);
+int llama_mlp_update_layout(llama_mlp_chain* chain, const llama_mlp_arguments* args, const llama_mlp_layout* layout);
+/* *bytes = the device memory a chain initialized for max_m rows takes on the current device (C++:
+   workspace_size(); INVALID_ARGUMENT for max_m outside 1 .. 1048576, CUDA_ERROR without a device).
+   _initialize_workspace carves every device buffer from the caller's `workspace` (at least that many bytes
+   for max(max_m, args->m), 256-byte aligned, outliving the chain; never freed by it). */
+int llama_mlp_workspace_size(int max_m, size_t* bytes);
+int llama_mlp_initialize_workspace(llama_mlp_chain* chain, const llama_mlp_arguments* args,
+    const llama_mlp_layout* layout, int max_m, void* workspace, size_t bytes, cudaStream_t stream);
+/* Why the last _initialize or _update returned LLAMA_MLP_INVALID_ARGUMENT: the field and the fix
+   ("" after a success); owned by the chain, valid until its next call. */
+const char* llama_mlp_last_error(const llama_mlp_chain* chain);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif

@@ -59,7 +59,7 @@ size_t streamk_workspace_gemm1(int m, int sms, int config);
 cusync::Status clear_gemm1_streamk(StageLaunch const& launch, cudaStream_t stream);
 cusync::Status launch_gemm1_streamk(StageLaunch const& launch, cudaStream_t stream);
 // The gated GEMM's weights [gate | up] into the interleaved layout its kernels read (src/stage_gemm1.cu).
-cusync::Status interleave_gemm1(void const* weights, void* interleaved, cudaStream_t stream);
+cusync::Status interleave_gemm1(void const* weights, int64_t ld, void* interleaved, cudaStream_t stream);
 constexpr size_t kWeightBytes_gemm1 = 92274688;  // k x 2n 16-bit elements
 cusync::Status prepare_gemm2();
 cusync::Status launch_gemm2(StageLaunch const& launch, cudaStream_t stream);

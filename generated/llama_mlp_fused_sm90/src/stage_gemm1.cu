@@ -16,7 +16,7 @@ namespace {
 using Gemm0 = cusync::sm90::SyncedGemm<cusync::sm90::GemmConfig<
     cutlass::bfloat16_t, cutlass::layout::RowMajor,
     cute::Shape<cute::_128, cute::_128, cute::_64>,  // (BLK_M, BLK_N, BLK_K)
-    cutlass::epilogue::thread::SiLu, cute::Shape<cute::_1, cute::_1, cute::_1>, /*kGated=*/true>>;
+    cutlass::epilogue::thread::SiLu, cute::Shape<cute::_1, cute::_1, cute::_1>, /*kBias=*/false, /*kGated=*/true>>;
 static_assert(kStages[0][0].tile_m == 128 && kStages[0][0].tile_n == 64,
               "stage table out of date");
 Gemm0::Cache cache0;  // the last problem's kernel parameters (TMA descriptors are built once per problem)
@@ -25,7 +25,7 @@ Gemm0::Cache cache0;  // the last problem's kernel parameters (TMA descriptors a
 using Gemm1 = cusync::sm90::SyncedGemm<cusync::sm90::GemmConfig<
     cutlass::bfloat16_t, cutlass::layout::RowMajor,
     cute::Shape<cute::_128, cute::_256, cute::_64>,  // (BLK_M, BLK_N, BLK_K)
-    cutlass::epilogue::thread::SiLu, cute::Shape<cute::_1, cute::_1, cute::_1>, /*kGated=*/true>>;
+    cutlass::epilogue::thread::SiLu, cute::Shape<cute::_1, cute::_1, cute::_1>, /*kBias=*/false, /*kGated=*/true>>;
 static_assert(kStages[1][0].tile_m == 128 && kStages[1][0].tile_n == 128,
               "stage table out of date");
 Gemm1::Cache cache1;  // the last problem's kernel parameters (TMA descriptors are built once per problem)
@@ -42,7 +42,8 @@ cusync::Status prepare_gemm1() {
 }
 
 cusync::Status launch_gemm1(StageLaunch const& launch, cudaStream_t stream) {
-  cusync::sm90::GemmProblem const problem{launch.m, 5632, 8192, launch.a, launch.b, launch.d};
+  cusync::sm90::GemmProblem const problem{launch.m, 5632, 8192, launch.a, launch.b, launch.d,
+                                          launch.lda, launch.ldb, launch.ldd, launch.bias};
   std::lock_guard<std::mutex> lock(cache_mutex);
   switch (launch.config) {
     case 0: return Gemm0::launch(cache0, problem, launch.sync, launch.sms, launch.programmatic, stream);
@@ -51,8 +52,8 @@ cusync::Status launch_gemm1(StageLaunch const& launch, cudaStream_t stream) {
   return cusync::Status::kInvalidArgument;
 }
 
-cusync::Status interleave_gemm1(void const* weights, void* interleaved, cudaStream_t stream) {
-  return cusync::sm90::interleave_gate_up(weights, interleaved, 8192, 2816, false, stream);
+cusync::Status interleave_gemm1(void const* weights, int64_t ld, void* interleaved, cudaStream_t stream) {
+  return cusync::sm90::interleave_gate_up(weights, ld, interleaved, 8192, 2816, false, stream);
 }
 
 }  // namespace llama_mlp_fused_sm90::detail

@@ -26,32 +26,32 @@ namespace {
 using Config0 = cusync::sm90::GemmConfig<
     cutlass::bfloat16_t, cutlass::layout::RowMajor,
     cute::Shape<cute::_128, cute::_128, cute::_64>,  // (BLK_M, BLK_N, BLK_K)
-    cutlass::epilogue::thread::SiLu, cute::Shape<cute::_1, cute::_1, cute::_1>, /*kGated=*/true>;
+    cutlass::epilogue::thread::SiLu, cute::Shape<cute::_1, cute::_1, cute::_1>, /*kBias=*/false, /*kGated=*/true>;
 using Gemm0 = cusync::sm90::StockGemm<Config0>;
 using StreamK0 = cusync::sm90::StreamKGemm<Config0>;
 using Cluster0 = cusync::sm90::StockGemm<cusync::sm90::GemmConfig<
     cutlass::bfloat16_t, cutlass::layout::RowMajor,
     cute::Shape<cute::_128, cute::_128, cute::_64>,
-    cutlass::epilogue::thread::SiLu, cute::Shape<cute::_2, cute::_1, cute::_1>, /*kGated=*/true>>;  // 2x1x1 clusters
+    cutlass::epilogue::thread::SiLu, cute::Shape<cute::_2, cute::_1, cute::_1>, /*kBias=*/false, /*kGated=*/true>>;  // 2x1x1 clusters
 // Configuration 1: 128x256x64 tiles.
 using Config1 = cusync::sm90::GemmConfig<
     cutlass::bfloat16_t, cutlass::layout::RowMajor,
     cute::Shape<cute::_128, cute::_256, cute::_64>,  // (BLK_M, BLK_N, BLK_K)
-    cutlass::epilogue::thread::SiLu, cute::Shape<cute::_1, cute::_1, cute::_1>, /*kGated=*/true>;
+    cutlass::epilogue::thread::SiLu, cute::Shape<cute::_1, cute::_1, cute::_1>, /*kBias=*/false, /*kGated=*/true>;
 using Gemm1 = cusync::sm90::StockGemm<Config1>;
 using StreamK1 = cusync::sm90::StreamKGemm<Config1>;
 using Cluster1 = cusync::sm90::StockGemm<cusync::sm90::GemmConfig<
     cutlass::bfloat16_t, cutlass::layout::RowMajor,
     cute::Shape<cute::_128, cute::_256, cute::_64>,
-    cutlass::epilogue::thread::SiLu, cute::Shape<cute::_2, cute::_1, cute::_1>, /*kGated=*/true>>;  // 2x1x1 clusters
+    cutlass::epilogue::thread::SiLu, cute::Shape<cute::_2, cute::_1, cute::_1>, /*kBias=*/false, /*kGated=*/true>>;  // 2x1x1 clusters
 // Every configuration: the ping-pong kernel's tile does not follow the spec's.
 using Pingpong = cusync::sm90::StockGemm<
-    cusync::sm90::PingpongConfig<cutlass::bfloat16_t, cutlass::layout::RowMajor, cutlass::epilogue::thread::SiLu, /*kGated=*/true>,
+    cusync::sm90::PingpongConfig<cutlass::bfloat16_t, cutlass::layout::RowMajor, cutlass::epilogue::thread::SiLu, /*kBias=*/false, /*kGated=*/true>,
     cusync::sm90::kPingpongRaster, cusync::sm90::kPingpongSwizzle>;
 using Lt = cusync::sm90::LtGemm<cutlass::bfloat16_t, cutlass::layout::RowMajor, cutlass::epilogue::thread::Identity>;
 
 cusync::sm90::GemmProblem problem_of(StageLaunch const& launch) {
-  return {launch.m, 5632, 8192, launch.a, launch.b, launch.d};
+  return {launch.m, 5632, 8192, launch.a, launch.b, launch.d, launch.lda, launch.ldb, launch.ldd, launch.bias};
 }
 
 }  // namespace
@@ -90,9 +90,11 @@ cusync::Status launch_gemm1_pingpong(StageLaunch const& launch, cudaStream_t str
 cusync::Status launch_gemm1_cublaslt(StageLaunch const& launch, cudaStream_t stream) {
   cusync::sm90::GemmProblem gate_up = problem_of(launch);  // [m, 5632] into the stage's workspace, then combined
   gate_up.d = launch.workspace;
+  gate_up.ldd = 0;  // dense
   cusync::Status const status = Lt::launch(static_cast<cusync::sm90::LtContext const*>(launch.lt), gate_up, stream);
   if (status != cusync::Status::kSuccess) return status;
-  return cusync::sm90::combine_gated<cutlass::bfloat16_t, cutlass::epilogue::thread::SiLu>(launch.workspace, launch.d, launch.m, 2816, stream);
+  return cusync::sm90::combine_gated<cutlass::bfloat16_t, cutlass::epilogue::thread::SiLu>(
+      launch.workspace, launch.d, launch.ldd, launch.m, 2816, stream);
 }
 
 size_t streamk_workspace_gemm1(int m, int sms, int config) {

@@ -27,7 +27,8 @@ __device__ __forceinline__ float activate(Activation act, float x) {
 // C[m, n] = act(A[m, k] x B), B [k, n] row-major or (b_col) [n, k] row-major; fp32 accumulate.
 // kSwiglu: B is [k, 2n] ([2n, k]) holding gate | up, and C = silu(A x gate) * (A x up).
 template <typename T>
-__global__ void reference_gemm_kernel(T const* a, T const* b, bool b_col, float* c, int m, int n, int k, Activation act) {
+__global__ void reference_gemm_kernel(T const* a, T const* b, bool b_col, float* c, int m, int n, int k, Activation act,
+                                      T const* bias = nullptr) {  // bias: [n], added before the activation
   __shared__ float tile_a[16][17];
   __shared__ float tile_b[2][16][17];
   bool const gated = act == Activation::kSwiglu;
@@ -53,7 +54,10 @@ __global__ void reference_gemm_kernel(T const* a, T const* b, bool b_col, float*
     }
     __syncthreads();
   }
-  if (row < m && col < n) c[int64_t(row) * n + col] = gated ? activate(act, acc[0]) * acc[1] : activate(act, acc[0]);
+  if (row < m && col < n) {
+    float const with_bias = acc[0] + (bias != nullptr ? float(bias[col]) : 0.0f);  // a gated GEMM has no bias
+    c[int64_t(row) * n + col] = gated ? activate(act, acc[0]) * acc[1] : activate(act, with_bias);
+  }
 }
 
 // out[m, n] = silu(gate) * up, both [m, n] views with leading dimension ld (gate | up halves of one

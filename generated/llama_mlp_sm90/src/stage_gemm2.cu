@@ -42,7 +42,8 @@ cusync::Status prepare_gemm2() {
 }
 
 cusync::Status launch_gemm2(StageLaunch const& launch, cudaStream_t stream) {
-  cusync::sm90::GemmProblem const problem{launch.m, 8192, 2816, launch.a, launch.b, launch.d};
+  cusync::sm90::GemmProblem const problem{launch.m, 8192, 2816, launch.a, launch.b, launch.d,
+                                          launch.lda, launch.ldb, launch.ldd, launch.bias};
   std::lock_guard<std::mutex> lock(cache_mutex);
   switch (launch.config) {
     case 0: return Gemm0::launch(cache0, problem, launch.sync, launch.sms, launch.programmatic, stream);

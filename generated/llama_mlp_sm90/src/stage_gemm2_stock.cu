@@ -48,7 +48,7 @@ using Pingpong = cusync::sm90::StockGemm<
 using Lt = cusync::sm90::LtGemm<cutlass::bfloat16_t, cutlass::layout::RowMajor, cutlass::epilogue::thread::Identity>;
 
 cusync::sm90::GemmProblem problem_of(StageLaunch const& launch) {
-  return {launch.m, 8192, 2816, launch.a, launch.b, launch.d};
+  return {launch.m, 8192, 2816, launch.a, launch.b, launch.d, launch.lda, launch.ldb, launch.ldd, launch.bias};
 }
 
 }  // namespace

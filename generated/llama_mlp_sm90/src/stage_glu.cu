@@ -24,7 +24,8 @@ template <typename Stage>
 cusync::Status launch_with(StageLaunch const& launch, cudaStream_t stream) {
   typename Stage::Params const params{static_cast<Element const*>(launch.a),
 nullptr,  // up
-                                      static_cast<Element*>(launch.d), launch.m, 2816, launch.sync};
+                                      static_cast<Element*>(launch.d), launch.m, 2816, launch.sync,
+                                      launch.lda, launch.ldb, launch.ldd};
   return Stage::launch(params, launch.programmatic, stream);
 }
 

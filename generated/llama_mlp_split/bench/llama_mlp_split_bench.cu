@@ -18,7 +18,7 @@ struct Project {
   static constexpr int kNumStages = 4;
   static constexpr int kInputWidth = 8192;
   static constexpr bool kSpecTicketOrder = true;
-  // {name, gemm, n, k, b_col, activation, producer, producer_b}
+  // {name, gemm, n, k, b_col, activation, producer, producer_b, bias}
   static constexpr cusync::bench::StageDesc kStages[kNumStages] = {
       {"gate", true, 2816, 8192, false, bench::Activation::kIdentity, -1, -1},
       {"up", true, 2816, 8192, false, bench::Activation::kIdentity, -1, -1},
@@ -26,7 +26,8 @@ struct Project {
       {"down", true, 8192, 2816, false, bench::Activation::kIdentity, 2, -1},
   };
 
-  static Arguments arguments(Element* input, Element* const* weight, Element* const* out, int m) {
+  static Arguments arguments(Element* input, Element* const* weight, [[maybe_unused]] Element* const* bias, Element* const* out,
+                             int m) {
     Arguments a;
     a.m = m;
     a.input = input;

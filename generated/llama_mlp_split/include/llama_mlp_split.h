@@ -9,10 +9,16 @@
 // is a run-time value up to the max_m given to initialize().
 //
 // The class owns device memory, streams and events: it is movable (the moved-from object is empty, and
-// destroying or re-initializing it is safe), not copyable. It never synchronizes the whole device:
-// initialize(), check_sync_error() and clear_sync_error() work on the stream they are given (by
-// default the legacy default stream, cudaStreamLegacy). Test hooks live in llama_mlp_split_testing.h; a plain C
-// ABI for FFI users in llama_mlp_split_c.h. The lifecycle is the runtime's cusync::sm80::Chain (cusync/sm80/chain.h).
+// destroying or re-initializing it is safe), not copyable. The workspace overload of initialize() carves
+// the device memory from the caller's instead (the streams and events are not device memory).
+// It never synchronizes the whole device: initialize(), check_sync_error() and clear_sync_error() work on
+// the stream they are given (by default the legacy default stream, cudaStreamLegacy). Test hooks live in
+// llama_mlp_split_testing.h; a plain C ABI for FFI users in llama_mlp_split_c.h. The lifecycle is the runtime's
+// cusync::sm80::Chain (cusync/sm80/chain.h).
+//
+// Embedding: Arguments' optional fields (0 = as generated) give each GEMM's N and K, checked against the
+// generated kernels, and each matrix's leading dimension; initialize() and update() refuse what the
+// kernels cannot run (kInvalidArgument) and last_error() names the field and the fix.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +42,28 @@ struct Arguments {
   Element* glu_out = nullptr;                       // [m, 2816] row-major
   Element const* down_weight = nullptr;                // [2816, 8192] row-major
   Element* down_out = nullptr;                      // [m, 8192] row-major
+  // Optional, after every pointer (0 keeps the generated value; code that sets none is unchanged): the
+  // shape of each GEMM as the caller's weights have it. The kernels were generated for one N and K, so
+  // initialize() and update() refuse any other (kInvalidArgument; last_error() names the field and the
+  // spec field to regenerate with).
+  int gate_n = 0;                          // 0 or 2816
+  int gate_k = 0;                          // 0 or 8192
+  int up_n = 0;                            // 0 or 2816
+  int up_k = 0;                            // 0 or 8192
+  int down_n = 0;                          // 0 or 8192
+  int down_k = 0;                          // 0 or 2816
+  // Optional leading dimensions, in elements between the starts of two rows of each matrix above (0: dense,
+  // its row width). At least the row width and a multiple of 8 (16-byte rows, for TMA and the vector
+  // loads), else kInvalidArgument; honoured by every run mode. Only the first row-width elements of each
+  // output row are written.
+  int64_t input_ld = 0;                       // 0 or >= 8192
+  int64_t gate_weight_ld = 0;                 // 0 or >= 2816
+  int64_t gate_out_ld = 0;                    // 0 or >= 2816
+  int64_t up_weight_ld = 0;                   // 0 or >= 2816
+  int64_t up_out_ld = 0;                      // 0 or >= 2816
+  int64_t glu_out_ld = 0;                     // 0 or >= 2816
+  int64_t down_weight_ld = 0;                 // 0 or >= 8192
+  int64_t down_out_ld = 0;                    // 0 or >= 8192
 };
 
 namespace testing {
@@ -64,8 +92,19 @@ class LlamaMlpSplit {
   // Call once, outside stream capture. The state's upload runs on `stream`, and initialize() returns after
   // synchronizing that stream only (never the device): the chain may then run on any stream.
   cusync::Status initialize(Arguments const& args, int max_m = 0, cudaStream_t stream = cudaStreamLegacy);
+  // The same in caller-provided memory: every device buffer the chain would cudaMalloc (the state and the
+  // semaphores) is carved, in 256-byte aligned pieces, from `workspace`: device memory of
+  // at least workspace_size(max(max_m, args.m)) bytes, 256-byte aligned (else kInvalidArgument, and
+  // last_error() says why), which must outlive the chain. The chain never frees it.
+  cusync::Status initialize(Arguments const& args, void* workspace, size_t bytes, int max_m = 0,
+                            cudaStream_t stream = cudaStreamLegacy);
+  // Bytes of device memory a chain initialized for max_m rows takes, on the current device (its SM count
+  // sizes the stream-K workspaces); 0 if max_m is outside 1 .. 1048576 or the device cannot be queried.
+  static size_t workspace_size(int max_m);
   // New pointers or M (M <= the max_m of initialize()).
   cusync::Status update(Arguments const& args);
+  // Why the last initialize() or update() returned kInvalidArgument: the field and the fix ("" after success).
+  char const* last_error() const { return core_.last_error(); }
 
   // Overlapped: tile-level synchronization across stages. When every producer fits in one wave at this
   // M (all its tiles run at once and finish together, so a consumer cannot start early), run() launches

@@ -57,6 +57,43 @@ int llama_mlp_split_initialize(llama_mlp_split_chain* chain, const llama_mlp_spl
 /* New pointers or m (m <= the max_m of initialize). */
 int llama_mlp_split_update(llama_mlp_split_chain* chain, const llama_mlp_split_arguments* args);
 
+/* Optional, for the _layout functions below (a separate struct, so that llama_mlp_split_arguments and the
+   functions above keep their ABI); zero it first: every 0 keeps the default. The shape of each GEMM as the
+   caller's weights have it: any other than the generated one is refused (LLAMA_MLP_SPLIT_INVALID_ARGUMENT;
+   llama_mlp_split_last_error names the field). Leading dimensions: elements between the starts of two rows
+   of each matrix of llama_mlp_split_arguments (0: dense); at least its row width and a multiple of 8. */
+typedef struct llama_mlp_split_layout {
+  int gate_n;                          /* 0 or 2816 */
+  int gate_k;                          /* 0 or 8192 */
+  int up_n;                            /* 0 or 2816 */
+  int up_k;                            /* 0 or 8192 */
+  int down_n;                          /* 0 or 8192 */
+  int down_k;                          /* 0 or 2816 */
+  size_t input_ld;                       /* 0 or >= 8192 */
+  size_t gate_weight_ld;                 /* 0 or >= 2816 */
+  size_t gate_out_ld;                    /* 0 or >= 2816 */
+  size_t up_weight_ld;                   /* 0 or >= 2816 */
+  size_t up_out_ld;                      /* 0 or >= 2816 */
+  size_t glu_out_ld;                     /* 0 or >= 2816 */
+  size_t down_weight_ld;                 /* 0 or >= 8192 */
+  size_t down_out_ld;                    /* 0 or >= 8192 */
+} llama_mlp_split_layout;
+
+/* _initialize and _update with a layout (NULL: every default). */
+int llama_mlp_split_initialize_layout(llama_mlp_split_chain* chain, const llama_mlp_split_arguments* args,
+    const llama_mlp_split_layout* layout, int max_m, cudaStream_t stream);
+int llama_mlp_split_update_layout(llama_mlp_split_chain* chain, const llama_mlp_split_arguments* args, const llama_mlp_split_layout* layout);
+/* *bytes = the device memory a chain initialized for max_m rows takes on the current device (C++:
+   workspace_size(); INVALID_ARGUMENT for max_m outside 1 .. 1048576, CUDA_ERROR without a device).
+   _initialize_workspace carves every device buffer from the caller's `workspace` (at least that many bytes
+   for max(max_m, args->m), 256-byte aligned, outliving the chain; never freed by it). */
+int llama_mlp_split_workspace_size(int max_m, size_t* bytes);
+int llama_mlp_split_initialize_workspace(llama_mlp_split_chain* chain, const llama_mlp_split_arguments* args,
+    const llama_mlp_split_layout* layout, int max_m, void* workspace, size_t bytes, cudaStream_t stream);
+/* Why the last _initialize or _update returned LLAMA_MLP_SPLIT_INVALID_ARGUMENT: the field and the fix
+   ("" after a success); owned by the chain, valid until its next call. */
+const char* llama_mlp_split_last_error(const llama_mlp_split_chain* chain);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif

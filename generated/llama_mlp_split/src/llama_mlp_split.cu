@@ -30,25 +30,68 @@ cusync::ChainTables const& tables() { return kTables; }
 namespace {
 
 // Each stage's operands: a (the chain input or its producer's output), b (weights, or the up input of
-// a two-producer swiglu) and its output.
+// a two-producer swiglu) and its output; each GEMM's requested shape; each operand's dense row width and
+// field name (what the runtime checks the request against, and names in last_error()).
 cusync::ChainPointers pointers(Arguments const& a) {
   cusync::ChainPointers p;
   p.m = a.m;
   p.a[0] = a.input;
+  p.a_cols[0] = 8192;
+  p.a_field[0] = "input";
+  p.lda[0] = a.input_ld;
   p.b[0] = a.gate_weight;
+  p.b_cols[0] = 2816;
+  p.b_field[0] = "gate_weight";
+  p.ldb[0] = a.gate_weight_ld;
   p.b_required[0] = true;
+  p.n[0] = a.gate_n;
+  p.k[0] = a.gate_k;
   p.d[0] = a.gate_out;
+  p.d_cols[0] = 2816;
+  p.d_field[0] = "gate_out";
+  p.ldd[0] = a.gate_out_ld;
   p.a[1] = a.input;
+  p.a_cols[1] = 8192;
+  p.a_field[1] = "input";
+  p.lda[1] = a.input_ld;
   p.b[1] = a.up_weight;
+  p.b_cols[1] = 2816;
+  p.b_field[1] = "up_weight";
+  p.ldb[1] = a.up_weight_ld;
   p.b_required[1] = true;
+  p.n[1] = a.up_n;
+  p.k[1] = a.up_k;
   p.d[1] = a.up_out;
+  p.d_cols[1] = 2816;
+  p.d_field[1] = "up_out";
+  p.ldd[1] = a.up_out_ld;
   p.a[2] = a.gate_out;
+  p.a_cols[2] = 2816;
+  p.a_field[2] = "gate_out";
+  p.lda[2] = a.gate_out_ld;
   p.b[2] = a.up_out;
+  p.b_cols[2] = 2816;
+  p.b_field[2] = "up_out";
+  p.ldb[2] = a.up_out_ld;
   p.d[2] = a.glu_out;
+  p.d_cols[2] = 2816;
+  p.d_field[2] = "glu_out";
+  p.ldd[2] = a.glu_out_ld;
   p.a[3] = a.glu_out;
+  p.a_cols[3] = 2816;
+  p.a_field[3] = "glu_out";
+  p.lda[3] = a.glu_out_ld;
   p.b[3] = a.down_weight;
+  p.b_cols[3] = 8192;
+  p.b_field[3] = "down_weight";
+  p.ldb[3] = a.down_weight_ld;
   p.b_required[3] = true;
+  p.n[3] = a.down_n;
+  p.k[3] = a.down_k;
   p.d[3] = a.down_out;
+  p.d_cols[3] = 8192;
+  p.d_field[3] = "down_out";
+  p.ldd[3] = a.down_out_ld;
   return p;
 }
 
@@ -66,6 +109,13 @@ char const* LlamaMlpSplit::stage_name(int stage) { return cusync::StagedChain::s
 cusync::Status LlamaMlpSplit::initialize(Arguments const& args, int max_m, cudaStream_t stream) {
   return core_.initialize(pointers(args), max_m, stream);
 }
+
+cusync::Status LlamaMlpSplit::initialize(Arguments const& args, void* workspace, size_t bytes, int max_m, cudaStream_t stream) {
+  cusync::Workspace const caller{static_cast<char*>(workspace), bytes, 0};
+  return core_.initialize(pointers(args), max_m, stream, &caller);
+}
+
+size_t LlamaMlpSplit::workspace_size(int max_m) { return LlamaMlpSplit().core_.workspace_size(max_m); }  // no CUDA call but the SM count
 
 cusync::Status LlamaMlpSplit::update(Arguments const& args) { return core_.update(pointers(args)); }
 cusync::Status LlamaMlpSplit::set_policy(cusync::PolicyKind policy) { return core_.set_policy(policy); }

@@ -78,9 +78,25 @@ const char* llama_mlp_split_status_string(int status) { return cusync::to_string
 
 namespace {
 
-llama_mlp_split::Arguments to_cpp(llama_mlp_split_arguments const& a) {
+llama_mlp_split::Arguments to_cpp(llama_mlp_split_arguments const& a, llama_mlp_split_layout const* layout = nullptr) {
   using E = llama_mlp_split::Element;
   llama_mlp_split::Arguments args;
+  if (layout != nullptr) {
+    args.gate_n = layout->gate_n;
+    args.gate_k = layout->gate_k;
+    args.up_n = layout->up_n;
+    args.up_k = layout->up_k;
+    args.down_n = layout->down_n;
+    args.down_k = layout->down_k;
+    args.input_ld = int64_t(layout->input_ld);
+    args.gate_weight_ld = int64_t(layout->gate_weight_ld);
+    args.gate_out_ld = int64_t(layout->gate_out_ld);
+    args.up_weight_ld = int64_t(layout->up_weight_ld);
+    args.up_out_ld = int64_t(layout->up_out_ld);
+    args.glu_out_ld = int64_t(layout->glu_out_ld);
+    args.down_weight_ld = int64_t(layout->down_weight_ld);
+    args.down_out_ld = int64_t(layout->down_out_ld);
+  }
   args.m = a.m;
   args.input = static_cast<E const*>(a.input);
   args.gate_weight = static_cast<E const*>(a.gate_weight);
@@ -105,6 +121,39 @@ int llama_mlp_split_initialize(llama_mlp_split_chain* chain, const llama_mlp_spl
 int llama_mlp_split_update(llama_mlp_split_chain* chain, const llama_mlp_split_arguments* args) {
   if (args == nullptr) return code(cusync::Status::kInvalidArgument);
   return guarded(chain, [&](Chain& c) { return c.update(to_cpp(*args)); });
+}
+
+int llama_mlp_split_initialize_layout(llama_mlp_split_chain* chain, const llama_mlp_split_arguments* args,
+    const llama_mlp_split_layout* layout, int max_m, cudaStream_t stream) {
+  if (args == nullptr) return code(cusync::Status::kInvalidArgument);
+  return guarded(chain, [&](Chain& c) { return c.initialize(to_cpp(*args, layout), max_m, stream); });
+}
+
+int llama_mlp_split_update_layout(llama_mlp_split_chain* chain, const llama_mlp_split_arguments* args, const llama_mlp_split_layout* layout) {
+  if (args == nullptr) return code(cusync::Status::kInvalidArgument);
+  return guarded(chain, [&](Chain& c) { return c.update(to_cpp(*args, layout)); });
+}
+
+int llama_mlp_split_workspace_size(int max_m, size_t* bytes) {
+  if (bytes == nullptr) return code(cusync::Status::kInvalidArgument);
+  try {
+    *bytes = Chain::workspace_size(max_m);
+  } catch (...) {
+    return code(cusync::Status::kInternalError);
+  }
+  if (*bytes != 0) return code(cusync::Status::kSuccess);
+  bool const in_range = max_m >= 1 && max_m <= 1048576;
+  return code(in_range ? cusync::Status::kCudaError : cusync::Status::kInvalidArgument);  // no device to size for
+}
+
+int llama_mlp_split_initialize_workspace(llama_mlp_split_chain* chain, const llama_mlp_split_arguments* args,
+    const llama_mlp_split_layout* layout, int max_m, void* workspace, size_t bytes, cudaStream_t stream) {
+  if (args == nullptr) return code(cusync::Status::kInvalidArgument);
+  return guarded(chain, [&](Chain& c) { return c.initialize(to_cpp(*args, layout), workspace, bytes, max_m, stream); });
+}
+
+const char* llama_mlp_split_last_error(const llama_mlp_split_chain* chain) {
+  return chain != nullptr ? chain->impl.last_error() : "no chain (NULL)";
 }
 
 }  // extern "C"

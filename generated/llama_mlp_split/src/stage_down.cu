@@ -31,7 +31,8 @@ cusync::Status launch_down(StageLaunch const& launch, cudaStream_t stream) {
   typename Gemm::Problem const problem{launch.m, 8192, 2816,
                                        static_cast<Element const*>(launch.a),
                                        static_cast<Element const*>(launch.b),
-                                       static_cast<Element*>(launch.d)};
+                                       static_cast<Element*>(launch.d), launch.lda, launch.ldb, launch.ldd,
+                                       static_cast<Element const*>(launch.bias)};
   // reorder_tile_loads off.
   return Gemm::launch(problem, launch.sync, /*reorder_b=*/false, stream);
 }

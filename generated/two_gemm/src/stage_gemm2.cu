@@ -31,7 +31,8 @@ cusync::Status launch_gemm2(StageLaunch const& launch, cudaStream_t stream) {
   typename Gemm::Problem const problem{launch.m, 1024, 1024,
                                        static_cast<Element const*>(launch.a),
                                        static_cast<Element const*>(launch.b),
-                                       static_cast<Element*>(launch.d)};
+                                       static_cast<Element*>(launch.d), launch.lda, launch.ldb, launch.ldd,
+                                       static_cast<Element const*>(launch.bias)};
   // reorder_tile_loads on: B's first K-blocks are prefetched into L2 before the wait for A.
   return Gemm::launch(problem, launch.sync, /*reorder_b=*/true, stream);
 }

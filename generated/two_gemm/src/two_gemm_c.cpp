@@ -78,9 +78,20 @@ const char* two_gemm_status_string(int status) { return cusync::to_string(static
 
 namespace {
 
-two_gemm::Arguments to_cpp(two_gemm_arguments const& a) {
+two_gemm::Arguments to_cpp(two_gemm_arguments const& a, two_gemm_layout const* layout = nullptr) {
   using E = two_gemm::Element;
   two_gemm::Arguments args;
+  if (layout != nullptr) {
+    args.gemm1_n = layout->gemm1_n;
+    args.gemm1_k = layout->gemm1_k;
+    args.gemm2_n = layout->gemm2_n;
+    args.gemm2_k = layout->gemm2_k;
+    args.input_ld = int64_t(layout->input_ld);
+    args.gemm1_weight_ld = int64_t(layout->gemm1_weight_ld);
+    args.gemm1_out_ld = int64_t(layout->gemm1_out_ld);
+    args.gemm2_weight_ld = int64_t(layout->gemm2_weight_ld);
+    args.gemm2_out_ld = int64_t(layout->gemm2_out_ld);
+  }
   args.m = a.m;
   args.input = static_cast<E const*>(a.input);
   args.gemm1_weight = static_cast<E const*>(a.gemm1_weight);
@@ -102,6 +113,39 @@ int two_gemm_initialize(two_gemm_chain* chain, const two_gemm_arguments* args, i
 int two_gemm_update(two_gemm_chain* chain, const two_gemm_arguments* args) {
   if (args == nullptr) return code(cusync::Status::kInvalidArgument);
   return guarded(chain, [&](Chain& c) { return c.update(to_cpp(*args)); });
+}
+
+int two_gemm_initialize_layout(two_gemm_chain* chain, const two_gemm_arguments* args,
+    const two_gemm_layout* layout, int max_m, cudaStream_t stream) {
+  if (args == nullptr) return code(cusync::Status::kInvalidArgument);
+  return guarded(chain, [&](Chain& c) { return c.initialize(to_cpp(*args, layout), max_m, stream); });
+}
+
+int two_gemm_update_layout(two_gemm_chain* chain, const two_gemm_arguments* args, const two_gemm_layout* layout) {
+  if (args == nullptr) return code(cusync::Status::kInvalidArgument);
+  return guarded(chain, [&](Chain& c) { return c.update(to_cpp(*args, layout)); });
+}
+
+int two_gemm_workspace_size(int max_m, size_t* bytes) {
+  if (bytes == nullptr) return code(cusync::Status::kInvalidArgument);
+  try {
+    *bytes = Chain::workspace_size(max_m);
+  } catch (...) {
+    return code(cusync::Status::kInternalError);
+  }
+  if (*bytes != 0) return code(cusync::Status::kSuccess);
+  bool const in_range = max_m >= 1 && max_m <= 1048576;
+  return code(in_range ? cusync::Status::kCudaError : cusync::Status::kInvalidArgument);  // no device to size for
+}
+
+int two_gemm_initialize_workspace(two_gemm_chain* chain, const two_gemm_arguments* args,
+    const two_gemm_layout* layout, int max_m, void* workspace, size_t bytes, cudaStream_t stream) {
+  if (args == nullptr) return code(cusync::Status::kInvalidArgument);
+  return guarded(chain, [&](Chain& c) { return c.initialize(to_cpp(*args, layout), workspace, bytes, max_m, stream); });
+}
+
+const char* two_gemm_last_error(const two_gemm_chain* chain) {
+  return chain != nullptr ? chain->impl.last_error() : "no chain (NULL)";
 }
 
 }  // extern "C"

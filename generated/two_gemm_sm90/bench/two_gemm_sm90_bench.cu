@@ -18,13 +18,14 @@ struct Project {
   static constexpr int kNumStages = 2;
   static constexpr int kInputWidth = 4096;
   static constexpr bool kSpecTicketOrder = true;
-  // {name, gemm, n, k, b_col, activation, producer, producer_b}
+  // {name, gemm, n, k, b_col, activation, producer, producer_b, bias}
   static constexpr cusync::bench::StageDesc kStages[kNumStages] = {
       {"gemm1", true, 4096, 4096, false, bench::Activation::kRelu, -1, -1},
       {"gemm2", true, 4096, 4096, false, bench::Activation::kIdentity, 0, -1},
   };
 
-  static Arguments arguments(Element* input, Element* const* weight, Element* const* out, int m) {
+  static Arguments arguments(Element* input, Element* const* weight, [[maybe_unused]] Element* const* bias, Element* const* out,
+                             int m) {
     Arguments a;
     a.m = m;
     a.input = input;

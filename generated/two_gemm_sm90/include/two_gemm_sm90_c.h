@@ -54,6 +54,38 @@ int two_gemm_sm90_initialize(two_gemm_sm90_chain* chain, const two_gemm_sm90_arg
 /* New pointers or m (m <= the max_m of initialize). */
 int two_gemm_sm90_update(two_gemm_sm90_chain* chain, const two_gemm_sm90_arguments* args);
 
+/* Optional, for the _layout functions below (a separate struct, so that two_gemm_sm90_arguments and the
+   functions above keep their ABI); zero it first: every 0 keeps the default. The shape of each GEMM as the
+   caller's weights have it: any other than the generated one is refused (TWO_GEMM_SM90_INVALID_ARGUMENT;
+   two_gemm_sm90_last_error names the field). Leading dimensions: elements between the starts of two rows
+   of each matrix of two_gemm_sm90_arguments (0: dense); at least its row width and a multiple of 8. */
+typedef struct two_gemm_sm90_layout {
+  int gemm1_n;                         /* 0 or 4096 */
+  int gemm1_k;                         /* 0 or 4096 */
+  int gemm2_n;                         /* 0 or 4096 */
+  int gemm2_k;                         /* 0 or 4096 */
+  size_t input_ld;                       /* 0 or >= 4096 */
+  size_t gemm1_weight_ld;                /* 0 or >= 4096 */
+  size_t gemm1_out_ld;                   /* 0 or >= 4096 */
+  size_t gemm2_weight_ld;                /* 0 or >= 4096 */
+  size_t gemm2_out_ld;                   /* 0 or >= 4096 */
+} two_gemm_sm90_layout;
+
+/* _initialize and _update with a layout (NULL: every default). */
+int two_gemm_sm90_initialize_layout(two_gemm_sm90_chain* chain, const two_gemm_sm90_arguments* args,
+    const two_gemm_sm90_layout* layout, int max_m, cudaStream_t stream);
+int two_gemm_sm90_update_layout(two_gemm_sm90_chain* chain, const two_gemm_sm90_arguments* args, const two_gemm_sm90_layout* layout);
+/* *bytes = the device memory a chain initialized for max_m rows takes on the current device (C++:
+   workspace_size(); INVALID_ARGUMENT for max_m outside 1 .. 1048576, CUDA_ERROR without a device).
+   _initialize_workspace carves every device buffer from the caller's `workspace` (at least that many bytes
+   for max(max_m, args->m), 256-byte aligned, outliving the chain; never freed by it). */
+int two_gemm_sm90_workspace_size(int max_m, size_t* bytes);
+int two_gemm_sm90_initialize_workspace(two_gemm_sm90_chain* chain, const two_gemm_sm90_arguments* args,
+    const two_gemm_sm90_layout* layout, int max_m, void* workspace, size_t bytes, cudaStream_t stream);
+/* Why the last _initialize or _update returned TWO_GEMM_SM90_INVALID_ARGUMENT: the field and the fix
+   ("" after a success); owned by the chain, valid until its next call. */
+const char* two_gemm_sm90_last_error(const two_gemm_sm90_chain* chain);
+
 /* How run computes the chain (cusync::Mode): auto picks per m (the dispatch table or the rule). */
 #define TWO_GEMM_SM90_MODE_AUTO (-1)
 #define TWO_GEMM_SM90_MODE_OVERLAP 0

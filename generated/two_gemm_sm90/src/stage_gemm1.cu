@@ -31,7 +31,8 @@ cusync::Status prepare_gemm1() {
 }
 
 cusync::Status launch_gemm1(StageLaunch const& launch, cudaStream_t stream) {
-  cusync::sm90::GemmProblem const problem{launch.m, 4096, 4096, launch.a, launch.b, launch.d};
+  cusync::sm90::GemmProblem const problem{launch.m, 4096, 4096, launch.a, launch.b, launch.d,
+                                          launch.lda, launch.ldb, launch.ldd, launch.bias};
   std::lock_guard<std::mutex> lock(cache_mutex);
   switch (launch.config) {
     case 0: return Gemm0::launch(cache0, problem, launch.sync, launch.sms, launch.programmatic, stream);

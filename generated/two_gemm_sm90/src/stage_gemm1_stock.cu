@@ -37,7 +37,7 @@ using Pingpong = cusync::sm90::StockGemm<
 using Lt = cusync::sm90::LtGemm<cutlass::half_t, cutlass::layout::RowMajor, cutlass::epilogue::thread::ReLu>;
 
 cusync::sm90::GemmProblem problem_of(StageLaunch const& launch) {
-  return {launch.m, 4096, 4096, launch.a, launch.b, launch.d};
+  return {launch.m, 4096, 4096, launch.a, launch.b, launch.d, launch.lda, launch.ldb, launch.ldd, launch.bias};
 }
 
 }  // namespace

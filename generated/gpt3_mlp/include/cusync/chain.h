@@ -30,6 +30,7 @@ namespace cusync {
 
 constexpr int kMaxChainStages = 16;   // = kMaxStages (stage.cuh), checked there; spec.limits.MAX_STAGES
 constexpr int kMaxConfigs = 8;        // spec.limits.MAX_TILE_CONFIGS
+constexpr int kLdAlignment = 8;       // leading dimensions are multiples of 8 elements (16 bytes of fp16 / bf16)
 
 // What the chain knows of one stage in one tile configuration: every number is emitted by the plan
 // (cusync_gen/plan.py) into src/<name>_stages.h; nothing here is derived again at run time.
@@ -80,13 +81,28 @@ struct ChainTables {
   StageInfo const& at(int config, int stage) const { return stages[config * num_stages + stage]; }
 };
 
-// One launch's pointers: M rows, operand a, operand b and the output of every stage.
+// One launch's pointers: M rows, operand a, operand b and the output of every stage; what the caller
+// asked for beyond them (each GEMM's shape), and what the generator emitted to check it against (each
+// operand's dense row width and the Arguments field it comes from, for the messages of last_error()).
 struct ChainPointers {
   int m = 0;
   void const* a[kMaxChainStages] = {};
   void const* b[kMaxChainStages] = {};   // weights (GEMMs), the second producer's output, or null
   void* d[kMaxChainStages] = {};
-  bool b_required[kMaxChainStages] = {};  // a GEMM's weights must not be null
+  bool b_required[kMaxChainStages] = {};  // a GEMM's weights must not be null (marks the GEMM stages)
+  int64_t lda[kMaxChainStages] = {};      // leading dimensions in elements (0: dense, the row width)
+  int64_t ldb[kMaxChainStages] = {};
+  int64_t ldd[kMaxChainStages] = {};
+  int n[kMaxChainStages] = {};            // the caller's N and K of each GEMM (0: the generated value)
+  int k[kMaxChainStages] = {};
+  int a_cols[kMaxChainStages] = {};       // emitted: dense row widths (a GEMM's K is a_cols, its N d_cols)
+  int b_cols[kMaxChainStages] = {};
+  int d_cols[kMaxChainStages] = {};
+  char const* a_field[kMaxChainStages] = {};  // emitted: the Arguments fields ("input", "gemm1_out", ...)
+  char const* b_field[kMaxChainStages] = {};
+  char const* d_field[kMaxChainStages] = {};
+  void const* bias[kMaxChainStages] = {};      // a GEMM's [n] bias vector (spec `bias: true`), else null
+  char const* bias_field[kMaxChainStages] = {};  // emitted where the spec asks for a bias (then it must not be null)
 };
 
 // How a stage is launched relative to the kernel before it on the stream (sm90; all false on sm80).
@@ -109,6 +125,22 @@ Chain& move_assign(Chain& self, Chain& other) noexcept {
   return self;
 }
 
+// Device memory carved out of one block the caller provides (initialize()'s workspace overload), in
+// pieces aligned to kAlignment bytes taken in a fixed order; with a null base it only counts the bytes
+// (workspace_size(), which takes the same pieces in the same order).
+struct Workspace {
+  static constexpr size_t kAlignment = 256;
+  char* base = nullptr;
+  size_t bytes = 0;                   // what the caller provided
+  size_t used = 0;                    // the end of the last piece taken
+  void* take(size_t size) {
+    used = (used + kAlignment - 1) / kAlignment * kAlignment;
+    void* piece = base != nullptr ? base + used : nullptr;
+    used += size;
+    return piece;
+  }
+};
+
 // The device state of one chain instance: what every backend allocates, checks and frees the same way.
 class ChainBase {
  public:
@@ -129,8 +161,12 @@ class ChainBase {
 
  protected:
   void swap_base(ChainBase& other) noexcept;
-  // The device's SM count, the state and a pool of `words` semaphores, zeroed on `stream` (synchronized).
-  Status allocate_state(int64_t words, cudaStream_t stream);
+  // The device's SM count, the state and a pool of `words` semaphores, zeroed on `stream` (synchronized):
+  // cudaMalloc'ed, or carved from `carve` (the caller's workspace; then never freed here).
+  Status allocate_state(int64_t words, cudaStream_t stream, Workspace* carve = nullptr);
+  // The pieces allocate_state() takes, for workspace_size().
+  static void take_state(Workspace& w, int64_t words);
+  static Status device_sms(int* sms);
 
   int sms_ = 0;
   bool single_stream_ = false;
@@ -138,6 +174,7 @@ class ChainBase {
   uint64_t timeout_ns_ = 2000000000ull;
   void* state_ = nullptr;                      // cusync::ChainState
   uint64_t* semaphores_ = nullptr;
+  bool owns_memory_ = true;                    // false: every device buffer is in the caller's workspace
 };
 
 // A side stream and the events that fork a run from the caller's stream and join it back.
@@ -165,19 +202,28 @@ class StagedChain : public ChainBase {
   explicit StagedChain(ChainTables const& tables) : t_(&tables), ticket_order_(tables.ticket_order) {}
 
   // Checks the pointers, allocates the state and the semaphores for max(max_m, args.m) rows, prepares
-  // every stage; the backend's initialize() adds its own resources.
-  Status initialize(ChainPointers const& args, int max_m, cudaStream_t stream);
+  // every stage; the backend's initialize() adds its own resources. `caller` (base and bytes): carve every
+  // device buffer from that memory instead (at least workspace_size(max(max_m, args.m)) bytes, 256-byte
+  // aligned), the backend's too (carve_ holds where the next piece starts).
+  Status initialize(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller = nullptr);
+  // Bytes of device memory initialize() takes for max_m rows on the current device (0 if max_m is out of
+  // 1 .. kMaxM or the device cannot be queried): the state, the semaphores and the backend's buffers.
+  size_t workspace_size(int max_m) const;
   Status update(ChainPointers const& args);
   Status set_policy(PolicyKind policy);
   void set_trace(uint64_t* trace) { trace_ = trace; }
   int64_t trace_offset(int stage) const;
   void set_ticket_order(bool ticket_order) { ticket_order_ = ticket_order; }
   Status run_sequential(cudaStream_t stream);
+  // Why the last initialize() or update() returned kInvalidArgument: the field and the fix ("" after a success).
+  char const* last_error() const { return last_error_; }
   static char const* stage_name(ChainTables const& tables, int stage);
 
  protected:
   void swap_staged(StagedChain& other) noexcept;
-  Status check_arguments(ChainPointers const& args) const;
+  // kInvalidArgument with last_error() naming the field, or kSuccess (and last_error() cleared).
+  Status check_arguments(ChainPointers const& args);
+  Status invalid(char const* format, ...);
   int config_for(int m) const;
   StageInfo const& info(int stage) const { return t_->at(config_, stage); }
   StageInfo const& topology(int stage) const { return t_->at(0, stage); }  // the same in every configuration
@@ -195,6 +241,10 @@ class StagedChain : public ChainBase {
   // Work a backend queues on the run's stream before a run's first stage (sm90: re-interleaving the
   // weights of a gated GEMM whose pointer update() changed).
   virtual Status prepare_run(cudaStream_t) { return Status::kSuccess; }
+  // The backend's pieces of the caller's workspace, after the state's (workspace_size()).
+  virtual void take_backend(Workspace&, int /*max_m*/, int /*sms*/) const {}
+  // Semaphore words for max_m rows (the finest grid of every configuration); each stage's offset per configuration.
+  static int64_t semaphore_words(ChainTables const& t, int max_m, int64_t (*offset)[kMaxChainStages]);
   // sm90: every stage's queue in this order (-1: the spec's).
   int tile_order_override_ = -1;
 
@@ -206,6 +256,8 @@ class StagedChain : public ChainBase {
   uint64_t* trace_ = nullptr;
   bool ticket_order_ = true;
   int64_t semaphore_offset_[kMaxConfigs][kMaxChainStages] = {};
+  char last_error_[256] = {};
+  Workspace carve_{};                          // the caller's workspace (base null: self-allocated)
 };
 
 }  // namespace cusync

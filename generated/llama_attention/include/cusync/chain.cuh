@@ -4,6 +4,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
 #include <utility>
 
 #include "cusync/chain.h"
@@ -15,6 +17,7 @@ namespace cusync {
 // ChainBase
 
 inline ChainBase::~ChainBase() {
+  if (!owns_memory_) return;  // the caller's workspace
   if (semaphores_ != nullptr) cudaFree(semaphores_);
   if (state_ != nullptr) cudaFree(state_);
 }
@@ -27,16 +30,32 @@ inline void ChainBase::swap_base(ChainBase& other) noexcept {
   swap(timeout_ns_, other.timeout_ns_);
   swap(state_, other.state_);
   swap(semaphores_, other.semaphores_);
+  swap(owns_memory_, other.owns_memory_);
 }
 
-inline Status ChainBase::allocate_state(int64_t words, cudaStream_t stream) {
-  Status status = Status::kSuccess;
+inline Status ChainBase::device_sms(int* sms) {
   int device = 0;
-  if ((status = from_cuda(cudaGetDevice(&device))) != Status::kSuccess) return status;
-  if ((status = from_cuda(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device))) != Status::kSuccess) return status;
+  Status const status = from_cuda(cudaGetDevice(&device));
+  return status != Status::kSuccess ? status : from_cuda(cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device));
+}
+
+inline void ChainBase::take_state(Workspace& w, int64_t words) {
+  w.take(sizeof(ChainState));
+  w.take(sizeof(uint64_t) * size_t(std::max<int64_t>(words, 1)));
+}
+
+inline Status ChainBase::allocate_state(int64_t words, cudaStream_t stream, Workspace* carve) {
+  Status status = Status::kSuccess;
+  if ((status = device_sms(&sms_)) != Status::kSuccess) return status;
   words = std::max<int64_t>(words, 1);
-  if ((status = from_cuda(cudaMalloc(&state_, sizeof(ChainState)))) != Status::kSuccess) return status;
-  if ((status = from_cuda(cudaMalloc(&semaphores_, sizeof(uint64_t) * words))) != Status::kSuccess) return status;
+  if (carve != nullptr) {  // the same pieces, in the same order, as take_state
+    owns_memory_ = false;
+    state_ = carve->take(sizeof(ChainState));
+    semaphores_ = static_cast<uint64_t*>(carve->take(sizeof(uint64_t) * size_t(words)));
+  } else {
+    if ((status = from_cuda(cudaMalloc(&state_, sizeof(ChainState)))) != Status::kSuccess) return status;
+    if ((status = from_cuda(cudaMalloc(&semaphores_, sizeof(uint64_t) * words))) != Status::kSuccess) return status;
+  }
   // Zeroed here, and again only when the epoch wraps: epochs make every later run start from a clean slate.
   return from_cuda(init_chain_state(static_cast<ChainState*>(state_), semaphores_, uint64_t(words), stream));
 }
@@ -117,6 +136,8 @@ inline void StagedChain::swap_staged(StagedChain& other) noexcept {
   swap(trace_, other.trace_);
   swap(ticket_order_, other.ticket_order_);
   swap(semaphore_offset_, other.semaphore_offset_);
+  swap(last_error_, other.last_error_);
+  swap(carve_, other.carve_);
 }
 
 inline char const* StagedChain::stage_name(ChainTables const& tables, int stage) {
@@ -141,35 +162,111 @@ inline bool StagedChain::has_consumer(int stage) const {
 inline int StagedChain::tiles_m(int stage) const { return ceil_div(args_.m, info(stage).tile_m); }
 inline int StagedChain::tiles_n(int stage) const { return ceil_div(info(stage).n, info(stage).tile_n); }
 
-inline Status StagedChain::check_arguments(ChainPointers const& a) const {
-  if (a.m <= 0 || a.m > t_->max_m) return Status::kInvalidArgument;
+inline Status StagedChain::invalid(char const* format, ...) {
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(last_error_, sizeof(last_error_), format, args);
+  va_end(args);
+  return Status::kInvalidArgument;
+}
+
+inline Status StagedChain::check_arguments(ChainPointers const& a) {
+  last_error_[0] = '\0';
+  if (a.m <= 0 || a.m > t_->max_m) return invalid("m = %d is outside 1 .. %d (the spec's MAX_M): split the rows", a.m, t_->max_m);
+  auto field = [](char const* f) { return f != nullptr ? f : "a pointer"; };
   for (int s = 0; s < t_->num_stages; ++s) {
-    if (a.a[s] == nullptr || a.d[s] == nullptr || (a.b_required[s] && a.b[s] == nullptr)) return Status::kInvalidArgument;
+    char const* name = topology(s).name;
+    if (a.a[s] == nullptr) return invalid("%s is null: pass a device pointer", field(a.a_field[s]));
+    if (a.d[s] == nullptr) return invalid("%s is null: pass a device pointer", field(a.d_field[s]));
+    if (a.b_required[s] && a.b[s] == nullptr) return invalid("%s is null: pass a device pointer", field(a.b_field[s]));
+    if (a.bias_field[s] != nullptr && a.bias[s] == nullptr) {
+      return invalid("%s is null: the spec gives stages[%d] a bias, so pass a device pointer to its %d values",
+                     a.bias_field[s], s, a.d_cols[s]);
+    }
+    // The kernels were compiled for one N and K per GEMM: a caller whose weights have another shape must
+    // regenerate, not run on (0 means the generated value).
+    if (a.n[s] != 0 && a.n[s] != a.d_cols[s]) {
+      return invalid("%s_n = %d, but the kernels were generated for N = %d: pass 0 or %d, or regenerate with "
+                     "stages[%d].n: %d", name, a.n[s], a.d_cols[s], a.d_cols[s], s, a.n[s]);
+    }
+    if (a.k[s] != 0 && a.k[s] != a.a_cols[s]) {
+      return invalid("%s_k = %d, but the kernels were generated for K = %d: pass 0 or %d, or regenerate with "
+                     "stages[%d].k: %d", name, a.k[s], a.a_cols[s], a.a_cols[s], s, a.k[s]);
+    }
+    // Leading dimensions: rows never overlap, and every row starts 16 bytes aligned (TMA descriptors and
+    // the 16-byte vector loads and stores of every kernel). Semaphores count tiles, not addresses: the
+    // synchronization does not depend on them.
+    struct { int64_t ld; int cols; char const* name; } const operands[3] = {
+        {a.lda[s], a.a_cols[s], a.a_field[s]}, {a.ldb[s], a.b_cols[s], a.b_field[s]}, {a.ldd[s], a.d_cols[s], a.d_field[s]}};
+    for (auto const& o : operands) {
+      if (o.ld == 0) continue;
+      if (o.ld < o.cols || o.ld < 0) {
+        return invalid("%s_ld = %lld is below its row width %d: pass 0 (dense) or at least %d", field(o.name),
+                       (long long)o.ld, o.cols, o.cols);
+      }
+      if (o.ld % kLdAlignment != 0) {
+        return invalid("%s_ld = %lld is not a multiple of %d elements (16-byte rows for TMA and vector access): "
+                       "pad it to %lld", field(o.name), (long long)o.ld, kLdAlignment,
+                       (long long)((o.ld + kLdAlignment - 1) / kLdAlignment * kLdAlignment));
+      }
+    }
   }
   return Status::kSuccess;
 }
 
-inline Status StagedChain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream) {
-  if (state_ != nullptr) return Status::kInvalidArgument;  // initialize once
-  Status status = check_arguments(args);
-  if (status != Status::kSuccess) return status;
-  if (max_m > t_->max_m) return Status::kInvalidArgument;
-  max_m_ = std::max(max_m, args.m);
-  args_ = args;
-  // Room for the finest grid any policy can ask for: one semaphore per producer tile, in the
-  // configuration that has the most tiles (configurations share the memory: epochs keep it clean).
+// Room for the finest grid any policy can ask for: one semaphore per producer tile, in the configuration
+// that has the most tiles (configurations share the memory: epochs keep it clean).
+inline int64_t StagedChain::semaphore_words(ChainTables const& t, int max_m, int64_t (*offset)[kMaxChainStages]) {
   int64_t total = 0;
-  for (int c = 0; c < t_->num_configs; ++c) {
+  for (int c = 0; c < t.num_configs; ++c) {
     int64_t words = 0;
-    for (int s = 0; s < t_->num_stages; ++s) {
-      StageInfo const& st = t_->at(c, s);
-      semaphore_offset_[c][s] = words;
-      words += int64_t(ceil_div(max_m_, st.tile_m)) * ceil_div(st.n, st.tile_n);
+    for (int s = 0; s < t.num_stages; ++s) {
+      StageInfo const& st = t.at(c, s);
+      if (offset != nullptr) offset[c][s] = words;
+      words += int64_t(ceil_div(max_m, st.tile_m)) * ceil_div(st.n, st.tile_n);
     }
     total = std::max(total, words);
   }
+  return total;
+}
+
+inline size_t StagedChain::workspace_size(int max_m) const {
+  if (max_m <= 0 || max_m > t_->max_m) return 0;
+  int sms = sms_;
+  if (sms == 0 && device_sms(&sms) != Status::kSuccess) return 0;
+  Workspace w;
+  take_state(w, semaphore_words(*t_, max_m, nullptr));
+  take_backend(w, max_m, sms);
+  return w.used;
+}
+
+inline Status StagedChain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller) {
+  if (state_ != nullptr) return invalid("initialize() was already called: use update(), or a new object");
+  Status status = check_arguments(args);
+  if (status != Status::kSuccess) return status;
+  if (max_m > t_->max_m) return invalid("max_m = %d is above %d (the spec's MAX_M): pass at most %d", max_m, t_->max_m, t_->max_m);
+  max_m_ = std::max(max_m, args.m);
+  if (caller != nullptr) {
+    if (caller->base == nullptr) {
+      return invalid("workspace is null: pass device memory of workspace_size(%d) bytes, or call initialize() "
+                     "without a workspace to let the chain allocate", max_m_);
+    }
+    if (reinterpret_cast<uintptr_t>(caller->base) % Workspace::kAlignment != 0) {
+      return invalid("workspace %p is not %d-byte aligned: pass cudaMalloc's pointer, or one offset by a multiple of %d",
+                     static_cast<void*>(caller->base), int(Workspace::kAlignment), int(Workspace::kAlignment));
+    }
+    size_t const need = workspace_size(max_m_);
+    if (need == 0) return Status::kCudaError;  // the device could not be queried
+    if (caller->bytes < need) {
+      return invalid("workspace of %zu bytes is below workspace_size(%d) = %zu: pass at least that (the max_m "
+                     "given to workspace_size() must be max(max_m, args.m))", caller->bytes, max_m_, need);
+    }
+    carve_ = Workspace{caller->base, caller->bytes, 0};
+  }
+  args_ = args;
+  int64_t const total = semaphore_words(*t_, max_m_, semaphore_offset_);
   config_ = config_for(args.m);
-  if ((status = allocate_state(total, stream)) != Status::kSuccess) return status;
+  if ((status = allocate_state(total, stream, caller != nullptr ? &carve_ : nullptr)) != Status::kSuccess) return status;
   for (int s = 0; s < t_->num_stages; ++s) {
     if ((status = t_->prepare[s]()) != Status::kSuccess) return status;
   }
@@ -180,7 +277,7 @@ inline Status StagedChain::update(ChainPointers const& args) {
   if (state_ == nullptr) return Status::kNotInitialized;
   Status const status = check_arguments(args);
   if (status != Status::kSuccess) return status;
-  if (args.m > max_m_) return Status::kInvalidArgument;
+  if (args.m > max_m_) return invalid("m = %d is above the max_m of initialize() (%d): initialize with a larger max_m", args.m, max_m_);
   args_ = args;
   config_ = config_for(args.m);
   return Status::kSuccess;
@@ -246,6 +343,10 @@ inline void StagedChain::fill_unsynced(StageLaunch& launch, int s, bool programm
   launch.a = args_.a[s];
   launch.b = args_.b[s];
   launch.d = args_.d[s];
+  launch.lda = args_.lda[s] != 0 ? args_.lda[s] : args_.a_cols[s];
+  launch.ldb = args_.ldb[s] != 0 ? args_.ldb[s] : args_.b_cols[s];
+  launch.ldd = args_.ldd[s] != 0 ? args_.ldd[s] : args_.d_cols[s];
+  launch.bias = args_.bias_field[s] != nullptr ? args_.bias[s] : nullptr;
   launch.programmatic = programmatic;
   launch.sms = sms_;
   launch.config = config_;

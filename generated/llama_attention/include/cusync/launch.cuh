@@ -13,6 +13,10 @@ struct StageLaunch {
   void const* a;   // input: the chain input or the producer's output
   void const* b;   // weights (GEMM stages), the second producer's output (two-producer swiglu), or null
   void* d;         // output
+  int64_t lda;     // elements between rows of a, b (as stored: [K, N] or [N, K]) and d; never 0 (dense
+  int64_t ldb;     // resolved by the chain), at least the row width, a multiple of 8 (16 bytes): checked
+  int64_t ldd;     // at initialize() and update()
+  void const* bias = nullptr;  // a GEMM's [n] bias vector, added before the activation (spec `bias: true`)
   StageSync sync;
   bool programmatic = false;  // sm90: a programmatic dependent launch of the previous kernel on the stream
   int sms = 0;                // multiprocessors of the device (sm90 persistent grids)

@@ -42,6 +42,9 @@ struct SwiGluStage {
     int m;
     int n;
     StageSync sync;
+    int64_t in_ld;       // elements between rows of in, up and out: at least 2n (one producer) or n, and
+    int64_t up_ld;       // multiples of kVector (the chain checks both at initialize() and update())
+    int64_t out_ld;
   };
 
   using Vector = cutlass::Array<Element, kVector>;
@@ -63,7 +66,8 @@ struct SwiGluStage {
       }
       __syncthreads();
     }
-    int64_t const in_ld = two_producers ? p.n : 2 * int64_t(p.n);
+    int64_t const in_ld = p.in_ld;
+    int64_t const up_ld = two_producers ? p.up_ld : p.in_ld;
     int64_t const up_offset = two_producers ? 0 : p.n;
     cutlass::NumericArrayConverter<float, Element, kVector> to_float;
     cutlass::NumericArrayConverter<Element, float, kVector> to_element;
@@ -75,7 +79,7 @@ struct SwiGluStage {
       int const row = row0 + pass * kRowsPerPass + row_in_pass;
       if (row < p.m && col < p.n) {
         Element const* gate_row = p.in + int64_t(row) * in_ld;
-        Element const* up_row = (two_producers ? p.up : p.in) + int64_t(row) * in_ld + up_offset;
+        Element const* up_row = (two_producers ? p.up : p.in) + int64_t(row) * up_ld + up_offset;
         // ld.global.cg: read producer data from L2, never from a possibly stale L1 line.
         *reinterpret_cast<uint4*>(&gate_v[pass]) = __ldcg(reinterpret_cast<uint4 const*>(gate_row + col));
         *reinterpret_cast<uint4*>(&up_v[pass]) = __ldcg(reinterpret_cast<uint4 const*>(up_row + col));
@@ -90,7 +94,7 @@ struct SwiGluStage {
         for (int i = 0; i < kVector; ++i) {
           result[i] = gate[i] / (1.0f + __expf(-gate[i])) * up[i];
         }
-        *reinterpret_cast<Vector*>(p.out + int64_t(row) * p.n + col) = to_element(result);
+        *reinterpret_cast<Vector*>(p.out + int64_t(row) * p.out_ld + col) = to_element(result);
       }
     }
     end_tile(p.sync, tile);

@@ -45,6 +45,16 @@ struct DispatchEntry {
   Mode mode;
 };
 
+// The row of `table` (`entries` rows, growing m_max) that covers M rows: the first with M <= m_max;
+// -1 past the last row (the table does not apply). The one lookup of both tables run() reads (the
+// spec's, and autotune()'s).
+inline int dispatch_entry(DispatchEntry const* table, int entries, int m) {
+  for (int e = 0; e < entries; ++e) {
+    if (m <= table[e].m_max) return e;
+  }
+  return -1;
+}
+
 // At most this many M per autotune() (the table it builds has at most as many entries).
 constexpr int kMaxTunedMs = 32;
 

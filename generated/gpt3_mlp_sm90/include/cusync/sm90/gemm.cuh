@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include <cuda_runtime.h>
 
@@ -78,33 +80,42 @@ namespace cusync::sm90 {
 constexpr int kRingBytes = int((sizeof(detail::TicketRing) + 127) / 128 * 128);
 constexpr int kSchedulerSmemCarveout = kRingBytes;
 
-// The collective epilogue of a configuration: CUTLASS's TMA epilogue for D = Act(acc), or (kGated) the
-// fused gated-MLP epilogue D[M, N / 2] = Act(gate) * up over interleaved weights (gated_epilogue.cuh).
-template <bool kGated, class Element, template <class> class Activation, class TileShape, class ClusterShape,
-          class Schedule>
+// The epilogue's fusion: D = Act(acc), or with kBias D = Act(acc + bias) for a bias vector [N] that
+// CUTLASS broadcasts down the rows (its "per-column" bias; bias_ptr in the fusion's arguments).
+template <template <class> class Activation, class Element, bool kBias>
+using FusionOf = std::conditional_t<
+    kBias, cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Activation, Element, float, Element, void, float>,
+    cutlass::epilogue::fusion::LinCombEltAct<Activation, Element, float, void, float>>;
+
+// The collective epilogue of a configuration: CUTLASS's TMA epilogue for D = Act(acc (+ bias)), or
+// (kGated) the fused gated-MLP epilogue D[M, N / 2] = Act(gate) * up over interleaved weights
+// (gated_epilogue.cuh).
+template <bool kGated, bool kBias, class Element, template <class> class Activation, class TileShape,
+          class ClusterShape, class Schedule>
 struct EpilogueFor {
   static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
-  using Fusion = cutlass::epilogue::fusion::LinCombEltAct<Activation, Element, float, void, float>;
   using type = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float,
       void, cutlass::layout::RowMajor, kAlignment,             // no C operand
       Element, cutlass::layout::RowMajor, kAlignment,          // D
-      Schedule, Fusion>::CollectiveOp;
+      Schedule, FusionOf<Activation, Element, kBias>>::CollectiveOp;
 };
-template <class Element, template <class> class Activation, class TileShape, class ClusterShape, class Schedule>
-struct EpilogueFor<true, Element, Activation, TileShape, ClusterShape, Schedule> {
+template <bool kBias, class Element, template <class> class Activation, class TileShape, class ClusterShape,
+          class Schedule>
+struct EpilogueFor<true, kBias, Element, Activation, TileShape, ClusterShape, Schedule> {
+  static_assert(!kBias, "a gated GEMM takes no bias (the spec refuses bias with epilogue: swiglu)");
   static_assert(cute::size<1>(TileShape{}) % (2 * kGateGroup) == 0, "a gated GEMM's tile N holds whole gate | up groups");
   using type = GatedCollectiveEpilogue<Element, Activation>;
 };
 
-// One GEMM configuration: D[M, N] = Act(A[M, K] x B), A and D row-major, fp32 accumulation (kGated:
-// D[M, N / 2] = Act(gate) * up, B's gate and up columns interleaved by interleave_gate_up).
+// One GEMM configuration: D[M, N] = Act(A[M, K] x B (+ bias)), A and D row-major, fp32 accumulation
+// (kGated: D[M, N / 2] = Act(gate) * up, B's gate and up columns interleaved by interleave_gate_up).
 // LayoutB is CUTLASS's tag for B as a K x N matrix: RowMajor = [K, N] (N contiguous), ColumnMajor = [N, K].
 // ClusterShape_: thread block clusters of CUTLASS's own kernels (2x1x1: two CTAs of one tile column
 // share each B tile through TMA multicast); the synced kernel hands out single-CTA tiles (1x1x1).
 template <class Element, class LayoutB, class TileShape, template <class> class Activation,
-          class ClusterShape_ = cute::Shape<cute::_1, cute::_1, cute::_1>, bool kGated = false>
+          class ClusterShape_ = cute::Shape<cute::_1, cute::_1, cute::_1>, bool kBias = false, bool kGated = false>
 struct GemmConfig {
   // Preconditions (the spec checks them first; these keep hand-written instantiations honest).
   static_assert(cute::size<0>(TileShape{}) == 128 || cute::size<0>(TileShape{}) == 256,
@@ -116,7 +127,7 @@ struct GemmConfig {
 
   static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
   using ClusterShape = ClusterShape_;
-  using Epilogue = typename EpilogueFor<kGated, Element, Activation, TileShape, ClusterShape,
+  using Epilogue = typename EpilogueFor<kGated, kBias, Element, Activation, TileShape, ClusterShape,
                                         cutlass::epilogue::TmaWarpSpecializedCooperative>::type;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
@@ -144,13 +155,13 @@ struct GemmConfig {
 // GEMMs at M >= 1024: within 2% of cuBLASLt's best algorithm or faster, where the cooperative 128x256
 // kernel is 0.82x of it (geometric mean). Only CUTLASS's own kernels use it: the synced kernel's hooks
 // are written for the cooperative schedule.
-template <class Element, class LayoutB, template <class> class Activation, bool kGated = false>
+template <class Element, class LayoutB, template <class> class Activation, bool kBias = false, bool kGated = false>
 struct PingpongConfig {
   static_assert(cute::sizeof_bits_v<Element> == 16, "dtype of an sm90 chain must be fp16 or bf16");
   static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
   using TileShape = cute::Shape<cute::Int<kPingpongTile>, cute::Int<kPingpongTile>, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
-  using Epilogue = typename EpilogueFor<kGated, Element, Activation, TileShape, ClusterShape,
+  using Epilogue = typename EpilogueFor<kGated, kBias, Element, Activation, TileShape, ClusterShape,
                                         cutlass::epilogue::TmaWarpSpecialized>::type;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
@@ -177,7 +188,36 @@ struct GemmProblem {
   void const* a;  // [m, k] row-major
   void const* b;  // [k, n] row-major (LayoutB RowMajor) or [n, k] row-major (ColumnMajor)
   void* d;        // [m, n] row-major
+  int64_t lda = 0;  // elements between rows of a, of b as stored, and of d (0: dense); multiples of 8
+  int64_t ldb = 0;  // (TMA needs 16-byte strides: the chain checks them at initialize() and update())
+  int64_t ldd = 0;
+  void const* bias = nullptr;  // [n], for a configuration with kBias (which then requires it)
 };
+
+// Whether a kernel's epilogue adds a bias (its fusion arguments have bias_ptr).
+template <class Thread, class = void>
+constexpr bool kHasBias = false;
+template <class Thread>
+constexpr bool kHasBias<Thread, std::void_t<decltype(std::declval<Thread&>().bias_ptr)>> = true;
+
+// A bias exactly where the kernel adds one (the chain passes it only to the stages the spec gives one).
+template <class Kernel>
+bool bias_matches(GemmProblem const& p) {
+  return kHasBias<decltype(typename Kernel::Arguments{}.epilogue.thread)> == (p.bias != nullptr);
+}
+
+// A packed CuTe stride with its one dynamic non-batch mode (the leading dimension) set to `ld` elements;
+// ld = 0 keeps it packed. A row-major [rows, cols] operand has stride (ld, _1) or, seen transposed, (_1, ld).
+template <class Stride>
+Stride with_leading_dimension(Stride stride, int64_t ld) {
+  if (ld == 0) return stride;
+  if constexpr (cute::is_static_v<cute::remove_cvref_t<decltype(cute::get<0>(stride))>>) {
+    cute::get<1>(stride) = ld;
+  } else {
+    cute::get<0>(stride) = ld;
+  }
+  return stride;
+}
 
 // Arguments common to both kernels; the synced kernel adds its waits, posts and tile queue.
 template <class Kernel>
@@ -189,17 +229,24 @@ typename Kernel::Arguments make_arguments(GemmProblem const& p, int sm_count) {
   args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
   args.problem_shape = typename Kernel::ProblemShape{p.m, p.n, p.k, 1};
   args.mainloop.ptr_A = static_cast<ElementA const*>(p.a);
-  args.mainloop.dA = cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, cute::make_shape(p.m, p.k, 1));
+  args.mainloop.dA = with_leading_dimension(
+      cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, cute::make_shape(p.m, p.k, 1)), p.lda);
   args.mainloop.ptr_B = static_cast<ElementB const*>(p.b);
-  args.mainloop.dB = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, cute::make_shape(p.n, p.k, 1));
+  args.mainloop.dB = with_leading_dimension(
+      cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, cute::make_shape(p.n, p.k, 1)), p.ldb);
   args.epilogue.thread.alpha = 1.0f;
   args.epilogue.thread.beta = 0.0f;
+  if constexpr (kHasBias<decltype(args.epilogue.thread)>) {
+    args.epilogue.thread.bias_ptr = static_cast<ElementD const*>(p.bias);
+  }
   args.epilogue.ptr_C = nullptr;
-  args.epilogue.dC = cutlass::make_cute_packed_stride(typename Kernel::StrideC{}, cute::make_shape(p.m, p.n, 1));
+  args.epilogue.dC = with_leading_dimension(
+      cutlass::make_cute_packed_stride(typename Kernel::StrideC{}, cute::make_shape(p.m, p.n, 1)), p.ldd);
   args.epilogue.ptr_D = static_cast<ElementD*>(p.d);
   // A gated epilogue writes [m, n / 2] (p.n is the GEMM's N: gate and up).
   int const d_cols = IsGatedEpilogue<typename Kernel::CollectiveEpilogue>::value ? p.n / 2 : p.n;
-  args.epilogue.dD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, cute::make_shape(p.m, d_cols, 1));
+  args.epilogue.dD = with_leading_dimension(
+      cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, cute::make_shape(p.m, d_cols, 1)), p.ldd);
   args.hw_info.sm_count = sm_count;
   return args;
 }
@@ -270,8 +317,10 @@ struct SyncedGemm {
                        cudaStream_t stream) {
     bool const same = cache.valid && cache.sm_count == sm_count && cache.problem.m == p.m && cache.problem.n == p.n &&
                       cache.problem.k == p.k && cache.problem.a == p.a && cache.problem.b == p.b &&
-                      cache.problem.d == p.d;
+                      cache.problem.d == p.d && cache.problem.lda == p.lda && cache.problem.ldb == p.ldb &&
+                      cache.problem.ldd == p.ldd && cache.problem.bias == p.bias;
     if (!same) {
+      if (!bias_matches<Kernel>(p)) return Status::kInvalidArgument;
       typename Kernel::Arguments args = make_arguments<Kernel>(p, sm_count);
       if (Kernel::can_implement(args) != true) return Status::kCutlassError;
       cache.params = Kernel::to_underlying_arguments(args, nullptr);
@@ -314,6 +363,7 @@ struct StockGemm {
   static Status prepare() { return KernelLauncher<Kernel>::prepare(); }
 
   static Status launch(GemmProblem const& p, int sm_count, bool programmatic, cudaStream_t stream) {
+    if (!bias_matches<Kernel>(p)) return Status::kInvalidArgument;
     typename Kernel::Arguments args = make_arguments<Kernel>(p, sm_count);
     args.scheduler.raster_order = kRaster;
     args.scheduler.max_swizzle_size = kSwizzle;
@@ -344,6 +394,7 @@ struct StreamKGemm {
   }
 
   static Status launch(GemmProblem const& p, int sm_count, void* workspace, bool programmatic, cudaStream_t stream) {
+    if (!bias_matches<Kernel>(p)) return Status::kInvalidArgument;
     typename Kernel::Arguments args = make_arguments<Kernel>(p, sm_count);
     if (Kernel::can_implement(args) != true) return Status::kCutlassError;
     typename Kernel::Params const params = Kernel::to_underlying_arguments(args, workspace);

@@ -24,8 +24,8 @@ inline void Chain::swap(Chain& other) noexcept {
   swap_staged(other);
 }
 
-inline Status Chain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream) {
-  Status status = StagedChain::initialize(args, max_m, stream);
+inline Status Chain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller) {
+  Status status = StagedChain::initialize(args, max_m, stream, caller);
   if (status != Status::kSuccess) return status;
   if ((status = streams_.create()) != Status::kSuccess) return status;
   for (int s = 0; s < t_->num_stages && t_->has_unsynced_edge; ++s) {

@@ -52,6 +52,7 @@ struct StageDesc {
   ::bench::Activation act;  // kSwiglu: a gated GEMM, whose weights have 2n columns (gate | up)
   int producer;     // -1: chain input
   int producer_b;   // two-producer swiglu: where up comes from, else -1
+  bool bias = false;  // a GEMM with a bias vector [n] (spec `bias: true`)
 };
 
 struct ChainOptions {
@@ -112,6 +113,7 @@ class ChainBench {
   struct Buffers {
     Element* input = nullptr;
     Element* weight[kNumStages] = {};
+    Element* bias[kNumStages] = {};
     Element* out[kNumStages] = {};
     Element* gated_scratch = nullptr;  // the cuBLAS chain's [m, 2n] gate | up of a gated GEMM
     float* reference = nullptr;
@@ -213,7 +215,8 @@ class ChainBench {
       Element const* in = input_of(s);
       if (d.gemm) {
         dim3 const grid((d.n + 15) / 16, (m + 15) / 16);
-        ::bench::reference_gemm_kernel<Element><<<grid, dim3(16, 16)>>>(in, b.weight[s], d.b_col, b.reference, m, d.n, d.k, d.act);
+        ::bench::reference_gemm_kernel<Element><<<grid, dim3(16, 16)>>>(in, b.weight[s], d.b_col, b.reference, m, d.n, d.k, d.act,
+                                                                        b.bias[s]);
       } else {
         int64_t const count = int64_t(m) * d.n;
         bool const two = d.producer_b >= 0;
@@ -300,6 +303,11 @@ class ChainBench {
         BENCH_CUDA(cudaGetLastError());
         if (weight_cols(d) != d.n) gated_cols = std::max(gated_cols, size_t(weight_cols(d)));
       }
+      if (d.bias) {
+        BENCH_CUDA(cudaMalloc(&b.bias[s], size_t(d.n) * sizeof(Element)));
+        ::bench::fill_uniform_kernel<Element><<<64, 256>>>(b.bias[s], int64_t(d.n), o.seed * 137u + s + 1u, 0.5f);
+        BENCH_CUDA(cudaGetLastError());
+      }
     }
     if (gated_cols > 0) BENCH_CUDA(cudaMalloc(&b.gated_scratch, size_t(max_m) * gated_cols * sizeof(Element)));
     BENCH_CUDA(cudaMalloc(&b.reference, size_t(max_m) * widest * sizeof(float)));
@@ -308,7 +316,7 @@ class ChainBench {
     BENCH_CUDA(cudaGetLastError());
   }
 
-  typename Project::Arguments arguments(int m) const { return Project::arguments(b.input, b.weight, b.out, m); }
+  typename Project::Arguments arguments(int m) const { return Project::arguments(b.input, b.weight, b.bias, b.out, m); }
 
   // Checks and times every (policy, order) variant at one M; returns the exit code so far (4: a wait timed out).
   int run_m(int m, int exit_code) {

@@ -29,13 +29,21 @@ struct LtContext {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  bool owns_workspace = false;
 };
 
-inline Status create_lt_context(LtContext** out) {
+// workspace: kLtWorkspaceBytes of the caller's memory, or null to allocate them. The handle is always
+// the context's own (cuBLASLt allocates it; it is not device memory of the chain's to carve).
+inline Status create_lt_context(LtContext** out, void* workspace = nullptr) {
   auto* ctx = new LtContext{};
   *out = ctx;
   if (cublasLtCreate(&ctx->handle) != CUBLAS_STATUS_SUCCESS) return Status::kLibraryError;
-  if (cudaMalloc(&ctx->workspace, kLtWorkspaceBytes) != cudaSuccess) return Status::kCudaError;
+  ctx->owns_workspace = workspace == nullptr;
+  if (workspace != nullptr) {
+    ctx->workspace = workspace;
+  } else if (cudaMalloc(&ctx->workspace, kLtWorkspaceBytes) != cudaSuccess) {
+    return Status::kCudaError;
+  }
   ctx->workspace_bytes = kLtWorkspaceBytes;
   return Status::kSuccess;
 }
@@ -43,12 +51,12 @@ inline Status create_lt_context(LtContext** out) {
 inline void destroy_lt_context(LtContext* ctx) {
   if (ctx == nullptr) return;
   if (ctx->handle != nullptr) cublasLtDestroy(ctx->handle);
-  if (ctx->workspace != nullptr) cudaFree(ctx->workspace);
+  if (ctx->workspace != nullptr && ctx->owns_workspace) cudaFree(ctx->workspace);
   delete ctx;
 }
 #else
 struct LtContext {};
-inline Status create_lt_context(LtContext** out) {
+inline Status create_lt_context(LtContext** out, void* = nullptr) {
   *out = nullptr;
   return Status::kSuccess;
 }

@@ -2,8 +2,8 @@
 //
 // Where cuBLAS's own kernels are faster than every CUTLASS configuration we instantiate (measured on the
 // H200 at small M, where cuBLAS splits K or picks narrow tiles: benchmarks/NOTES.md h5), run() can compute
-// the chain with them. D[M, N] = Activation(A[M, K] x B) as cuBLASLt's column-major D^T = B^T A^T, fp32
-// accumulation, the first algorithm of cuBLASLt's heuristic for the shape (the last 64 shapes cached), then
+// the chain with them. D[M, N] = Activation(A[M, K] x B (+ bias: cuBLASLt's BIAS epilogue)) as cuBLASLt's
+// column-major D^T = B^T A^T, fp32 accumulation, the first algorithm of cuBLASLt's heuristic for the shape (the last 64 shapes cached), then
 // the activation in place with the same CUTLASS functor the fused epilogues use (cuBLASLt has no erf GELU
 // or SiLU epilogue). Another summation order than CUTLASS's: checked by relative error, not bitwise.
 #pragma once
@@ -34,11 +34,14 @@ struct LtGemm {
 };
 #else
 
-// x = Activation(x) in place, 8 elements (16 bytes) per thread; count is a multiple of 8.
+// x = Activation(x) in place over [rows, cols] with `ld` elements between rows (the padding is not
+// touched), 8 elements (16 bytes) per thread; cols and ld are multiples of 8.
 template <class Element, template <class> class Activation>
-__global__ void activation_in_place(Element* x, int64_t count) {
-  int64_t const i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
-  if (i >= count) return;
+__global__ void activation_in_place(Element* x, int64_t rows, int64_t cols, int64_t ld) {
+  int64_t const vector = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t const per_row = cols / 8;
+  if (vector >= rows * per_row) return;
+  int64_t const i = (vector / per_row) * ld + (vector % per_row) * 8;
   uint4 v = *reinterpret_cast<uint4 const*>(x + i);
   Element* e = reinterpret_cast<Element*>(&v);
   Activation<float> const act{};
@@ -59,6 +62,8 @@ struct LtGemm {
   // One shape's descriptors and algorithm, made on first use.
   struct Plan {
     int device, m, n, k;
+    int64_t lda, ldb, ldd;
+    bool bias;
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};
@@ -75,26 +80,36 @@ struct LtGemm {
   // keeps the memory bounded (a shape evicted is planned again when it comes back).
   static constexpr size_t kMaxPlans = 64;
 
-  // Finds or makes the plan of (device, m, n, k); the caller holds the mutex.
-  static Plan const* plan_locked(std::vector<std::unique_ptr<Plan>>& plans, LtContext const& ctx, int device, int m,
-                                 int n, int k) {
+  // Finds or makes the plan of (device, the problem's shape and leading dimensions); the caller holds the mutex.
+  static Plan const* plan_locked(std::vector<std::unique_ptr<Plan>>& plans, LtContext const& ctx, int device,
+                                 GemmProblem const& problem) {
+    int const m = problem.m, n = problem.n, k = problem.k;
+    int64_t const lda = problem.lda != 0 ? problem.lda : k, ldd = problem.ldd != 0 ? problem.ldd : n;
+    int64_t const ldb = problem.ldb != 0 ? problem.ldb : (kBColumn ? k : n);
     for (size_t i = 0; i < plans.size(); ++i) {
-      if (plans[i]->device == device && plans[i]->m == m && plans[i]->n == n && plans[i]->k == k) {
+      Plan const& q = *plans[i];
+      if (q.device == device && q.m == m && q.n == n && q.k == k && q.lda == lda && q.ldb == ldb && q.ldd == ldd &&
+          q.bias == (problem.bias != nullptr)) {
         std::rotate(plans.begin() + i, plans.begin() + i + 1, plans.end());  // most recent last
         return plans.back()->ok ? plans.back().get() : nullptr;
       }
     }
     if (plans.size() >= kMaxPlans) plans.erase(plans.begin());
     auto p = std::make_unique<Plan>();
-    p->device = device, p->m = m, p->n = n, p->k = k;
+    p->device = device, p->m = m, p->n = n, p->k = k, p->lda = lda, p->ldb = ldb, p->ldd = ldd;
+    p->bias = problem.bias != nullptr;
+    // A bias: cuBLASLt's BIAS epilogue adds it per row of its D^T [n, m], i.e. per column of D (the
+    // pointer is set per call, the plan keeps only that there is one); the activation follows in place.
+    cublasLtEpilogue_t const epilogue = p->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     // Column-major view: D^T [n, m] = op(B^T) [n, k] x A^T [k, m]; B^T is B [n, k] transposed when B is [N, K].
     cublasOperation_t const ta = kBColumn ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
     bool ok = cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
               cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)) == CUBLAS_STATUS_SUCCESS &&
               cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)) == CUBLAS_STATUS_SUCCESS &&
-              cublasLtMatrixLayoutCreate(&p->a, kType, kBColumn ? k : n, kBColumn ? n : k, kBColumn ? k : n) == CUBLAS_STATUS_SUCCESS &&
-              cublasLtMatrixLayoutCreate(&p->b, kType, k, m, k) == CUBLAS_STATUS_SUCCESS &&
-              cublasLtMatrixLayoutCreate(&p->d, kType, n, m, n) == CUBLAS_STATUS_SUCCESS;
+              cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatrixLayoutCreate(&p->a, kType, kBColumn ? k : n, kBColumn ? n : k, ldb) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatrixLayoutCreate(&p->b, kType, k, m, lda) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatrixLayoutCreate(&p->d, kType, n, m, ldd) == CUBLAS_STATUS_SUCCESS;
     if (ok) {
       cublasLtMatmulPreference_t pref = nullptr;
       size_t const bytes = ctx.workspace_bytes;
@@ -121,19 +136,22 @@ struct LtGemm {
       static std::mutex mutex;
       static std::vector<std::unique_ptr<Plan>> plans;
       std::lock_guard<std::mutex> lock(mutex);
-      Plan const* plan = plan_locked(plans, *ctx, device, p.m, p.n, p.k);
+      Plan const* plan = plan_locked(plans, *ctx, device, p);
       if (plan == nullptr) return Status::kLibraryError;
       float const alpha = 1.0f, beta = 0.0f;
+      if (p.bias != nullptr && cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias,
+                                                              sizeof(p.bias)) != CUBLAS_STATUS_SUCCESS) {
+        return Status::kLibraryError;
+      }
       if (cublasLtMatmul(ctx->handle, plan->op, &alpha, p.b, plan->a, p.a, plan->b, &beta, p.d, plan->d, p.d, plan->d,
                          &plan->algo, ctx->workspace, ctx->workspace_bytes, stream) != CUBLAS_STATUS_SUCCESS) {
         return Status::kLibraryError;
       }
     }
     if constexpr (!kIdentity) {
-      int64_t const count = int64_t(p.m) * p.n;
-      int64_t const threads = (count + 7) / 8;
+      int64_t const threads = int64_t(p.m) * (p.n / 8);
       activation_in_place<Element, Activation><<<unsigned((threads + 255) / 256), 256, 0, stream>>>(
-          static_cast<Element*>(p.d), count);
+          static_cast<Element*>(p.d), p.m, p.n, p.ldd != 0 ? p.ldd : p.n);
       if (cudaGetLastError() != cudaSuccess) return Status::kCudaError;
     }
     return Status::kSuccess;

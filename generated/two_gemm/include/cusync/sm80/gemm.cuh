@@ -129,6 +129,10 @@ struct SyncedGemm {
     Element const* a;  // [m, k] row-major
     Element const* b;  // [k, n] (RowMajor) or [n, k] (ColumnMajor)
     Element* d;        // [m, n] row-major
+    int64_t lda;       // elements between rows of a, of b as stored, and of d
+    int64_t ldb;
+    int64_t ldd;
+    Element const* bias;  // [n], added before the activation, or null
   };
 
   // Raises the dynamic shared memory limit once; call before the first launch (and outside capture).
@@ -145,10 +149,14 @@ struct SyncedGemm {
   static Status launch(Problem const& problem, StageSync sync, bool reorder_b, cudaStream_t stream) {
     using Arguments = typename Kernel::Base::Arguments;
     cutlass::gemm::GemmCoord const size(problem.m, problem.n, problem.k);
-    int64_t const ldb = std::is_same<LayoutB, cutlass::layout::RowMajor>::value ? problem.n : problem.k;
+    int64_t const ldb = problem.ldb;
+    // A bias is CUTLASS's source operand C read with row stride 0 (every row of C is the bias vector), with
+    // beta = 1: D = act(A x B + bias). Without one, beta = 0 and the epilogue never reads C.
+    bool const bias = problem.bias != nullptr;
     Arguments args(cutlass::gemm::GemmUniversalMode::kGemm, size, /*batch_count=*/1,
-                   typename EpilogueOp::Params(1.0f, 0.0f), problem.a, problem.b, problem.d, problem.d,
-                   0, 0, 0, 0, problem.k, ldb, problem.n, problem.n);
+                   typename EpilogueOp::Params(1.0f, bias ? 1.0f : 0.0f), problem.a, problem.b,
+                   bias ? problem.bias : problem.d, problem.d, 0, 0, 0, 0, problem.lda, ldb, bias ? 0 : problem.ldd,
+                   problem.ldd);
     if (Kernel::Base::can_implement(args) != cutlass::Status::kSuccess) return Status::kCutlassError;
     Params params{typename Kernel::Base::Params(args, /*device_sms=*/0, /*sm_occupancy=*/0), sync, PrefetchB{}};
     params.gemm.params_A.wait = sync.input;

@@ -136,8 +136,9 @@ namespace detail {
 // 2q of a row is gate chunk q, chunk 2q + 1 is up chunk q (at n / 8 + q). Column layout (B is [2n, k]):
 // row 16q + r is gate row 8q + r (r < 8) or up row n + 8q + r - 8, each row k elements. (A template,
 // so that a header included by many translation units defines it once.)
+// The source's rows are ld_src elements apart; the destination is dense.
 template <class Chunk>
-__global__ void interleave_gate_up_kernel(Chunk const* src, Chunk* dst, int64_t k, int64_t n, bool b_col) {
+__global__ void interleave_gate_up_kernel(Chunk const* src, int64_t ld_src, Chunk* dst, int64_t k, int64_t n, bool b_col) {
   static_assert(sizeof(Chunk) == 16, "one chunk is 8 16-bit elements");
   int64_t const chunks = k * n * 2 / 8;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < chunks; i += int64_t(gridDim.x) * blockDim.x) {
@@ -145,22 +146,23 @@ __global__ void interleave_gate_up_kernel(Chunk const* src, Chunk* dst, int64_t 
     if (!b_col) {
       int64_t const per_row = 2 * n / 8;
       int64_t const row = i / per_row, c = i % per_row;
-      from = row * per_row + ((c % 2 == 0) ? c / 2 : n / 8 + c / 2);
+      from = row * (ld_src / 8) + ((c % 2 == 0) ? c / 2 : n / 8 + c / 2);
     } else {
       int64_t const per_row = k / 8;
       int64_t const row = i / per_row, c = i % per_row;
       int64_t const group = row / (2 * kGateGroup), r = row % (2 * kGateGroup);
       int64_t const src_row = r < kGateGroup ? group * kGateGroup + r : n + group * kGateGroup + r - kGateGroup;
-      from = src_row * per_row + c;
+      from = src_row * (ld_src / 8) + c;
     }
     dst[i] = src[from];
   }
 }
 
-// out[m, n] = act(gate) * up from gate_up [m, 2n] in the interleaved column order (groups of kGateGroup
-// gate columns, then their up columns): one group per thread, 16 bytes of each in, 16 bytes out.
+// out[m, n] (rows ld_out apart) = act(gate) * up from a dense gate_up [m, 2n] in the interleaved column
+// order (groups of kGateGroup gate columns, then their up columns): one group per thread, 16 bytes of
+// each in, 16 bytes out.
 template <class Element, template <class> class Activation>
-__global__ void combine_gated_kernel(Element const* gate_up, Element* out, int64_t m, int64_t n) {
+__global__ void combine_gated_kernel(Element const* gate_up, Element* out, int64_t ld_out, int64_t m, int64_t n) {
   static_assert(sizeof(Element) == 2 && kGateGroup == 8, "one group is one 16-byte vector");
   int64_t const groups = m * (n / kGateGroup);
   Activation<float> const act{};
@@ -173,37 +175,43 @@ __global__ void combine_gated_kernel(Element const* gate_up, Element* out, int64
     Element* oe = reinterpret_cast<Element*>(&o);
 #pragma unroll
     for (int j = 0; j < kGateGroup; ++j) oe[j] = Element(act(float(ge[j])) * float(ue[j]));
-    reinterpret_cast<uint4*>(out)[i] = o;
+    int64_t const row = i / (n / kGateGroup), group = i % (n / kGateGroup);
+    reinterpret_cast<uint4*>(out + row * ld_out)[group] = o;
   }
 }
 
 }  // namespace detail
 
-// The gated output from a GEMM that wrote gate | up in the interleaved order ([m, 2n], e.g. cuBLASLt's
-// GEMM over the interleaved weights): out [m, n] = act(gate) * up, on `stream`. Both dense, 16-byte aligned.
+// The gated output from a GEMM that wrote gate | up in the interleaved order ([m, 2n] dense, e.g.
+// cuBLASLt's GEMM over the interleaved weights): out [m, n] = act(gate) * up, rows ld_out elements apart
+// (0: n), on `stream`. 16-byte aligned, ld_out a multiple of 8.
 template <class Element, template <class> class Activation>
-Status combine_gated(void const* gate_up, void* out, int m, int n, cudaStream_t stream) {
+Status combine_gated(void const* gate_up, void* out, int64_t ld_out, int m, int n, cudaStream_t stream) {
   if (m <= 0) return Status::kSuccess;
   int64_t const groups = int64_t(m) * (n / kGateGroup);
   unsigned const blocks = unsigned(std::min<int64_t>((groups + 255) / 256, 132 * 16));
   detail::combine_gated_kernel<Element, Activation><<<blocks, 256, 0, stream>>>(
-      static_cast<Element const*>(gate_up), static_cast<Element*>(out), m, n);
+      static_cast<Element const*>(gate_up), static_cast<Element*>(out), ld_out > 0 ? ld_out : n, m, n);
   return cudaGetLastError() == cudaSuccess ? Status::kSuccess : Status::kCudaError;
 }
 
 // Bytes of the [m, 2n] gate | up a combined (unfused) gated GEMM writes first.
 inline size_t gate_up_bytes(int m, int n) { return size_t(m) * size_t(2 * n) * 2; }
 
-// dst = the weights [gate | up] (B of a gated GEMM: [k, 2n] row-major, or [2n, k] with b_col) with
-// gate and up interleaved in groups of kGateGroup, on `stream`. n and k are multiples of 8 (the spec
-// checks it) and both pointers 16-byte aligned.
-inline Status interleave_gate_up(void const* src, void* dst, int64_t k, int64_t n, bool b_col, cudaStream_t stream) {
-  if (src == nullptr || dst == nullptr || n % kGateGroup != 0 || k % 8 != 0 ||
+// dst (dense) = the weights [gate | up] (B of a gated GEMM: [k, 2n] row-major, or [2n, k] with b_col;
+// rows ld_src elements apart, 0: dense) with gate and up interleaved in groups of kGateGroup, on
+// `stream`. n, k and ld_src are multiples of 8 (the spec and the chain check them) and both pointers
+// 16-byte aligned.
+inline Status interleave_gate_up(void const* src, int64_t ld_src, void* dst, int64_t k, int64_t n, bool b_col,
+                                 cudaStream_t stream) {
+  int64_t const dense = b_col ? k : 2 * n;
+  if (ld_src == 0) ld_src = dense;
+  if (src == nullptr || dst == nullptr || n % kGateGroup != 0 || k % 8 != 0 || ld_src < dense || ld_src % 8 != 0 ||
       (reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) % 16 != 0) {
     return Status::kInvalidArgument;
   }
-  detail::interleave_gate_up_kernel<uint4><<<264, 256, 0, stream>>>(static_cast<uint4 const*>(src), static_cast<uint4*>(dst),
-                                                              k, n, b_col);
+  detail::interleave_gate_up_kernel<uint4><<<264, 256, 0, stream>>>(static_cast<uint4 const*>(src), ld_src,
+                                                                     static_cast<uint4*>(dst), k, n, b_col);
   return cudaGetLastError() == cudaSuccess ? Status::kSuccess : Status::kCudaError;
 }
 

@@ -22,7 +22,8 @@ class Chain : public StagedChain {
   Chain& operator=(Chain&& other) noexcept;
   void swap(Chain& other) noexcept;
 
-  Status initialize(ChainPointers const& args, int max_m, cudaStream_t stream);
+  // caller: carve the state and the semaphores from the caller's memory (StagedChain::initialize).
+  Status initialize(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller = nullptr);
   // Overlapped, unless every producer fits in one wave at this M (then back to back: see overlaps()).
   Status run(cudaStream_t stream);
   void set_sequential_fallback(bool enabled) { sequential_fallback_ = enabled; }

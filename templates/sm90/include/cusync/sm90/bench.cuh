@@ -82,7 +82,8 @@ struct BenchHooks {
 #if defined(CUSYNC_BENCH_CUBLAS)
   std::unique_ptr<::bench::Cublas> blas;  // created by before(), once the device is known
 
-  // The chain as PyTorch runs it: cuBLAS GEMMs, each activation a separate kernel.
+  // The chain as PyTorch runs it: cuBLAS GEMMs, each activation a separate kernel (a timing baseline: a
+  // stage's bias, `bias: true`, is left out of it).
   template <typename Bench>
   Status cublas_chain(Bench const& bn, int m) {
     if (!blas->set_stream(bn.stream)) return Status::kCudaError;

@@ -14,8 +14,8 @@ namespace cusync::sm90 {
 constexpr int64_t kWorkspaceAlignment = 256;
 
 inline Chain::~Chain() {
-  if (streamk_workspace_ != nullptr) cudaFree(streamk_workspace_);
-  if (gated_weights_ != nullptr) cudaFree(gated_weights_);
+  if (streamk_workspace_ != nullptr && owns_memory_) cudaFree(streamk_workspace_);
+  if (gated_weights_ != nullptr && owns_memory_) cudaFree(gated_weights_);
   destroy_lt_context(static_cast<LtContext*>(lt_));
 }
 
@@ -36,44 +36,71 @@ inline void Chain::swap(Chain& other) noexcept {
   swap(gated_weights_, other.gated_weights_);
   swap(gated_offset_, other.gated_offset_);
   swap(gated_source_, other.gated_source_);
+  swap(gated_source_ld_, other.gated_source_ld_);
   swap(weights_stale_, other.weights_stale_);
   swap_staged(other);
 }
 
-inline Status Chain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream) {
-  Status status = StagedChain::initialize(args, max_m, stream);
-  if (status != Status::kSuccess) return status;
+// Stream-K workspaces: a stage's size depends on M only through its tile rows, so the largest over every
+// tile-row count up to max_m (in every configuration) covers every later M.
+inline int64_t Chain::streamk_bytes(int max_m, int sms, int64_t* offset) const {
+  int64_t bytes = 0;
   for (int s = 0; s < t_->num_stages; ++s) {
-    if (b_->prepare_stock[s] != nullptr && (status = b_->prepare_stock[s]()) != Status::kSuccess) return status;
-  }
-  // Stream-K workspaces: a stage's size depends on M only through its tile rows, so the largest over
-  // every tile-row count up to max_m (in every configuration) covers every later M.
-  int64_t streamk_bytes = 0;
-  for (int s = 0; s < t_->num_stages; ++s) {
-    streamk_offset_[s] = streamk_bytes;
+    if (offset != nullptr) offset[s] = bytes;
     if (b_->streamk_workspace[s] == nullptr) continue;
     int64_t most = 0;
     for (int c = 0; c < t_->num_configs; ++c) {
       int const tile_m = t_->at(c, s).tile_m;
-      for (int rows = 1; rows <= ceil_div(max_m_, tile_m); ++rows) {
-        most = std::max<int64_t>(most, int64_t(b_->streamk_workspace[s](rows * tile_m, sms_, c)));
+      for (int rows = 1; rows <= ceil_div(max_m, tile_m); ++rows) {
+        most = std::max<int64_t>(most, int64_t(b_->streamk_workspace[s](rows * tile_m, sms, c)));
       }
     }
-    streamk_bytes += (most + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+    bytes += (most + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
   }
-  if ((status = from_cuda(cudaMalloc(&streamk_workspace_, size_t(std::max<int64_t>(streamk_bytes, 1))))) != Status::kSuccess) return status;
+  return std::max<int64_t>(bytes, 1);
+}
+
+// Bytes of the gated GEMMs' interleaved weights (cusync/sm90/gated_epilogue.cuh); each stage's offset.
+inline int64_t Chain::gated_bytes(int64_t* offset) const {
+  int64_t bytes = 0;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    if (offset != nullptr) offset[s] = bytes;
+    if (b_->gemm_gated[s]) bytes += int64_t(b_->weight_bytes[s] + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+  }
+  return bytes;
+}
+
+// After the state's pieces, in initialize()'s order: the stream-K workspaces, cuBLASLt's, the gated
+// GEMMs' interleaved weights.
+inline void Chain::take_backend(Workspace& w, int max_m, int sms) const {
+  w.take(size_t(streamk_bytes(max_m, sms, nullptr)));
+  if (kHaveCublasLt) w.take(kLtWorkspaceBytes);
+  if (int64_t const gated = gated_bytes(nullptr); gated > 0) w.take(size_t(gated));
+}
+
+inline Status Chain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller) {
+  Status status = StagedChain::initialize(args, max_m, stream, caller);
+  if (status != Status::kSuccess) return status;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    if (b_->prepare_stock[s] != nullptr && (status = b_->prepare_stock[s]()) != Status::kSuccess) return status;
+  }
+  size_t const streamk = size_t(streamk_bytes(max_m_, sms_, streamk_offset_));
+  if (caller != nullptr) {
+    streamk_workspace_ = carve_.take(streamk);
+  } else if ((status = from_cuda(cudaMalloc(&streamk_workspace_, streamk))) != Status::kSuccess) {
+    return status;
+  }
   LtContext* lt = nullptr;
-  status = create_lt_context(&lt);
+  status = create_lt_context(&lt, caller != nullptr && kHaveCublasLt ? carve_.take(kLtWorkspaceBytes) : nullptr);
   lt_ = lt;
   if (status != Status::kSuccess) return status;
   // Gated GEMMs read their weights interleaved (cusync/sm90/gated_epilogue.cuh): one copy each.
-  int64_t gated_bytes = 0;
-  for (int s = 0; s < t_->num_stages; ++s) {
-    gated_offset_[s] = gated_bytes;
-    if (b_->gemm_gated[s]) gated_bytes += int64_t(b_->weight_bytes[s] + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
-  }
-  if (gated_bytes > 0) {
-    if ((status = from_cuda(cudaMalloc(&gated_weights_, size_t(gated_bytes)))) != Status::kSuccess) return status;
+  if (int64_t const gated = gated_bytes(gated_offset_); gated > 0) {
+    if (caller != nullptr) {
+      gated_weights_ = carve_.take(size_t(gated));
+    } else if ((status = from_cuda(cudaMalloc(&gated_weights_, size_t(gated)))) != Status::kSuccess) {
+      return status;
+    }
     if ((status = refresh_weights(stream)) != Status::kSuccess) return status;
   }
   // Only the stream the state was uploaded on, never the whole device: the chain may run on any stream next.
@@ -83,14 +110,17 @@ inline Status Chain::initialize(ChainPointers const& args, int max_m, cudaStream
 inline void Chain::fill_backend(StageLaunch& launch, int s) const {
   launch.workspace = static_cast<char*>(streamk_workspace_) + streamk_offset_[s];
   launch.lt = lt_;
-  if (b_->gemm_gated[s]) launch.b = static_cast<char const*>(gated_weights_) + gated_offset_[s];
+  if (b_->gemm_gated[s]) {  // the chain's dense interleaved copy, whatever the caller's ldb
+    launch.b = static_cast<char const*>(gated_weights_) + gated_offset_[s];
+    launch.ldb = args_.b_cols[s];
+  }
 }
 
 inline Status Chain::update(ChainPointers const& args) {
   Status const status = StagedChain::update(args);
   if (status != Status::kSuccess) return status;
   for (int s = 0; s < t_->num_stages; ++s) {
-    if (b_->gemm_gated[s] && args_.b[s] != gated_source_[s]) weights_stale_ = true;
+    if (b_->gemm_gated[s] && (args_.b[s] != gated_source_[s] || args_.ldb[s] != gated_source_ld_[s])) weights_stale_ = true;
   }
   return Status::kSuccess;
 }
@@ -100,9 +130,10 @@ inline Status Chain::refresh_weights(cudaStream_t stream) {
   for (int s = 0; s < t_->num_stages; ++s) {
     if (!b_->gemm_gated[s]) continue;
     Status const status =
-        b_->interleave[s](args_.b[s], static_cast<char*>(gated_weights_) + gated_offset_[s], stream);
+        b_->interleave[s](args_.b[s], args_.ldb[s], static_cast<char*>(gated_weights_) + gated_offset_[s], stream);
     if (status != Status::kSuccess) return status;
     gated_source_[s] = args_.b[s];
+    gated_source_ld_[s] = args_.ldb[s];
   }
   weights_stale_ = false;
   return Status::kSuccess;
@@ -128,15 +159,12 @@ inline Mode Chain::mode() const {
     return mode_override_;
   }
   int const m = args_.m;
-  if (tuned_entries_ > 0 && m <= tuned_[tuned_entries_ - 1].m_max) {
-    int e = 0;
-    while (m > tuned_[e].m_max) ++e;
+  if (int const e = dispatch_entry(tuned_, tuned_entries_, m); e >= 0) {
     std::snprintf(mode_reason_, sizeof(mode_reason_), "autotune on this GPU: M <= %d", tuned_[e].m_max);
     return tuned_[e].mode;
   }
-  if (b_->num_dispatch > 0 && sms_ == b_->dispatch_sms && m <= b_->dispatch[b_->num_dispatch - 1].m_max) {
-    int e = 0;
-    while (m > b_->dispatch[e].m_max) ++e;
+  int const e = sms_ == b_->dispatch_sms ? dispatch_entry(b_->dispatch, b_->num_dispatch, m) : -1;
+  if (e >= 0) {
     Mode const mode = b_->dispatch[e].mode;
     bool const unavailable = mode == Mode::kCublasLt && !kHaveCublasLt;
     std::snprintf(mode_reason_, sizeof(mode_reason_), "dispatch table (measured on %s, %d SMs): M <= %d%s",

@@ -19,8 +19,9 @@ namespace cusync::sm90 {
 // A project's baselines (null for stages that are not GEMMs) and its measured dispatch table, emitted
 // into src/<name>_stages.h and collected by src/<name>.cu.
 using WorkspaceFn = size_t (*)(int m, int sms, int config);
-// Copies a gated GEMM's weights [gate | up] (src) into the interleaved layout its kernels read (dst).
-using InterleaveFn = Status (*)(void const* src, void* dst, cudaStream_t stream);
+// Copies a gated GEMM's weights [gate | up] (src, rows ld elements apart, 0: dense) into the dense
+// interleaved layout its kernels read (dst).
+using InterleaveFn = Status (*)(void const* src, int64_t ld, void* dst, cudaStream_t stream);
 struct BaselineTables {
   LaunchFn const* stock;         // CUTLASS's persistent kernels for the same tiles (mode kStock)
   PrepareFn const* prepare_stock;
@@ -50,7 +51,10 @@ class Chain : public StagedChain {
   Chain& operator=(Chain&& other) noexcept;
   void swap(Chain& other) noexcept;
 
-  Status initialize(ChainPointers const& args, int max_m, cudaStream_t stream);
+  // caller: carve every device buffer (state, semaphores, stream-K workspaces, cuBLASLt's workspace, the
+  // gated GEMMs' interleaved weights) from the caller's memory; cuBLASLt's handle stays the chain's
+  // (StagedChain::initialize).
+  Status initialize(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller = nullptr);
   // StagedChain::update; a gated GEMM whose weight pointer changed gets its weights interleaved again,
   // on the stream of the next run.
   Status update(ChainPointers const& args);
@@ -76,6 +80,11 @@ class Chain : public StagedChain {
  private:
   void fill_backend(StageLaunch& launch, int stage) const override;
   Status prepare_run(cudaStream_t stream) override;
+  void take_backend(Workspace& w, int max_m, int sms) const override;
+  // Bytes of every GEMM's stream-K workspace for max_m rows on `sms` SMs; each stage's offset.
+  int64_t streamk_bytes(int max_m, int sms, int64_t* offset) const;
+  // Bytes of the gated GEMMs' interleaved weights; each stage's offset.
+  int64_t gated_bytes(int64_t* offset) const;
   Status run_cutlass(cudaStream_t stream, bool programmatic, Mode kernels);
   Status run_overlapped(cudaStream_t stream);
 
@@ -90,6 +99,7 @@ class Chain : public StagedChain {
   void* gated_weights_ = nullptr;              // every gated GEMM's interleaved weights
   int64_t gated_offset_[kMaxChainStages] = {};
   void const* gated_source_[kMaxChainStages] = {};  // the pointers they were interleaved from
+  int64_t gated_source_ld_[kMaxChainStages] = {};   // and those pointers' ldb
   bool weights_stale_ = false;
 };
 
