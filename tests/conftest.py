@@ -104,7 +104,7 @@ def embed_header(name: str, into: Path, spec: Path | None = None) -> Path:
 
     plan = make_plan(load_spec(spec or REPO / "cusync_gen" / "examples" / f"{name}.yaml"))
     name = plan.name
-    weights = {o.b.field: (plan.stages[i].k if plan.stages[i].b_layout.value == "row" else plan.stages[i].n)
+    weights = {o.b.field: (plan.stages[i].k if plan.stages[i].b_layout.value == "row" else plan.stages[i].gemm_n)
                for i, o in enumerate(stage_operands(plan)) if o.gemm and o.b is not None}
     rows = " ".join(f"X({b.field}, {weights.get(b.field, 0)}, {b.cols}, {int(b.const)})" for b in buffers(plan))
     gemms = [(s.name, s.n, s.k) for s in plan.stages if s.op.value == "gemm"]

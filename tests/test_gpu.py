@@ -271,7 +271,8 @@ def test_public_api_c_abi_and_moves(name: str, built: dict[str, Path], tmp_path:
         assert row["gated_update_follows"] and row["gated_refresh_follows"], row
 
 
-@pytest.mark.parametrize("name", ["two_gemm", "llama_mlp", "llama_mlp_split", "two_gemm_sm90", "llama_mlp_sm90"])
+@pytest.mark.parametrize("name", ["two_gemm", "llama_mlp", "llama_mlp_split", "two_gemm_sm90", "llama_mlp_sm90",
+                                  "llama_mlp_fused_sm90"])
 def test_embedding_api(name: str, built: dict[str, Path], tmp_path: Path) -> None:
     """tests/runtime/embed_api.cu (issue 12, item 2 onwards): a wrong N or K is refused (C++ and C, naming
     the field); every buffer padded (ld = row width + 24) gives, in every run mode (sm80: run, run_sequential;
