@@ -56,7 +56,7 @@ struct Probe : cusync::sm80::Chain {
 // Pointers the chain never dereferences on the host (argument checks only), with the emitted row widths
 // and field names of the table above: g1 = input [M, 256] x w1 [256, 1000], g2 = g1_out x w2 [1000, 512].
 cusync::ChainPointers shaped(int m) {
-  static uint16_t fake[8];
+  alignas(16) static uint16_t fake[8];
   cusync::ChainPointers p;
   p.m = m;
   char const* a_field[2] = {"input", "g1_out"};
@@ -105,6 +105,11 @@ int main() {
         "a null pointer is named");
   check(chain.initialize(shaped(1 << 21), 0, 0) == cusync::Status::kInvalidArgument && says(chain, "m = 2097152"),
         "M above MAX_M is named");
+  // Pointers 16-byte aligned.
+  wrong = shaped(16);
+  wrong.d[0] = reinterpret_cast<char*>(wrong.d[0]) + 2;
+  check(chain.initialize(wrong, 0, 0) == cusync::Status::kInvalidArgument && says(chain, "g1_out = ") &&
+            says(chain, "16-byte aligned"), "a misaligned matrix is refused, naming the field");
   // A bias the spec asks for (item 5) must be given.
   wrong = shaped(16);
   wrong.bias_field[1] = "g2_bias";

@@ -183,6 +183,15 @@ inline Status StagedChain::check_arguments(ChainPointers const& a) {
       return invalid("%s is null: the spec gives stages[%d] a bias, so pass a device pointer to its %d values",
                      a.bias_field[s], s, a.d_cols[s]);
     }
+    // Every matrix starts 16 bytes aligned, like its rows (TMA descriptors, cp.async and vector access).
+    struct { void const* p; char const* name; } const pointers[4] = {
+        {a.a[s], a.a_field[s]}, {a.b[s], a.b_field[s]}, {a.d[s], a.d_field[s]}, {a.bias[s], a.bias_field[s]}};
+    for (auto const& p : pointers) {
+      if (reinterpret_cast<uintptr_t>(p.p) % 16 != 0) {
+        return invalid("%s = %p is not 16-byte aligned: pass cudaMalloc's pointer, or one offset by a multiple of 8 "
+                       "elements", field(p.name), p.p);
+      }
+    }
     // The kernels were compiled for one N and K per GEMM: a caller whose weights have another shape must
     // regenerate, not run on (0 means the generated value).
     if (a.n[s] != 0 && a.n[s] != a.d_cols[s]) {
