@@ -14,6 +14,7 @@ from cusync_gen import dependency  # noqa: I001 - imports spec, as this module d
 from cusync_gen.errors import SpecError, UsageError
 from cusync_gen.spec.limits import MAX_M
 from cusync_gen.spec.model import (
+    SM90_SCHEDULES,
     TARGETS,
     Mode,
     Arch,
@@ -26,13 +27,13 @@ from cusync_gen.spec.model import (
     Order,
     Policy,
     StageSpec,
+    config_spec,
     consumers_of,
     edge_policy,
     output_policy,
     resolve_defaults,
     spec_hash,
     stage_index,
-    with_tiles,
 )
 from cusync_gen.spec.rules import check_rules, policy_problem
 
@@ -51,7 +52,7 @@ PINGPONG_TILES_PER_SM = 2
 PINGPONG_TILE = 128
 SWIGLU_THREADS = 512  # the elementwise kernel's block (cusync::SwiGluStage::kThreads, checked there)
 ELEMENT_BYTES = 2  # fp16 and bf16
-SM90_THREADS = 384  # warp-specialized cooperative: a load warp group and two math warp groups
+SM90_THREADS = 384  # warp-specialized (cooperative or ping-pong): a load warp group and two math warp groups
 VALIDATE_JSON_SCHEMA = 1  # `validate --json`'s format version: bumped when a key changes (docs/validate-json.md)
 
 
@@ -76,6 +77,7 @@ class TilePlan:
     stages: int
     threads: int
     smem_bytes: int
+    schedule: str = "cooperative"  # sm90 GEMMs: the kernel schedule (spec tile.schedule)
 
 
 @dataclass(frozen=True)
@@ -341,7 +343,7 @@ def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
     check_rules(spec)
     stages = _stage_plans(spec)
     configs = [
-        ConfigPlan(c, config.m_max, _stage_plans(with_tiles(spec, dict(config.tiles))))
+        ConfigPlan(c, config.m_max, _stage_plans(config_spec(spec, config)))
         for c, config in enumerate(spec.tile_configs)
     ]
     configs.append(ConfigPlan(len(configs), None, stages))
@@ -393,7 +395,7 @@ def resolve_auto_policies(spec: ChainSpec) -> tuple[ChainSpec, list[str]]:
             for candidate in candidates:
                 trial = spec.model_copy(update={"stages": [*stages[:i], stage.model_copy(update={key: candidate}),
                                                            *stages[i + 1:]]})
-                configs = [trial] + [with_tiles(trial, dict(c.tiles)) for c in spec.tile_configs]
+                configs = [trial] + [config_spec(trial, c) for c in spec.tile_configs]
                 problem = next((e for t in configs if (e := policy_problem(t, i, p, candidate, key))), None)
                 if problem is None:
                     stage = stage.model_copy(update={key: candidate})
@@ -462,7 +464,8 @@ def tile_plan(i: int, stage: StageSpec, target: str, arch: Arch = Arch.SM80, bas
         # as the output tile it writes: half the kernel's BLK_N (StagePlan.kernel_tile_n), so that grids,
         # semaphores and waits all count output tiles.
         n = tb[1] // 2 if stage.op is Op.GEMM and stage.epilogue is Epilogue.SWIGLU else tb[1]
-        return TilePlan(tb[0], n, tb[2], (0, 0, 0), (0, 0, 0), 0, SM90_THREADS, SMEM_PER_SM[target])
+        return TilePlan(tb[0], n, tb[2], (0, 0, 0), (0, 0, 0), 0, SM90_THREADS, SMEM_PER_SM[target],
+                        stage.tile.schedule or SM90_SCHEDULES[0])
     warp, inst, pipe = stage.tile.warp, stage.tile.instruction, stage.tile.stages
     if warp is None or inst is None or pipe is None:  # resolve_defaults ran; keeps the type checker honest
         raise SpecError(base, "tile defaults were not resolved", "report this as a cusync-gen bug")
@@ -546,6 +549,10 @@ def _waves(plan: ChainPlan, s: StagePlan, m: int) -> tuple[int, int, int, float,
     return tiles_m, tiles_n, total, total / slots, 100.0 * (last if last else slots) / slots
 
 
+#: How `explain` names an sm90 schedule.
+_SCHEDULE_TEXT = {"cooperative": "cooperative", "pingpong": "ping-pong (math warp groups on alternate tiles)"}
+
+
 def _describe_stage(plan: ChainPlan, s: StagePlan, m: int) -> list[str]:
     t = s.tile
     tiles_m, tiles_n, total, waves, fill = _waves(plan, s, m)
@@ -555,7 +562,7 @@ def _describe_stage(plan: ChainPlan, s: StagePlan, m: int) -> list[str]:
             head = (f"stage {s.index}: {s.name} (gated gemm: out = silu(A x gate) * (A x up), B {s.b_layout.value} "
                     f"[gate | up], {s.gemm_n} columns, interleaved by the library)")
         tile = (
-            f"threadblock {t.m}x{s.kernel_tile_n(t)}x{t.k}, cluster 1x1x1, warp-specialized cooperative (TMA + wgmma), "
+            f"threadblock {t.m}x{s.kernel_tile_n(t)}x{t.k}, cluster 1x1x1, warp-specialized {_SCHEDULE_TEXT[t.schedule]} (TMA + wgmma), "
             "persistent, pipeline stages sized by CUTLASS to fill shared memory"
             + (f"; writes {t.m}x{t.n} output tiles" if s.gated else "")
         )

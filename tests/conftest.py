@@ -136,3 +136,27 @@ def bias_spec(name: str, into: Path) -> Path:
     path = into / f"{name}_bias.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def pingpong_spec(name: str, into: Path, mixed: bool = False) -> Path:
+    """A shipped sm90 example on the synced ping-pong kernel (issue 10 part 2), written into `into` as
+    `<name>_pp.yaml`. Every GEMM stage takes 128x128x64 ping-pong tiles and the example's own tile
+    configurations are dropped; with `mixed`, the example's tiles stay (cooperative) for large M and one
+    configuration switches every GEMM to ping-pong up to M = 1536, so one binary runs both schedules."""
+    import yaml
+
+    data = yaml.safe_load((REPO / "cusync_gen" / "examples" / f"{name}.yaml").read_text())
+    data["name"] = f"{name}_pp"
+    gemms = [stage["name"] for stage in data["stages"] if stage["op"] == "gemm"]
+    data.pop("tile_configs", None)
+    if mixed:
+        data["tile_configs"] = [{"m_max": 1536, "tiles": {g: [128, 128, 64] for g in gemms},
+                                 "schedules": {g: "pingpong" for g in gemms}}]
+    else:
+        for stage in data["stages"]:
+            if stage["op"] == "gemm":
+                stage["tile"] = {"threadblock": [128, 128, 64], "schedule": "pingpong"}
+    into.mkdir(parents=True, exist_ok=True)
+    path = into / f"{name}_pp.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path

@@ -69,3 +69,28 @@ def test_a_bias_stage_compiles(name: str, arch: str, stage: str, tmp_path: Path,
     objects = [f"CMakeFiles/{name}_bias.dir/src/stage_{stage}.cu.o", f"CMakeFiles/{name}_bias.dir/src/{name}_bias.cu.o"]
     out = subprocess.run(["ninja", "-C", str(build), "-j", "1", *objects], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+
+
+@pytest.mark.parametrize(("name", "stage"), [("two_gemm_sm90", "gemm2"), ("llama_mlp_fused_sm90", "gemm1")])
+def test_a_pingpong_stage_compiles(name: str, stage: str, tmp_path: Path, cutlass_dir: Path) -> None:
+    """`schedule: pingpong` (issue 10 part 2): one synced stage unit on the ping-pong kernel builds with
+    -Werror, on the TMA-store epilogue (two_gemm_sm90) and the gated one (llama_mlp_fused_sm90). One unit
+    each (a CUTLASS 3.x unit takes one to two minutes on 2 cores); the GPU test builds and runs the rest."""
+    from conftest import pingpong_spec
+    from cusync_gen.render import generate
+
+    cmake = _tool("cmake")
+    nvcc = _tool("nvcc")
+    if not shutil.which("ninja"):
+        pytest.skip("ninja not found (the test builds single object files)")
+    project = generate(pingpong_spec(name, tmp_path / "spec"), tmp_path / f"{name}_pp")
+    assert "SyncedPingpongConfig<" in (project / "src" / f"stage_{stage}.cu").read_text()
+    build = tmp_path / "build"
+    configure = [cmake, "-S", str(project), "-B", str(build), f"-DCUTLASS_DIR={cutlass_dir}",
+                 "-DCMAKE_CUDA_ARCHITECTURES=90a", f"-DCMAKE_CUDA_COMPILER={nvcc}", f"-D{name.upper()}_PP_WERROR=ON",
+                 "-G", "Ninja"]
+    out = subprocess.run(configure, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    out = subprocess.run(["ninja", "-C", str(build), "-j", "1", f"CMakeFiles/{name}_pp.dir/src/stage_{stage}.cu.o"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]

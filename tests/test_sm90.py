@@ -58,7 +58,12 @@ def test_sm90_defaults_and_plan_numbers() -> None:
         (lambda d: d["stages"][0]["tile"].update(threadblock=[64, 128, 64]), "stages[0].tile.threadblock", "M in"),
         (lambda d: d["stages"][0]["tile"].update(threadblock=[128, 128, 32]), "stages[0].tile.threadblock", "K in"),
         (lambda d: d["stages"][0]["tile"].update(cluster=[2, 1, 1]), "stages[0].tile.cluster", "[1, 1, 1]"),
-        (lambda d: d["stages"][0]["tile"].update(schedule="pingpong"), "stages[0].tile.schedule", "cooperative"),
+        (lambda d: d["stages"][0]["tile"].update(schedule="interleaved"), "stages[0].tile.schedule", "pingpong"),
+        # ping-pong: one math warp group holds a whole tile, so 128x256 (the default here) does not fit
+        (lambda d: d["stages"][0]["tile"].update(schedule="pingpong"), "stages[0].tile.threadblock",
+         "schedule: cooperative"),
+        (lambda d: d["stages"][0]["tile"].update(schedule="pingpong", threadblock=[256, 128, 64]),
+         "stages[0].tile.threadblock", "M in {128}"),
         (lambda d: d.update(optimizations={"avoid_wait_kernel": True}), "optimizations.avoid_wait_kernel", "remove"),
         (lambda d: d.update(optimizations={"reorder_tile_loads": True}), "optimizations.reorder_tile_loads", "remove"),
     ],
@@ -99,12 +104,45 @@ def test_tile_configs_pick_by_m() -> None:
         ([{"m_max": 512, "tiles": {"nope": [128, 128, 64]}}], "tile_configs[0].tiles.nope", "unknown stage"),
         ([{"m_max": 512, "tiles": {}}, {"m_max": 256, "tiles": {}}], "tile_configs[1].m_max", "larger"),
         ([{"m_max": 512, "tiles": {"g1": [128, 96, 64]}}], "tile_configs[0]: stages[0].tile.threadblock", "N=96"),
+        ([{"m_max": 512, "tiles": {}, "schedules": {"g3": "pingpong"}}], "tile_configs[0].schedules.g3", "unknown stage"),
+        ([{"m_max": 512, "tiles": {}, "schedules": {"g1": "pingpong"}}], "tile_configs[0]: stages[0].tile.threadblock",
+         "ping-pong"),
+        ([{"m_max": 512, "tiles": {"g1": [128, 128, 64]}, "schedules": {"g1": "fast"}}],
+         "tile_configs[0]: stages[0].tile.schedule", "not an sm90 kernel schedule"),
     ],
 )
 def test_tile_config_errors(configs: list[dict[str, Any]], field: str, text: str) -> None:
     err = error(two(tile_configs=configs))
     assert err.field == field
     assert text in err.message
+
+
+def test_pingpong_schedule_plans_and_renders() -> None:
+    """`schedule: pingpong` (issue 10 part 2): the plan carries it, explain names it, and the stage unit
+    instantiates the synced ping-pong kernel; a tile configuration can switch the schedule per M."""
+    pp = {"threadblock": [128, 128, 64], "schedule": "pingpong"}
+    data = sm90(gemm("g1", "input", 1024, 1024), gemm("g2", "g1", 1024, 1024, sync="row"))
+    data["stages"][0]["tile"] = dict(pp)
+    plan = make_plan(parse_spec(data))
+    assert [s.tile.schedule for s in plan.stages] == ["pingpong", "cooperative"]
+    assert (plan.stages[0].tile.m, plan.stages[0].tile.n, plan.stages[0].tile.threads) == (128, 128, 384)
+    assert "warp-specialized ping-pong" in plan.describe(1024)
+    files = render_project(plan, "/cutlass")
+    assert "SyncedPingpongConfig<" in files["src/stage_g1.cu"] and "GemmConfig<" not in files["src/stage_g1.cu"]
+    assert "GemmConfig<" in files["src/stage_g2.cu"] and "SyncedPingpongConfig" not in files["src/stage_g2.cu"]
+    # per M: ping-pong 128x128 up to M = 512, the spec's cooperative 128x256 above
+    mixed = make_plan(parse_spec(two(tile_configs=[{"m_max": 512, "tiles": {"g1": [128, 128, 64]},
+                                                    "schedules": {"g1": "pingpong"}}])))
+    assert mixed.config_for(512).stages[0].tile.schedule == "pingpong"
+    assert mixed.config_for(513).stages[0].tile.schedule == "cooperative"
+    stage = render_project(mixed, "/cutlass")["src/stage_g1.cu"]
+    assert stage.index("Gemm0 = cusync::sm90::SyncedGemm<cusync::sm90::SyncedPingpongConfig<") < stage.index(
+        "Gemm1 = cusync::sm90::SyncedGemm<cusync::sm90::GemmConfig<")
+    # a schedule only where a kernel has one
+    glu = load_spec(REPO / "cusync_gen" / "examples" / "llama_mlp_sm90.yaml").model_dump(mode="json")
+    glu["tile_configs"] = [{"m_max": 512, "tiles": {}, "schedules": {"glu": "pingpong"}}]
+    err = error(glu)
+    assert err.field == "tile_configs[0].schedules.glu" and "remove glu" in err.hint
 
 
 def test_tile_configs_are_sm90_only() -> None:

@@ -42,6 +42,8 @@ from cusync_gen.spec.model import (
     MAX_WARP_MN,
     MIN_PIPELINE_STAGES,
     SM80_INSTRUCTIONS,
+    SM90_PINGPONG_TILE_M,
+    SM90_PINGPONG_TILE_N,
     SM90_SCHEDULES,
     SM90_TILE_K,
     SM90_TILE_M,
@@ -87,6 +89,7 @@ from cusync_gen.spec.model import (
     resolve_defaults,
     spec_hash,
     stage_index,
+    config_spec,
     with_tiles,
 )
 from cusync_gen.spec.rules import (
@@ -102,7 +105,7 @@ __all__ = [
     "MAX_DIM", "MAX_DISPATCH_ENTRIES", "MAX_GPU_NAME", "MAX_HEAD_DIM", "MAX_M", "MAX_NAME_LENGTH",
     "MAX_PIPELINE_STAGES", "MAX_SHOWN", "MAX_SMS", "MAX_SPEC_BYTES", "MAX_SPEC_DEPTH", "MAX_SPEC_VALUES",
     "MAX_STAGES", "MAX_TILE_CONFIGS", "MAX_TILE_DIM", "MAX_WARP_MN", "MIN_PIPELINE_STAGES", "RESERVED_NAMES",
-    "SM80_INSTRUCTIONS", "SM90_SCHEDULES", "SM90_TILE_K", "SM90_TILE_M", "SM90_TILE_N", "SWIGLU_BLOCK_THREADS",
+    "SM80_INSTRUCTIONS", "SM90_PINGPONG_TILE_M", "SM90_PINGPONG_TILE_N", "SM90_SCHEDULES", "SM90_TILE_K", "SM90_TILE_M", "SM90_TILE_N", "SWIGLU_BLOCK_THREADS",
     "SWIGLU_COLS", "SWIGLU_VECTOR", "TARGETS",
     "Arch", "AttentionBlock", "AttentionSpec", "AttentionTiles", "BLayout", "ChainSpec", "DispatchEntrySpec",
     "DispatchSpec", "Dtype", "Epilogue", "HeadDim", "Limit", "Mode", "Op", "Optimizations", "Order",
@@ -110,5 +113,5 @@ __all__ = [
     "TileConfigSpec", "TileDim", "TileSpec", "Triple",
     "attention_gemm_shape", "check_attention_rules", "check_rules", "consumers_of", "default_warp", "edge_policy",
     "load_spec", "output_policy", "parse_spec", "policy_problem", "producer_width", "resolve_defaults",
-    "spec_hash", "stage_index", "with_tiles",
+    "config_spec", "spec_hash", "stage_index", "with_tiles",
 ]

@@ -100,7 +100,13 @@ ALIGNMENT = 8  # 8 x 16-bit elements = one 16-byte vector access
 SM90_TILE_M: tuple[int, ...] = (128, 256)
 SM90_TILE_N: tuple[int, ...] = (64, 128, 192, 256)
 SM90_TILE_K: tuple[int, ...] = (64,)
-SM90_SCHEDULES: tuple[str, ...] = ("cooperative",)
+#: Kernel schedules of a synced sm90 GEMM: cooperative (both math warp groups on each tile, the first is
+#: the default) or ping-pong (the groups on alternate tiles, one's epilogue under the other's MMAs).
+SM90_SCHEDULES: tuple[str, ...] = ("cooperative", "pingpong")
+#: Ping-pong tiles: one warp group holds a whole tile's fp32 accumulators, so BLK_M is 128 and BLK_N at
+#: most 128 (128 registers a thread; CUTLASS's own ping-pong configurations stop there too).
+SM90_PINGPONG_TILE_M: tuple[int, ...] = (128,)
+SM90_PINGPONG_TILE_N: tuple[int, ...] = (64, 128)
 
 #: Gate and up columns per interleaved group of a gated GEMM's weights (epilogue swiglu; kGateGroup of
 #: templates/sm90/include/cusync/sm90/gated_epilogue.cuh): one 8-column step of the wgmma accumulator.
@@ -217,6 +223,7 @@ class TileConfigSpec(BaseModel):
 
     m_max: Rows
     tiles: dict[str, Triple]  # stage name -> threadblock; stages not listed keep their own tile
+    schedules: dict[str, str] = Field(default_factory=dict)  # stage name -> sm90 schedule in this configuration
 
 
 class DispatchEntrySpec(BaseModel):
@@ -390,15 +397,25 @@ def output_policy(spec: ChainSpec, index: int) -> Policy | None:
     return edge_policy(spec.stages[users[0]], spec.stages[index].name)
 
 
-def with_tiles(spec: ChainSpec, tiles: dict[str, tuple[int, int, int]]) -> ChainSpec:
-    """The spec with some stages' threadblocks replaced (a tile configuration), and no other configs."""
-    stages = [
-        s.model_copy(update={"tile": s.tile.model_copy(update={"threadblock": tuple(tiles[s.name])})})
-        if s.name in tiles
-        else s
-        for s in spec.stages
-    ]
+def with_tiles(spec: ChainSpec, tiles: dict[str, tuple[int, int, int]],
+               schedules: dict[str, str] | None = None) -> ChainSpec:
+    """The spec with some stages' threadblocks (and sm90 schedules) replaced (a tile configuration), and no
+    other configs."""
+    schedules = schedules or {}
+    stages = []
+    for s in spec.stages:
+        update: dict[str, Any] = {}
+        if s.name in tiles:
+            update["threadblock"] = tuple(tiles[s.name])
+        if s.name in schedules:
+            update["schedule"] = schedules[s.name]
+        stages.append(s.model_copy(update={"tile": s.tile.model_copy(update=update)}) if update else s)
     return spec.model_copy(update={"stages": stages, "tile_configs": []})
+
+
+def config_spec(spec: ChainSpec, config: TileConfigSpec) -> ChainSpec:
+    """The chain a tile configuration runs: the spec with that configuration's tiles and schedules."""
+    return with_tiles(spec, dict(config.tiles), dict(config.schedules))
 
 
 def attention_gemm_shape(spec: AttentionSpec, name: str) -> tuple[str, str, str]:

@@ -20,6 +20,8 @@ from cusync_gen.spec.model import (
     MAX_WARP_MN,
     MIN_PIPELINE_STAGES,
     SM80_INSTRUCTIONS,
+    SM90_PINGPONG_TILE_M,
+    SM90_PINGPONG_TILE_N,
     SM90_SCHEDULES,
     SM90_TILE_K,
     SM90_TILE_M,
@@ -40,7 +42,7 @@ from cusync_gen.spec.model import (
     edge_policy,
     output_policy,
     producer_width,
-    with_tiles,
+    config_spec,
 )
 
 #: "input" names the external A tensor, so no stage may be called that.
@@ -174,8 +176,15 @@ def _check_tile_configs(spec: ChainSpec) -> None:
             stage = next(s for s in spec.stages if s.name == name)
             if stage.op is Op.SWIGLU and tb[2] != 1:
                 raise SpecError(f"{field}.tiles.{name}", "a swiglu tile is [rows, cols, 1]", f"write [{tb[0]}, {tb[1]}, 1]")
+        for name in config.schedules:
+            if name not in names:
+                raise SpecError(f"{field}.schedules.{show_key(name)}", f"unknown stage {show(name)}",
+                                f"use one of: {', '.join(names)}")
+            if next(s for s in spec.stages if s.name == name).op is not Op.GEMM:
+                raise SpecError(f"{field}.schedules.{name}", "only a gemm stage has a kernel schedule",
+                                f"remove {name} from schedules")
         try:
-            check_rules(with_tiles(spec, dict(config.tiles)))
+            check_rules(config_spec(spec, config))
         except SpecError as exc:
             raise SpecError(f"{field}: {exc.field}", exc.message[len(exc.field) + 2 :], exc.hint) from None
 
@@ -282,7 +291,23 @@ def _check_sm90_gemm_tile(i: int, stage: StageSpec) -> None:
     ):
         if getattr(tile, key) is not None:
             raise SpecError(f"{base}.{key}", f"{key} is an sm80 setting; on sm90 {why}", f"remove {key}")
+    if tile.schedule is not None and tile.schedule not in SM90_SCHEDULES:
+        raise SpecError(
+            f"{base}.schedule",
+            f"schedule {show(tile.schedule)} is not an sm90 kernel schedule",
+            f"use one of: {', '.join(SM90_SCHEDULES)} (or omit it: {SM90_SCHEDULES[0]})",
+        )
     m, n, k = tile.threadblock
+    if tile.schedule == "pingpong":
+        for value, allowed, dim in ((m, SM90_PINGPONG_TILE_M, "M"), (n, SM90_PINGPONG_TILE_N, "N")):
+            if value not in allowed:
+                raise SpecError(
+                    f"{base}.threadblock",
+                    f"threadblock {dim}={value} does not suit the ping-pong schedule: one math warp group holds the "
+                    "whole tile's accumulators",
+                    f"use {dim} in {{{', '.join(map(str, allowed))}}} (e.g. threadblock: [128, 128, 64]), or schedule: "
+                    "cooperative",
+                )
     for value, allowed, dim in ((m, SM90_TILE_M, "M"), (n, SM90_TILE_N, "N"), (k, SM90_TILE_K, "K")):
         if value not in allowed:
             raise SpecError(
@@ -295,13 +320,6 @@ def _check_sm90_gemm_tile(i: int, stage: StageSpec) -> None:
             f"{base}.cluster",
             f"cluster {_fmt(tile.cluster)} is not supported: synced kernels take one tile per CTA from the ticket queue",
             "set cluster: [1, 1, 1] (or omit it)",
-        )
-    if tile.schedule is not None and tile.schedule not in SM90_SCHEDULES:
-        raise SpecError(
-            f"{base}.schedule",
-            f"schedule {show(tile.schedule)} is not supported: in a ping-pong kernel the two math warp groups work on "
-            "different tiles, which the ticket queue does not hand out",
-            "set schedule: cooperative (or omit it)",
         )
     if stage.k is not None and stage.k % k:
         raise SpecError(

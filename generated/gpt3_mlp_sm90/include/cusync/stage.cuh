@@ -104,6 +104,7 @@ struct StageSync {
   bool enabled = false;
   bool dynamic_order = true;           // false (avoid_custom_order): tile order follows blockIdx.x
   bool store_post = false;             // no_atomic_add: one release store per semaphore
+  uint64_t timeout_ns = 0;             // the chain's sync timeout (bounds the kernel's other waits too)
   TileOrder order = TileOrder::kRowMajor;
   int32_t tiles_m = 0;
   int32_t tiles_n = 0;

@@ -374,6 +374,7 @@ inline Status StagedChain::launch_stage(int s, bool synced, cudaStream_t stream,
   sync.enabled = synced;
   sync.dynamic_order = ticket_order_;
   sync.store_post = t_->no_atomic_add;
+  sync.timeout_ns = timeout_ns_;
   sync.trace = trace_ != nullptr ? trace_ + trace_offset(s) : nullptr;
   sync.order = tile_order_override_ >= 0 ? TileOrder(tile_order_override_) : info(s).order;
   sync.tiles_m = tiles_m(s);

@@ -109,6 +109,17 @@ struct EpilogueFor<true, kBias, Element, Activation, TileShape, ClusterShape, Sc
   using type = GatedCollectiveEpilogue<Element, Activation>;
 };
 
+// CUTLASS's sm90 mainloop for A row-major and B in LayoutB (16-byte vectors), fp32 accumulation, its
+// pipeline sized by CUTLASS to fill the shared memory left after kCarveoutBytes (the epilogue's storage,
+// and the ticket ring where a synced kernel has one).
+template <class Element, class LayoutB, class TileShape, class ClusterShape, int kCarveoutBytes, class KernelSchedule>
+using MainloopFor = typename cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+    Element, cutlass::layout::RowMajor, 128 / cutlass::sizeof_bits<Element>::value,  // A
+    Element, LayoutB, 128 / cutlass::sizeof_bits<Element>::value,                     // B
+    float, TileShape, ClusterShape, cutlass::gemm::collective::StageCountAutoCarveout<kCarveoutBytes>,
+    KernelSchedule>::CollectiveOp;
+
 // One GEMM configuration: D[M, N] = Act(A[M, K] x B (+ bias)), A and D row-major, fp32 accumulation
 // (kGated: D[M, N / 2] = Act(gate) * up, B's gate and up columns interleaved by interleave_gate_up).
 // LayoutB is CUTLASS's tag for B as a K x N matrix: RowMajor = [K, N] (N contiguous), ColumnMajor = [N, K].
@@ -125,22 +136,17 @@ struct GemmConfig {
   static_assert(cute::size<2>(TileShape{}) == 64, "tile.threadblock[2] of an sm90 GEMM must be 64 (one 128-byte swizzle atom)");
   static_assert(cute::sizeof_bits_v<Element> == 16, "dtype of an sm90 chain must be fp16 or bf16");
 
-  static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
   using ClusterShape = ClusterShape_;
   using Epilogue = typename EpilogueFor<kGated, kBias, Element, Activation, TileShape, ClusterShape,
                                         cutlass::epilogue::TmaWarpSpecializedCooperative>::type;
-  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
-      Element, cutlass::layout::RowMajor, kAlignment,          // A
-      Element, LayoutB, kAlignment,                            // B
-      float, TileShape, ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage)) +
-                                                        kSchedulerSmemCarveout>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+  using Mainloop = MainloopFor<Element, LayoutB, TileShape, ClusterShape,
+                               static_cast<int>(sizeof(typename Epilogue::SharedStorage)) + kSchedulerSmemCarveout,
+                               cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
   using ProblemShape = cute::Shape<int, int, int, int>;
 
   using SyncedKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, WaitingMainloop<Mainloop>,
                                                             PostingEpilogue<Epilogue>, TicketScheduler>;
+  static constexpr int kTilesAtEntry = 1;  // both math warp groups work on each tile
   using StockKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue,
                                                            cutlass::gemm::PersistentScheduler>;
   // CUTLASS's stream-K scheduler over the same collectives: where the tiles leave the last wave partly
@@ -153,26 +159,49 @@ struct GemmConfig {
 // spec's tile: its two math warp groups take alternate tiles, so one group's epilogue runs under the
 // other's MMAs. Measured on the H200 (scripts/gemm_probe, benchmarks/NOTES.md h5) on the MLP shards'
 // GEMMs at M >= 1024: within 2% of cuBLASLt's best algorithm or faster, where the cooperative 128x256
-// kernel is 0.82x of it (geometric mean). Only CUTLASS's own kernels use it: the synced kernel's hooks
-// are written for the cooperative schedule.
+// kernel is 0.82x of it (geometric mean). The tile-synced ping-pong kernel is SyncedPingpongConfig.
 template <class Element, class LayoutB, template <class> class Activation, bool kBias = false, bool kGated = false>
 struct PingpongConfig {
   static_assert(cute::sizeof_bits_v<Element> == 16, "dtype of an sm90 chain must be fp16 or bf16");
-  static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
   using TileShape = cute::Shape<cute::Int<kPingpongTile>, cute::Int<kPingpongTile>, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
   using Epilogue = typename EpilogueFor<kGated, kBias, Element, Activation, TileShape, ClusterShape,
                                         cutlass::epilogue::TmaWarpSpecialized>::type;
-  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
-      Element, cutlass::layout::RowMajor, kAlignment,
-      Element, LayoutB, kAlignment,
-      float, TileShape, ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedPingpong>::CollectiveOp;
+  using Mainloop = MainloopFor<Element, LayoutB, TileShape, ClusterShape,
+                               static_cast<int>(sizeof(typename Epilogue::SharedStorage)),
+                               cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
   using ProblemShape = cute::Shape<int, int, int, int>;
   using StockKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue,
                                                            cutlass::gemm::PersistentScheduler>;
+};
+
+// The tile-synced ping-pong kernel (spec `schedule: pingpong`): CUTLASS's ping-pong kernel over the same
+// hooks as GemmConfig's synced kernel. Each math warp group computes whole tiles of TileShape (BLK_M 64
+// or 128: one warp group's wgmma rows), the two groups on alternate tiles from the ticket queue, so one
+// group's epilogue (and post) runs under the other's MMAs. The ticket scheduler serves its
+// advance_to_next_work(2) and takes a ticket per group at entry (kTilesAtEntry).
+template <class Element, class LayoutB, class TileShape, template <class> class Activation, bool kBias = false,
+          bool kGated = false>
+struct SyncedPingpongConfig {
+  static_assert(cute::size<0>(TileShape{}) == 64 || cute::size<0>(TileShape{}) == 128,
+                "tile.threadblock[0] of a ping-pong GEMM must be 64 or 128: one math warp group computes the whole tile");
+  static_assert(cute::size<0>(TileShape{}) * cute::size<1>(TileShape{}) <= 128 * 128,
+                "a ping-pong tile holds at most 128x128 fp32 accumulators per warp group (128 registers a thread)");
+  static_assert(cute::size<1>(TileShape{}) % 64 == 0 && cute::size<1>(TileShape{}) <= 256,
+                "tile.threadblock[1] of an sm90 GEMM must be 64, 128, 192 or 256");
+  static_assert(cute::size<2>(TileShape{}) == 64, "tile.threadblock[2] of an sm90 GEMM must be 64 (one 128-byte swizzle atom)");
+  static_assert(cute::sizeof_bits_v<Element> == 16, "dtype of an sm90 chain must be fp16 or bf16");
+
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using Epilogue = typename EpilogueFor<kGated, kBias, Element, Activation, TileShape, ClusterShape,
+                                        cutlass::epilogue::TmaWarpSpecialized>::type;
+  using Mainloop = MainloopFor<Element, LayoutB, TileShape, ClusterShape,
+                               static_cast<int>(sizeof(typename Epilogue::SharedStorage)) + kSchedulerSmemCarveout,
+                               cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
+  using ProblemShape = cute::Shape<int, int, int, int>;
+  using SyncedKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, WaitingMainloop<Mainloop>,
+                                                            PostingEpilogue<Epilogue>, TicketScheduler>;
+  static constexpr int kTilesAtEntry = 2;  // the math warp groups start on tiles of their own
 };
 
 // The tile order of CUTLASS's persistent scheduler: CUTLASS's defaults (heuristic raster order, no
@@ -298,7 +327,7 @@ template <class Config>
 struct SyncedGemm {
   using Kernel = typename Config::SyncedKernel;
   using Params = typename Kernel::Params;
-  static constexpr int kMathWarps = int(Kernel::NumMMAThreads) / 32;
+  static constexpr int kMathWarps = int(Kernel::NumMMAThreads) / 32;  // of one tile: 8 cooperative, 4 ping-pong
 
   struct Cache {
     GemmProblem problem{};
@@ -342,7 +371,9 @@ struct SyncedGemm {
     // Tickets where this stage waits on a producer (its CTAs start as the producer's leave and must take
     // the tiles whose inputs are ready first); otherwise the static persistent assignment, as CUTLASS's.
     queue.dynamic = sync.enabled && (sync.input.enabled || sync.input_b.enabled);
-    queue.reader_warps = kMathWarps;
+    queue.reader_warps = kMathWarps;  // the warps that read each sequence number (ping-pong: one group's)
+    queue.tiles_at_entry = Config::kTilesAtEntry;
+    if (sync.timeout_ns > queue.timeout_ns) queue.timeout_ns = sync.timeout_ns;  // never before a sync wait would
     queue.trigger_dependents = sync.trigger_dependents;
     queue.wait_primary_at_exit = sync.wait_primary_at_exit;
     queue.ring_offset = kRingOffset;

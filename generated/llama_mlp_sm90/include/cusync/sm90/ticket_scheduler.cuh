@@ -12,6 +12,10 @@
 // is always ahead of the math warps, so it takes the tickets and publishes each one in a small ring in
 // shared memory; the math warps read the ring in the same sequence. A slot is reused only after every
 // reader warp has read it, so the ring never overruns however far the load warp runs ahead.
+// Both CUTLASS schedules are served. Cooperative: both math warp groups work on every tile (sequence
+// 0, 1, 2, ...). Ping-pong: the math warp groups take alternate tiles (group 0 the even sequence
+// numbers, group 1 the odd ones: CUTLASS's advance_to_next_work(2)), so a slot has one group's warps as
+// readers, and the CTA takes one ticket per group at entry so that neither waits for the other's.
 //
 // The counter resets itself: each CTA takes exactly one ticket past the end; the last CTA to do so sets
 // the counter back to zero. No host memset, and a captured CUDA graph replays correctly.
@@ -39,10 +43,11 @@ struct TileQueue {
   int32_t tiles_n = 0;
   TileOrder order = TileOrder::kRowMajor;
   bool dynamic = true;               // tickets; false: CTA b takes tiles b, b + grid, ... (no atomics, no ring)
-  int32_t reader_warps = 0;          // warps other than the load warp that follow the ring (math warps)
+  int32_t reader_warps = 0;          // warps that read each sequence number besides the load warp
+  int32_t tiles_at_entry = 1;        // tickets taken at entry: one per math warp group with a tile of its own
   bool trigger_dependents = false;   // PDL: let the next kernel launch once every CTA has started
   bool wait_primary_at_exit = false; // finish only after the kernel this one was launched behind finished
-  uint64_t timeout_ns = 2000000000ull;
+  uint64_t timeout_ns = 2000000000ull;  // bound on a ring handshake (at least the chain's sync timeout)
   uint32_t ring_offset = 0;          // bytes from the start of dynamic shared memory to the ticket ring
   uint64_t* trace = nullptr;         // optional tile trace (TileTrace): the start of each tile
 };
@@ -56,6 +61,7 @@ struct TicketRing {
   uint32_t reads[kRingSlots];       // reader warps that have read the slot, over all its uses
   uint32_t published;               // sequence numbers 0 .. published-1 are in the ring
 };
+static_assert(kRingSlots >= 4, "the ring holds at least the tickets taken at entry and one more per group");
 
 // The ring lives in dynamic shared memory, after the kernel's own SharedStorage (the launcher allocates
 // it there): a static __shared__ variable would shift CUTLASS's dynamic shared memory off the 1024-byte
@@ -65,23 +71,62 @@ __device__ __forceinline__ TicketRing& ticket_ring(uint32_t offset) {
   return *reinterpret_cast<TicketRing*>(cusync_dynamic_smem + offset);
 }
 
-__device__ __forceinline__ uint32_t ld_acquire_cta(uint32_t const* p) {
+// Between warps, the ring is only ever accessed by atomic operations (the constructor's initialization is
+// ordered by a barrier): an acquire read of a counter is `atom.or 0`, a release write `atom.exch` or
+// `red.add`, and a slot's tile is an `atom.exch` written before the release of `published` and an
+// `atom.or 0` read after its acquire. Plain ld.acquire / st.release and plain slot accesses ordered by them
+// would be as correct, but compute-sanitizer's racecheck reports them as shared-memory hazards (a spin that
+// reads the counter before its release store; a slot read ordered only through it); it does not report
+// atomics, so a racecheck run of a synced kernel shows only real hazards. The cost: a shared atomic per
+// lane where a load was, once per tile and warp.
+__device__ __forceinline__ uint32_t atom_acquire_cta_read(uint32_t* p) {
   uint32_t v;
-  asm volatile("ld.acquire.cta.shared::cta.u32 %0, [%1];" : "=r"(v) : "r"(uint32_t(__cvta_generic_to_shared(p))) : "memory");
+  asm volatile("atom.acquire.cta.shared::cta.or.b32 %0, [%1], 0;" : "=r"(v) : "r"(uint32_t(__cvta_generic_to_shared(p))) : "memory");
   return v;
 }
 
-__device__ __forceinline__ void st_release_cta(uint32_t* p, uint32_t v) {
-  asm volatile("st.release.cta.shared::cta.u32 [%0], %1;" : : "r"(uint32_t(__cvta_generic_to_shared(p))), "r"(v) : "memory");
+// Returns the value it replaced (unused: an exchange is the atomic store).
+__device__ __forceinline__ uint32_t atom_release_cta_store(uint32_t* p, uint32_t v) {
+  uint32_t old;
+  asm volatile("atom.release.cta.shared::cta.exch.b32 %0, [%1], %2;" : "=r"(old) : "r"(uint32_t(__cvta_generic_to_shared(p))), "r"(v) : "memory");
+  return old;
+}
+
+__device__ __forceinline__ int32_t atom_relaxed_cta_read(int32_t* p) {
+  int32_t v;
+  asm volatile("atom.relaxed.cta.shared::cta.or.b32 %0, [%1], 0;" : "=r"(v) : "r"(uint32_t(__cvta_generic_to_shared(p))) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ int32_t atom_relaxed_cta_store(int32_t* p, int32_t v) {
+  int32_t old;
+  asm volatile("atom.relaxed.cta.shared::cta.exch.b32 %0, [%1], %2;" : "=r"(old) : "r"(uint32_t(__cvta_generic_to_shared(p))), "r"(v) : "memory");
+  return old;
 }
 
 // Spins on a shared-memory counter of this CTA until it reaches `target`. The warp roles of one CTA
 // cannot disagree unless the kernel is broken, and then no error record can save the run: after the
 // timeout the kernel traps (the host sees cudaErrorLaunchFailure) instead of hanging the GPU.
-__device__ __forceinline__ void spin_until_at_least(uint32_t const* counter, uint32_t target, uint64_t timeout_ns) {
-  if (ld_acquire_cta(counter) >= target) return;
+__device__ __forceinline__ void spin_until_at_least(uint32_t* counter, uint32_t target, uint64_t timeout_ns) {
+  if (atom_acquire_cta_read(counter) >= target) return;
   uint64_t const start = ptx::globaltimer_ns();
-  while (ld_acquire_cta(counter) < target) {
+  while (atom_acquire_cta_read(counter) < target) {
+    __nanosleep(32);
+    if (ptx::globaltimer_ns() - start > timeout_ns) __trap();
+  }
+}
+
+// A reader's wait for sequence number `seq`: returns the published count once it is past `seq`, or once
+// the last number published is the end (-1: the load warp publishes nothing after it). Bounded like
+// spin_until_at_least.
+__device__ __forceinline__ uint32_t wait_published(TicketRing& ring, uint32_t seq, uint64_t timeout_ns) {
+  uint64_t start = 0;
+  for (;;) {
+    uint32_t const published = atom_acquire_cta_read(&ring.published);
+    if (published > seq || (published > 0 && atom_relaxed_cta_read(&ring.tile[(published - 1) % kRingSlots]) < 0)) {
+      return published;
+    }
+    if (start == 0) start = ptx::globaltimer_ns();
     __nanosleep(32);
     if (ptx::globaltimer_ns() - start > timeout_ns) __trap();
   }
@@ -136,22 +181,36 @@ class TicketTileScheduler : public cutlass::gemm::kernel::detail::PersistentTile
     if (threadIdx.x == 0) {
       for (int i = 0; i < detail::kRingSlots; ++i) ring.reads[i] = 0;
       ring.tile[0] = take_ticket();
-      ring.published = 1;
+      for (int i = 1; i < queue_->tiles_at_entry; ++i) ring.tile[i] = ring.tile[i - 1] < 0 ? -1 : take_ticket();
+      ring.published = uint32_t(queue_->tiles_at_entry);
     }
     __syncthreads();
   }
 
+  // The tile of this thread's current sequence number: 0, or for the ping-pong kernel's second math warp
+  // group 1 (CUTLASS advances it once before asking). Both were published by the constructor.
   template <class ClusterShape>
   CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
-    sequence_ = 0;
-    return work_of(queue_->dynamic ? detail::ticket_ring(queue_->ring_offset).tile[0] : static_tile(0));
+    return work_of(queue_->dynamic ? detail::atom_relaxed_cta_read(&detail::ticket_ring(queue_->ring_offset).tile[sequence_])
+                                   : static_tile(sequence_));
   }
 
-  CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo) { return cute::make_tuple(next_work(), true); }
+  // CUTLASS's static-scheduler interface (the ping-pong kernel): move `count` sequence numbers on, then
+  // ask for the tile there. The load warp moves one at a time and publishes each; a math warp group of
+  // the ping-pong kernel moves by two.
+  CUTLASS_DEVICE void advance_to_next_work(uint32_t count = 1) { sequence_ += count; }
+  CUTLASS_DEVICE WorkTileInfo get_current_work() { return work_at(sequence_); }
+
+  // The cooperative kernel's interface: the next sequence number's tile.
+  CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo) {
+    advance_to_next_work();
+    return cute::make_tuple(get_current_work(), true);
+  }
 
   template <class TileSchedulerPipeline, class TileSchedulerPipelineState>
   CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo, TileSchedulerPipeline&, TileSchedulerPipelineState) {
-    return cute::make_tuple(next_work(), true);
+    advance_to_next_work();
+    return cute::make_tuple(get_current_work(), true);
   }
 
  private:
@@ -208,32 +267,40 @@ class TicketTileScheduler : public cutlass::gemm::kernel::detail::PersistentTile
     return WorkTileInfo{t.m, t.n, 0, true};
   }
 
-  // The load warp (warp 0) publishes sequence number `sequence_`; every other warp that asks reads it.
-  CUTLASS_DEVICE WorkTileInfo next_work() {
-    uint32_t const seq = ++sequence_;
+  // The load warp (warp 0) publishes sequence number `seq` (it asks for every one, in order); every other
+  // warp that asks reads it. A reader whose number lies past the end (the ping-pong group that would
+  // have taken the tile after the last) sees the -1 the load warp published last and stops there.
+  CUTLASS_DEVICE WorkTileInfo work_at(uint32_t seq) {
     if (!queue_->dynamic) return work_of(static_tile(seq));
     detail::TicketRing& ring = detail::ticket_ring(queue_->ring_offset);
     uint32_t const slot = seq % detail::kRingSlots;
+    uint32_t const at_entry = uint32_t(queue_->tiles_at_entry);
     int32_t linear;
     bool const loader = cutlass::canonical_warp_idx_sync() == 0;
     if (loader) {
-      if (threadIdx.x == 0) {
-        // The slot's previous use (seq - kRingSlots) must have been read by every reader warp. Reads of
-        // sequence 0 (taken at entry, read in initial_work_tile_info) are not counted: the math warps read
-        // it before their first tile, long before this warp is kRingSlots tiles ahead.
-        uint32_t const uses = seq / detail::kRingSlots - (slot == 0 ? 1u : 0u);
+      if (threadIdx.x == 0 && seq >= at_entry) {
+        // The slot's previous uses (seq - kRingSlots, seq - 2 kRingSlots, ...) must have been read by
+        // their reader warps. The numbers published at entry are read in initial_work_tile_info, uncounted
+        // (CUTLASS 4.2's ping-pong kernel advances its second math warp group by one before that call):
+        // every warp reads them before its first tile, long before this warp is kRingSlots tiles ahead.
+        uint32_t const uses = seq / detail::kRingSlots - (slot < at_entry ? 1u : 0u);
         detail::spin_until_at_least(&ring.reads[slot], uses * uint32_t(queue_->reader_warps), queue_->timeout_ns);
-        int32_t const previous = ring.tile[(seq - 1) % detail::kRingSlots];
-        ring.tile[slot] = previous < 0 ? -1 : take_ticket();
-        detail::st_release_cta(&ring.published, seq + 1);
+        int32_t const previous = detail::atom_relaxed_cta_read(&ring.tile[(seq - 1) % detail::kRingSlots]);
+        detail::atom_relaxed_cta_store(&ring.tile[slot], previous < 0 ? -1 : take_ticket());
+        detail::atom_release_cta_store(&ring.published, seq + 1);
       }
       __syncwarp();
-      linear = ring.tile[slot];
+      linear = detail::atom_relaxed_cta_read(&ring.tile[slot]);
     } else {
-      detail::spin_until_at_least(&ring.published, seq + 1, queue_->timeout_ns);
-      linear = ring.tile[slot];
-      __syncwarp();
-      if (cute::elect_one_sync()) detail::red_release_cta_add(&ring.reads[slot], 1u);
+      uint32_t const published = detail::wait_published(ring, seq, queue_->timeout_ns);
+      if (published > seq) {
+        linear = detail::atom_relaxed_cta_read(&ring.tile[slot]);
+        __syncwarp();
+        if (cute::elect_one_sync()) detail::red_release_cta_add(&ring.reads[slot], 1u);
+      } else {
+        linear = -1;  // past the end: nothing more is published, so the slot needs no count
+        __syncwarp();
+      }
     }
     return work_of(linear);
   }
