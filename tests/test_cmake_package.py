@@ -372,3 +372,48 @@ def test_installed_package_is_found_by_a_host_only_project(tmp_path: Path, cutla
     assert out.returncode == 0 and out.stdout == "gemm1\n", out.stdout + out.stderr
     out = run([str(consumer_build / "consumer_c")])  # the C ABI, no GPU needed either
     assert out.returncode == 0 and out.stdout == "not initialized\n", out.stdout + out.stderr
+
+
+EMBED = REPO / "examples" / "embed"
+
+
+def build_embed_app(tmp_path: Path, cutlass_dir: Path, arch: str) -> dict[str, Path]:
+    """examples/embed built by both routes: add_subdirectory of generated/two_gemm (the library compiled
+    with the app), then find_package against that library installed from the same build (`cmake --install`
+    of its subfolder). Returns each route's embed_app."""
+    cmake = tool("cmake")
+    jobs = str(os.cpu_count() or 2)
+    apps: dict[str, Path] = {}
+    source_build = tmp_path / "embed_subdirectory"
+    out = configure(EMBED, source_build, f"EMBED_CHAIN_DIR={REPO / 'generated' / 'two_gemm'}",
+                    f"CUTLASS_DIR={cutlass_dir}", f"CMAKE_CUDA_ARCHITECTURES={arch}")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    out = run([cmake, "--build", str(source_build), "-j", jobs])
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+    assert not (source_build / "two_gemm" / "two_gemm_bench").exists()  # a parent project gets the library only
+    apps["add_subdirectory"] = source_build / "embed_app"
+
+    prefix = tmp_path / "prefix"
+    out = run([cmake, "--install", str(source_build / "two_gemm"), "--prefix", str(prefix)])
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    package_build = tmp_path / "embed_find_package"
+    out = run([cmake, "-S", str(EMBED), "-B", str(package_build), f"-DCMAKE_PREFIX_PATH={prefix}"])
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    out = run([cmake, "--build", str(package_build)])
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+    apps["find_package"] = package_build / "embed_app"
+    return apps
+
+
+@pytest.mark.nvcc
+def test_embed_example_builds_by_both_routes(tmp_path: Path, cutlass_dir: Path) -> None:
+    """examples/embed (issue 12 item 5), as CI builds it without a GPU: the host-only C++ app links
+    two_gemm::two_gemm through add_subdirectory and through find_package; with no GPU it says so (exit 2).
+    tests/test_gpu.py builds and runs both on the GPU."""
+    apps = build_embed_app(tmp_path, cutlass_dir, "80")
+    from conftest import gpu_present
+
+    if not gpu_present():
+        for app in apps.values():
+            out = run([str(app)])
+            assert out.returncode == 2 and "no CUDA device" in out.stdout, out.stdout + out.stderr

@@ -329,3 +329,45 @@ def test_bias_on_gpu(name: str, tmp_path: Path, cutlass_dir: Path) -> None:
     assert row["biases"] == 2 and row["bias_applied"], row
     for mode, result in row["modes"].items():
         assert result["ran"] and result["padding_kept"] and result["workspace_bitwise"], mode
+
+
+@pytest.mark.parametrize("name", ["two_gemm_sm90", "llama_mlp_fused_sm90"])
+def test_pingpong_schedule_on_gpu(name: str, tmp_path: Path, cutlass_dir: Path) -> None:
+    """`schedule: pingpong` (issue 10 part 2), generated and built here: the example's GEMMs on the synced
+    ping-pong kernel up to M = 1536 (a tile configuration) and on its own cooperative tiles above, in one
+    binary. Overlap forced on at every M, every policy the edges allow: bitwise equal to back-to-back (also
+    from a replayed graph), within tolerance of the fp32 reference, no timeout; run() and its modes too."""
+    from conftest import pingpong_spec
+    from cusync_gen.render import generate
+
+    if not (os.environ.get("CUSYNC_GPU_ARCH") or _compute_capability()).startswith("9"):
+        pytest.skip("Hopper kernels")
+    project = generate(pingpong_spec(name, tmp_path / "spec", mixed=True), tmp_path / f"{name}_pp")
+    build = tmp_path / "build"
+    subprocess.run(["cmake", "-S", str(project), "-B", str(build), f"-DCUTLASS_DIR={cutlass_dir}",
+                    "-DCMAKE_CUDA_ARCHITECTURES=90a"] + (["-G", "Ninja"] if shutil.which("ninja") else []),
+                   check=True, capture_output=True)
+    out = subprocess.run(["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    policies = _policies(name)
+    ms = "1,200,1000,1536,3000"  # 1536: the last ping-pong M; 3000: the cooperative configuration
+    out = subprocess.run([str(build / f"{name}_pp_bench"), "--m", ms, "--policies", ",".join(policies), "--repeats",
+                          "2", "--warmup", "1", "--no-fallback"], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = [r for r in _rows(out.stdout) if "m" in r]
+    assert len(rows) == len(ms.split(",")) * len(policies)
+    for row in rows:
+        assert row["sync_error"] is None and row["bitwise_equal"] and row["graph_ok"], row
+        assert row["run_ok"] and row["stock_bitwise"] and row["ref_rel_err"] < 1e-2, row
+
+
+def test_embed_example_runs_on_gpu(tmp_path: Path, cutlass_dir: Path) -> None:
+    """examples/embed (issue 12 item 5) built by both CMake routes for this GPU and run: the caller's
+    stream and workspace, a CUDA graph of run() replayed, the result against an fp32 reference."""
+    from test_cmake_package import build_embed_app
+
+    apps = build_embed_app(tmp_path, cutlass_dir, os.environ.get("CUSYNC_GPU_ARCH") or _compute_capability())
+    for route, app in apps.items():
+        for m in ("4096", "77"):  # several waves (overlapped), and one partial tile row
+            out = subprocess.run([str(app), m], capture_output=True, text=True, timeout=300)
+            assert out.returncode == 0 and ": ok" in out.stdout, f"{route} M={m}: {out.stdout}{out.stderr}"

@@ -28,7 +28,7 @@ from cusync_gen.spec.model import BLayout, Op
 from cusync_gen.torch_plan import make_torch_plan
 
 EXAMPLES = REPO / "cusync_gen" / "examples"
-TORCH_EXAMPLE = REPO / "examples" / "torch_mlp"
+TORCH_EXAMPLE = REPO / "examples" / "torch"
 CUTLASS = "/opt/cutlass"
 
 

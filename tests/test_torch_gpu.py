@@ -1,5 +1,5 @@
 """GPU test of `generate --torch` (docs/torch.md): generate a chain with its PyTorch op, build torch/ with
-CMake against the installed torch, and run examples/torch_mlp/check_torch_mlp.py on it: Hugging Face-style
+CMake against the installed torch, and run examples/torch/check_torch_mlp.py on it: Hugging Face-style
 MLPs swapped for the op, compared with the module's own output eagerly in modes auto / overlap /
 sequential and through replayed CUDA graphs, the capture-before-warm-up error, a refused argument.
 
@@ -24,7 +24,7 @@ from conftest import REPO
 pytestmark = pytest.mark.gpu
 
 EXAMPLES = REPO / "cusync_gen" / "examples"
-TORCH_EXAMPLE = REPO / "examples" / "torch_mlp"
+TORCH_EXAMPLE = REPO / "examples" / "torch"
 #: name -> (spec, Hopper only): a GPT-2-shaped and a LLaMA-shaped chain per backend.
 CHAINS = {
     "gpt2_mlp_sm90": (TORCH_EXAMPLE / "gpt2_mlp_sm90.yaml", True),    # fp16, GELU, col-layout weights

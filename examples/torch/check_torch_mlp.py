@@ -8,7 +8,7 @@ gate_proj / up_proj / down_proj with SiLU), with random weights; swaps it for th
 (`<Class>.from_mlp`) and compares both on the GPU, in every run mode that matters and through a CUDA
 graph that is captured once and replayed on new inputs. Needs torch with CUDA; nothing else.
 
-    python3 examples/torch_mlp/check_torch_mlp.py build/torch_mlp/gpt2_mlp_sm90 build/torch_mlp/llama_mlp_sm90
+    python3 examples/torch/check_torch_mlp.py build/torch_mlp/gpt2_mlp_sm90 build/torch_mlp/llama_mlp_sm90
 
 Exit status 0 when every check passes, 1 otherwise; one line per check.
 """
