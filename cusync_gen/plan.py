@@ -720,6 +720,7 @@ def tile_json(t: TilePlan, gemm: bool = True) -> dict[str, Any]:
         "pipeline_stages": t.stages if warp_level else None,
         "threads": t.threads,
         "smem_bytes": t.smem_bytes,
+        "schedule": t.schedule if gemm and not warp_level else None,  # sm90 GEMMs: cooperative or pingpong
     }
 
 

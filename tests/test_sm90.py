@@ -127,6 +127,7 @@ def test_pingpong_schedule_plans_and_renders() -> None:
     assert [s.tile.schedule for s in plan.stages] == ["pingpong", "cooperative"]
     assert (plan.stages[0].tile.m, plan.stages[0].tile.n, plan.stages[0].tile.threads) == (128, 128, 384)
     assert "warp-specialized ping-pong" in plan.describe(1024)
+    assert [s["tile"]["schedule"] for s in plan.json_at(1024)["stages"]] == ["pingpong", "cooperative"]  # validate --json
     files = render_project(plan, "/cutlass")
     assert "SyncedPingpongConfig<" in files["src/stage_g1.cu"] and "GemmConfig<" not in files["src/stage_g1.cu"]
     assert "GemmConfig<" in files["src/stage_g2.cu"] and "SyncedPingpongConfig" not in files["src/stage_g2.cu"]
