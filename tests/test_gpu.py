@@ -123,6 +123,16 @@ def test_every_run_mode_is_correct_on_gpu(name: str, built: dict[str, Path]) -> 
         assert row["run_ok"] and row["stock_bitwise"] and row["cluster_bitwise"], row
         assert row["streamk_rel_diff"] < 1e-2 and row["pingpong_rel_diff"] < 1e-2 and row["sync_error"] is None, row
         assert row["cublaslt_rel_diff"] < 1e-2, row
+    # After autotune (--autotune): run() takes the modes timed on this GPU, and the cublaslt mode the
+    # algorithm each GEMM's search picked (cusync/sm90/cublaslt.cuh); every mode is checked again.
+    out = subprocess.run([str(built[name]), "--m", "200,1000", "--repeats", "2", "--warmup", "1", "--autotune", "2"],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = [r for r in _rows(out.stdout) if "m" in r]
+    assert len(rows) == 2
+    for row in rows:
+        assert row["mode_reason"].startswith("autotune on this GPU") and row["run_ok"], row
+        assert row["cublaslt_rel_diff"] < 1e-2 and row["stock_bitwise"] and row["sync_error"] is None, row
 
 
 @pytest.mark.parametrize("name", ["two_gemm", "two_gemm_sm90"])

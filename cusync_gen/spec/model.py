@@ -76,7 +76,7 @@ class Mode(str, Enum):
     STREAMK = "streamk"    # CUTLASS's stream-K kernels, chained with PDL
     CLUSTER = "cluster"    # CUTLASS's persistent kernels in 2x1 clusters, chained with PDL
     PINGPONG = "pingpong"  # CUTLASS's ping-pong kernels in 128x128 tiles, chained with PDL
-    CUBLASLT = "cublaslt"  # cuBLASLt's GEMMs (its heuristic's first algorithm), the activation as a kernel
+    CUBLASLT = "cublaslt"  # cuBLASLt's GEMMs (the heuristic's first algorithm, or autotune's pick), activation apart
 
 
 class BLayout(str, Enum):

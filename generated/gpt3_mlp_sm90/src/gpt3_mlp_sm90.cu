@@ -116,6 +116,7 @@ cusync::Status Gpt3MlpSm90::autotune(int const* ms, int count, cudaStream_t stre
 }
 char const* Gpt3MlpSm90::mode_reason() const { return core_.mode_reason(); }
 bool Gpt3MlpSm90::cublaslt_available() const { return core_.cublaslt_available(); }
+int Gpt3MlpSm90::lt_algorithm(int stage) const { return core_.lt_algorithm(stage); }
 cusync::Status Gpt3MlpSm90::run_stock(cudaStream_t stream, bool programmatic) { return core_.run_stock(stream, programmatic); }
 cusync::Status Gpt3MlpSm90::run_streamk(cudaStream_t stream) { return core_.run_streamk(stream); }
 cusync::Status Gpt3MlpSm90::refresh_weights(cudaStream_t stream) { return core_.refresh_weights(stream); }

@@ -116,6 +116,7 @@ cusync::Status LlamaMlpFusedSm90::autotune(int const* ms, int count, cudaStream_
 }
 char const* LlamaMlpFusedSm90::mode_reason() const { return core_.mode_reason(); }
 bool LlamaMlpFusedSm90::cublaslt_available() const { return core_.cublaslt_available(); }
+int LlamaMlpFusedSm90::lt_algorithm(int stage) const { return core_.lt_algorithm(stage); }
 cusync::Status LlamaMlpFusedSm90::run_stock(cudaStream_t stream, bool programmatic) { return core_.run_stock(stream, programmatic); }
 cusync::Status LlamaMlpFusedSm90::run_streamk(cudaStream_t stream) { return core_.run_streamk(stream); }
 cusync::Status LlamaMlpFusedSm90::refresh_weights(cudaStream_t stream) { return core_.refresh_weights(stream); }

@@ -124,6 +124,7 @@ cusync::Status LlamaMlpSm90::autotune(int const* ms, int count, cudaStream_t str
 }
 char const* LlamaMlpSm90::mode_reason() const { return core_.mode_reason(); }
 bool LlamaMlpSm90::cublaslt_available() const { return core_.cublaslt_available(); }
+int LlamaMlpSm90::lt_algorithm(int stage) const { return core_.lt_algorithm(stage); }
 cusync::Status LlamaMlpSm90::run_stock(cudaStream_t stream, bool programmatic) { return core_.run_stock(stream, programmatic); }
 cusync::Status LlamaMlpSm90::run_streamk(cudaStream_t stream) { return core_.run_streamk(stream); }
 cusync::Status LlamaMlpSm90::refresh_weights(cudaStream_t stream) { return core_.refresh_weights(stream); }

@@ -112,6 +112,9 @@ class TwoGemmSm90 {
   char const* mode_reason() const;
   // Whether this build has mode kCublasLt (CMake found cuBLASLt); without it run() never picks it.
   bool cublaslt_available() const;
+  // Which of cuBLASLt's candidate algorithms stage s ran in the last kCublasLt run: 0 the heuristic's
+  // first, another after autotune() picked it; -1 where stage s is not a GEMM or the mode has not run.
+  int lt_algorithm(int stage) const;
   void set_mode(cusync::Mode mode) { core_.set_mode(mode); }
   // Times every mode this build has at each M of ms[0..count) (1 <= M <= max_m, at most
   // cusync::kMaxTunedMs of them) on `stream`, `rounds` rounds round robin (median of CUDA-event times),
@@ -120,7 +123,9 @@ class TwoGemmSm90 {
   // geometric mean; mode_reason() says "autotune"). Replaces any earlier autotune (a call that fails
   // changes nothing); outside stream capture (kInvalidArgument there); synchronizes `stream`; times a
   // CUDA graph of each mode, as the GPU runs it, on a stream of its own, after about a second of them
-  // running (a GPU fresh from idle clocks higher than one under sustained load). Like cuDNN's benchmark mode:
+  // running (a GPU fresh from idle clocks higher than one under sustained load). At each M it first picks,
+  // GEMM by GEMM, the fastest of cuBLASLt's first 8 algorithms for mode kCublasLt, timed as the whole
+  // chain (kept for the process with the GEMM's shape; lt_algorithm() says which). Like cuDNN's benchmark mode:
   // the spec's table was measured on another GPU of the same kind, this on the one that runs the chain.
   cusync::Status autotune(int const* ms, int count, cudaStream_t stream, int rounds = 10);
   // Forgets autotune()'s table (back to the spec's table and the rule).

@@ -1,6 +1,7 @@
 // cusync sm90 backend: the definitions of cusync/sm90/chain.h (a project's src/<name>.cu includes this).
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 
 #include "cusync/chain.cuh"
@@ -145,6 +146,15 @@ inline Status Chain::prepare_run(cudaStream_t stream) {
 
 inline bool Chain::cublaslt_available() const { return kHaveCublasLt; }
 
+inline int Chain::lt_algorithm(int stage) const {
+  auto const* lt = static_cast<LtContext const*>(lt_);
+  if (lt == nullptr || t_ == nullptr || stage < 0 || stage >= t_->num_stages || stage >= kLtMaxStages ||
+      b_->cublaslt[stage] == nullptr || lt->stage_candidates[stage] == 0) {
+    return -1;
+  }
+  return lt->stage_algorithm[stage];
+}
+
 inline char const* Chain::mode_reason() const {
   mode();  // fills mode_reason_ for the current M
   return mode_reason_;
@@ -197,14 +207,54 @@ inline Status Chain::autotune(int const* ms, int count, cudaStream_t stream, int
     return update(at);
   };
   Status const status = autotune_chain(
-      ms, count, max_m_, rounds, kHaveCublasLt, stream, set_m, [&] { return mode(); },
-      [&](Mode c, cudaStream_t s) { return run_mode(s, c); }, table, &entries);
+      ms, count, max_m_, rounds, kHaveCublasLt && lt_ != nullptr, stream, set_m, [&] { return mode(); },
+      [&](Mode c, cudaStream_t s) { return run_mode(s, c); },
+      [&](int r, int preheat_ms) { return search_lt_algorithms(stream, r, preheat_ms); }, table, &entries);
   if (status != Status::kSuccess) {
     tuned_entries_ = earlier;  // a call that fails changes nothing
     return status;
   }
   std::copy(table, table + entries, tuned_);
   tuned_entries_ = entries;
+  return status;
+}
+
+// autotune()'s search of cuBLASLt's algorithms at the current M: stage by stage, each GEMM's candidates
+// (the heuristic's first kLtSearchAlgos) are timed as the whole chain in mode kCublasLt, CUDA graphs round
+// robin as time_modes() times modes, the other GEMMs on the algorithms already chosen; the fastest (the
+// heuristic's order wins ties) stays with the GEMM's shape. In the chain, not alone: a GEMM timed back to
+// back with itself ranked the algorithms differently at small M (NOTES h12). GEMMs of one shape share
+// their choice (the last stage's search decides).
+static_assert(kLtSearchAlgos <= kMaxTunedModes, "time_modes() times every candidate algorithm at once");
+static_assert(kLtMaxStages >= kMaxChainStages, "the cuBLASLt context tracks every stage");
+inline Status Chain::search_lt_algorithms(cudaStream_t stream, int rounds, int preheat_ms) {
+  auto* lt = static_cast<LtContext*>(lt_);
+  if (!kHaveCublasLt || lt == nullptr) return Status::kSuccess;
+  struct Reset {  // no selection survives the search, whatever path returns
+    LtContext* lt;
+    ~Reset() { lt->select_stage = -1; }
+  } const reset{lt};
+  lt->select_stage = -1;
+  Status status = run_mode(stream, Mode::kCublasLt);  // makes the plans and reports their candidates
+  if (status == Status::kSuccess) status = cudaStreamSynchronize(stream) == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+  for (int s = 0; s < t_->num_stages && s < kLtMaxStages && status == Status::kSuccess; ++s) {
+    int const n = std::min(lt->stage_candidates[s], kLtSearchAlgos);
+    if (b_->cublaslt[s] == nullptr || n <= 1) continue;
+    int candidates[kLtSearchAlgos];
+    for (int k = 0; k < n; ++k) candidates[k] = k;
+    auto run_candidate = [&](int k, cudaStream_t on) {
+      lt->select_stage = s, lt->select_candidate = k;
+      Status const ran = run_mode(on, Mode::kCublasLt);
+      lt->select_stage = -1;
+      return ran;
+    };
+    float median_us[kMaxTunedModes];
+    int best = 0;
+    status = time_modes(run_candidate, candidates, n, rounds, stream, median_us, &best, preheat_ms);
+    preheat_ms = 0;  // once, before the first stage's candidates
+    if (status == Status::kSuccess) status = run_candidate(candidates[best], stream);  // the winner stays chosen
+  }
+  if (status == Status::kSuccess) status = cudaStreamSynchronize(stream) == cudaSuccess ? Status::kSuccess : Status::kCudaError;
   return status;
 }
 
@@ -274,6 +324,7 @@ inline Status Chain::run_cutlass(cudaStream_t stream, bool programmatic, Mode ke
     if (kernel == nullptr) {  // not a GEMM: our kernel with synchronization off, a plain launch
       status = launch_stage(s, /*synced=*/false, stream);
     } else {
+      if (kernels == Mode::kCublasLt && lt_ != nullptr) static_cast<LtContext*>(lt_)->stage = s;  // autotune's search
       launch = StageLaunch{};
       fill_unsynced(launch, s, programmatic && s > 0);
       status = kernel(launch, stream);

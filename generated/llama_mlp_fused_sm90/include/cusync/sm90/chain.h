@@ -66,9 +66,13 @@ class Chain : public StagedChain {
   Mode mode() const;
   char const* mode_reason() const;
   bool cublaslt_available() const;
+  // Which of cuBLASLt's candidate algorithms stage s ran in its last kCublasLt run (0: the heuristic's
+  // first; another after autotune()'s search); -1: not a cuBLASLt GEMM or not run yet.
+  int lt_algorithm(int stage) const;
   void set_mode(Mode mode) { mode_override_ = mode; }
   // Times every mode at each of ms[0..count) on this GPU and makes the fastest per M run()'s first choice
-  // after set_mode() (cusync/sm90/autotune.h); a call that fails changes nothing.
+  // after set_mode() (cusync/sm90/autotune.h); a call that fails leaves the table as it was. At each M
+  // it first picks cuBLASLt's algorithm per GEMM shape for mode kCublasLt (kept for the process).
   Status autotune(int const* ms, int count, cudaStream_t stream, int rounds);
   void clear_autotune() { tuned_entries_ = 0; }
   void set_sequential_fallback(bool enabled) { mode_override_ = enabled ? Mode::kAuto : Mode::kOverlap; }
@@ -80,6 +84,7 @@ class Chain : public StagedChain {
  private:
   void fill_backend(StageLaunch& launch, int stage) const override;
   Status prepare_run(cudaStream_t stream) override;
+  Status search_lt_algorithms(cudaStream_t stream, int rounds, int preheat_ms);
   void take_backend(Workspace& w, int max_m, int sms) const override;
   // Bytes of every GEMM's stream-K workspace for max_m rows on `sms` SMs; each stage's offset.
   int64_t streamk_bytes(int max_m, int sms, int64_t* offset) const;

@@ -3,9 +3,14 @@
 // Where cuBLAS's own kernels are faster than every CUTLASS configuration we instantiate (measured on the
 // H200 at small M, where cuBLAS splits K or picks narrow tiles: benchmarks/NOTES.md h5), run() can compute
 // the chain with them. D[M, N] = Activation(A[M, K] x B (+ bias: cuBLASLt's BIAS epilogue)) as cuBLASLt's
-// column-major D^T = B^T A^T, fp32 accumulation, the first algorithm of cuBLASLt's heuristic for the shape (the last 64 shapes cached), then
-// the activation in place with the same CUTLASS functor the fused epilogues use (cuBLASLt has no erf GELU
-// or SiLU epilogue). Another summation order than CUTLASS's: checked by relative error, not bitwise.
+// column-major D^T = B^T A^T, fp32 accumulation (the last 64 shapes' plans cached), then the activation
+// in place with the same CUTLASS functor the fused epilogues use (cuBLASLt has no erf GELU or SiLU
+// epilogue). Another summation order than CUTLASS's: checked by relative error, not bitwise.
+// The algorithm: the first of cuBLASLt's heuristic, unless the chain's autotune() ran at this M: then the
+// one of the heuristic's first kLtSearchAlgos that ran the whole chain fastest on this GPU (as PyTorch's
+// TunableOp tunes its GEMMs, but timed in the chain's graph: timed alone, back to back, a GEMM ranked
+// differently; measured on the H200, the heuristic's first is 1-7% slower than the best of eight at most
+// shapes from M = 1024: benchmarks/results/2026-12-01-h200-sm90/gemm-probe/, NOTES h12).
 #pragma once
 
 #include <algorithm>
@@ -66,7 +71,9 @@ struct LtGemm {
     bool bias;
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-    cublasLtMatmulAlgo_t algo{};
+    cublasLtMatmulAlgo_t algo{};                     // the one launch() runs: candidates[chosen]
+    cublasLtMatmulAlgo_t candidates[kLtSearchAlgos]{};  // the heuristic's first, in its order
+    int candidate_count = 0, chosen = 0;
     bool ok = false;
     ~Plan() {
       if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
@@ -81,7 +88,7 @@ struct LtGemm {
   static constexpr size_t kMaxPlans = 64;
 
   // Finds or makes the plan of (device, the problem's shape and leading dimensions); the caller holds the mutex.
-  static Plan const* plan_locked(std::vector<std::unique_ptr<Plan>>& plans, LtContext const& ctx, int device,
+  static Plan* plan_locked(std::vector<std::unique_ptr<Plan>>& plans, LtContext const& ctx, int device,
                                  GemmProblem const& problem) {
     int const m = problem.m, n = problem.n, k = problem.k;
     int64_t const lda = problem.lda != 0 ? problem.lda : k, ldd = problem.ldd != 0 ? problem.ldd : n;
@@ -113,14 +120,18 @@ struct LtGemm {
     if (ok) {
       cublasLtMatmulPreference_t pref = nullptr;
       size_t const bytes = ctx.workspace_bytes;
-      cublasLtMatmulHeuristicResult_t result{};
+      cublasLtMatmulHeuristicResult_t results[kLtSearchAlgos]{};
       int found = 0;
       ok = cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof(bytes)) == CUBLAS_STATUS_SUCCESS &&
-           cublasLtMatmulAlgoGetHeuristic(ctx.handle, p->op, p->a, p->b, p->d, p->d, pref, 1, &result, &found) == CUBLAS_STATUS_SUCCESS &&
-           found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+           cublasLtMatmulAlgoGetHeuristic(ctx.handle, p->op, p->a, p->b, p->d, p->d, pref, kLtSearchAlgos, results, &found) ==
+               CUBLAS_STATUS_SUCCESS;
       if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
-      p->algo = result.algo;
+      for (int i = 0; ok && i < found && i < kLtSearchAlgos; ++i) {
+        if (results[i].state == CUBLAS_STATUS_SUCCESS) p->candidates[p->candidate_count++] = results[i].algo;
+      }
+      ok = ok && p->candidate_count > 0;
+      if (ok) p->algo = p->candidates[0];
     }
     p->ok = ok;
     plans.push_back(std::move(p));
@@ -136,12 +147,22 @@ struct LtGemm {
       static std::mutex mutex;
       static std::vector<std::unique_ptr<Plan>> plans;
       std::lock_guard<std::mutex> lock(mutex);
-      Plan const* plan = plan_locked(plans, *ctx, device, p);
+      Plan* plan = plan_locked(plans, *ctx, device, p);
       if (plan == nullptr) return Status::kLibraryError;
       float const alpha = 1.0f, beta = 0.0f;
       if (p.bias != nullptr && cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias,
                                                               sizeof(p.bias)) != CUBLAS_STATUS_SUCCESS) {
         return Status::kLibraryError;
+      }
+      // autotune()'s search (Chain::search_lt_algorithms) makes this stage's plan take one of its
+      // candidates; the choice stays with the shape. It reads how many candidates there are.
+      if (ctx->stage >= 0 && ctx->stage < kLtMaxStages) {
+        ctx->stage_candidates[ctx->stage] = plan->candidate_count;
+        if (ctx->select_stage == ctx->stage) {
+          plan->chosen = ctx->select_candidate < plan->candidate_count ? ctx->select_candidate : 0;
+          plan->algo = plan->candidates[plan->chosen];
+        }
+        ctx->stage_algorithm[ctx->stage] = plan->chosen;
       }
       if (cublasLtMatmul(ctx->handle, plan->op, &alpha, p.b, plan->a, p.a, plan->b, &beta, p.d, plan->d, p.d, plan->d,
                          &plan->algo, ctx->workspace, ctx->workspace_bytes, stream) != CUBLAS_STATUS_SUCCESS) {

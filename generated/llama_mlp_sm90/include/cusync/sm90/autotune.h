@@ -58,9 +58,9 @@ struct TuneResources {
 
 inline Status from_cuda_error(cudaError_t err) { return err == cudaSuccess ? Status::kSuccess : Status::kCudaError; }
 
-// One run of a mode, captured on `stream` into an executable graph.
-template <class RunMode>
-Status capture_mode(RunMode& run_mode, Mode mode, cudaStream_t stream, cudaGraphExec_t* exec) {
+// One run of a mode (or of another candidate: a cuBLASLt algorithm), captured on `stream` into an executable graph.
+template <class RunMode, class Candidate>
+Status capture_mode(RunMode& run_mode, Candidate mode, cudaStream_t stream, cudaGraphExec_t* exec) {
   cudaGraph_t graph = nullptr;
   Status status = from_cuda_error(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   if (status != Status::kSuccess) return status;
@@ -82,8 +82,9 @@ Status capture_mode(RunMode& run_mode, Mode mode, cudaStream_t stream, cudaGraph
 // median_us[i]: the median of modes[i]; *best: the index of the fastest (ties: kTuneTieFraction).
 // run_mode: Status(Mode, cudaStream_t). Synchronizes `stream` first; refused while `stream` is captured.
 // preheat_ms: before the timed rounds, the graphs are replayed round robin for at least this long.
-template <class RunMode>
-Status time_modes(RunMode&& run_mode, Mode const* modes, int count, int rounds, cudaStream_t stream,
+// Candidate: Mode, or any value run_mode takes (the algorithm search times cuBLASLt's algorithms so).
+template <class RunMode, class Candidate>
+Status time_modes(RunMode&& run_mode, Candidate const* modes, int count, int rounds, cudaStream_t stream,
                   float* median_us, int* best, int preheat_ms = 0) {
   if (modes == nullptr || median_us == nullptr || best == nullptr || count <= 0 || count > kMaxTunedModes ||
       rounds <= 0 || rounds > kMaxTuneRounds) {
@@ -168,15 +169,16 @@ inline int tuned_table(int const* ms, Mode const* winners, int count, DispatchEn
 }
 
 // A chain's autotune(): for each distinct M of ms[0..count) (1 <= M <= max_m, at most kMaxTunedMs),
-// set_m(M) makes M current, the candidates are current_mode() (what run() would take without a tuned
+// set_m(M) makes M current, search_lt(rounds, preheat_ms) picks cuBLASLt's algorithms for the mode
+// kCublasLt (only if have_cublaslt; it preheats the GPU at the first M), the candidates are current_mode() (what run() would take without a tuned
 // table; it wins ties) and then every other mode (kCublasLt only if have_cublaslt), time_modes() times
 // them through run_mode(mode, stream), and the winners become `table` (*entries rows, tuned_table()).
 // set_m(0) restores the chain's own M at the end, whatever happened. Nothing is written to `table` or
 // *entries unless every M was timed.
-template <class SetM, class CurrentMode, class RunMode>
+template <class SetM, class CurrentMode, class RunMode, class SearchLt>
 Status autotune_chain(int const* ms, int count, int max_m, int rounds, bool have_cublaslt, cudaStream_t stream,
-                      SetM&& set_m, CurrentMode&& current_mode, RunMode&& run_mode, DispatchEntry* table,
-                      int* entries) {
+                      SetM&& set_m, CurrentMode&& current_mode, RunMode&& run_mode, SearchLt&& search_lt,
+                      DispatchEntry* table, int* entries) {
   if (ms == nullptr || count <= 0 || count > kMaxTunedMs) return Status::kInvalidArgument;
   int sorted[kMaxTunedMs];
   int distinct = 0;
@@ -198,7 +200,11 @@ Status autotune_chain(int const* ms, int count, int max_m, int rounds, bool have
     }
     float median_us[kMaxTunedModes];
     int best = 0;
-    int const preheat_ms = i == 0 ? kTunePreheatMs : kTunePreheatMs / 10;
+    int preheat_ms = i == 0 ? kTunePreheatMs : kTunePreheatMs / 10;
+    if (have_cublaslt) {
+      if ((status = search_lt(rounds, preheat_ms)) != Status::kSuccess) break;
+      preheat_ms = kTunePreheatMs / 10;  // the search kept the GPU busy
+    }
     status = time_modes(run_mode, candidates, n, rounds, stream, median_us, &best, preheat_ms);
     winners[i] = candidates[best];
   }

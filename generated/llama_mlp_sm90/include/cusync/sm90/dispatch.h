@@ -11,8 +11,9 @@
 //             each B tile through TMA multicast, halving its L2 reads), chained with PDL;
 //   kPingpong CUTLASS's ping-pong kernels in 128x128 tiles (two math warp groups on alternate tiles, each
 //             one's epilogue under the other's MMAs), tiles down M in bands of 4, chained with PDL;
-//   kCublasLt cuBLASLt's GEMMs (the first algorithm of its heuristic), each activation a kernel of its own
-//             (cusync/sm90/cublaslt.cuh): where cuBLAS splits K or picks narrow tiles at small M.
+//   kCublasLt cuBLASLt's GEMMs (the first algorithm of its heuristic; after autotune(), the fastest of
+//             its first eight on this GPU), each activation a kernel of its own (cusync/sm90/cublaslt.cuh):
+//             where cuBLAS splits K or picks narrow tiles at small M.
 // Which is fastest depends on M, the shapes and the GPU. In order, run() takes: set_mode()'s mode; the
 // table autotune() measured on this GPU (cusync/sm90/autotune.h), up to the largest M it timed; the
 // table measured by `cusync-gen tune` (the spec's `dispatch:`) on a GPU with this SM count, up to its

@@ -24,12 +24,25 @@ constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
 
 constexpr bool kHaveCublasLt = CUSYNC_HAVE_CUBLASLT != 0;
 
+// autotune()'s algorithm search: how many of the heuristic's algorithms each GEMM keeps as candidates,
+// and the stages a context tracks (kMaxChainStages).
+constexpr int kLtSearchAlgos = 8;
+constexpr int kLtMaxStages = 16;
+
 #if CUSYNC_HAVE_CUBLASLT
 struct LtContext {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   bool owns_workspace = false;
+  // The algorithm search of autotune() (Chain::search_lt_algorithms): the chain sets `stage` before each
+  // of its cuBLASLt GEMMs; the GEMM of stage select_stage makes its plan take candidate select_candidate,
+  // and every GEMM reports how many candidates its plan has.
+  int stage = -1;
+  int select_stage = -1;
+  int select_candidate = 0;
+  mutable int stage_candidates[kLtMaxStages] = {};
+  mutable int stage_algorithm[kLtMaxStages] = {};  // the candidate each stage's GEMM ran last (0: the heuristic's first)
 };
 
 // workspace: kLtWorkspaceBytes of the caller's memory, or null to allocate them. The handle is always
@@ -55,7 +68,11 @@ inline void destroy_lt_context(LtContext* ctx) {
   delete ctx;
 }
 #else
-struct LtContext {};
+struct LtContext {  // never made without cuBLASLt (create_lt_context leaves it null)
+  int stage = -1, select_stage = -1, select_candidate = 0;
+  int stage_candidates[kLtMaxStages] = {};
+  int stage_algorithm[kLtMaxStages] = {};
+};
 inline Status create_lt_context(LtContext** out, void* = nullptr) {
   *out = nullptr;
   return Status::kSuccess;

@@ -60,6 +60,7 @@ struct BenchHooks {
     double streamk_diff = 0.0, pingpong_diff = 0.0, cublaslt_diff = 0.0, gemm_flops = 0.0;
     Mode picked = Mode::kAuto;
     std::string reason;
+    std::string lt_algorithms;  // per GEMM, cuBLASLt's candidate the mode ran (Chain::lt_algorithm)
 
     bool ok() const {
       return stock_bitwise && cluster_bitwise && streamk_diff < bench::kTolerance && pingpong_diff < bench::kTolerance &&
@@ -69,12 +70,12 @@ struct BenchHooks {
     void print(int, TimeOf const& time_of) const {
       std::printf(", \"stock_us\": %.2f, \"stock_pdl_us\": %.2f, \"stock_bitwise\": %s, \"streamk_us\": %.2f, \"streamk_rel_diff\": %.3e, \"cluster_us\": %.2f, \"cluster_bitwise\": %s, "
                   "\"pingpong_us\": %.2f, \"pingpong_rel_diff\": %.3e, \"pingpong_bitwise\": %s, "
-                  "\"cublaslt_us\": %.2f, \"cublaslt_rel_diff\": %.3e, "
+                  "\"cublaslt_us\": %.2f, \"cublaslt_rel_diff\": %.3e, \"cublaslt_algorithms\": \"%s\", "
                   "\"cublas_us\": %.2f, \"gemm_flops\": %.0f, \"run_us\": %.2f, \"run_ok\": %s, \"mode\": \"%s\", \"mode_reason\": \"%s\"",
                   time_of(stock_id[0]), time_of(stock_id[1]), stock_bitwise ? "true" : "false", time_of(streamk_id),
                   bench::json_number(streamk_diff), time_of(cluster_id), cluster_bitwise ? "true" : "false",
                   time_of(pingpong_id), bench::json_number(pingpong_diff), pingpong_bitwise ? "true" : "false",
-                  time_of(cublaslt_id), bench::json_number(cublaslt_diff), time_of(cublas_id), gemm_flops,
+                  time_of(cublaslt_id), bench::json_number(cublaslt_diff), lt_algorithms.c_str(), time_of(cublas_id), gemm_flops,
                   time_of(run_id), run_ok ? "true" : "false", to_string(picked), reason.c_str());
     }
   };
@@ -197,7 +198,13 @@ struct BenchHooks {
       // Ping-pong kernels in 128x128 tiles: by relative error (another tile shape; equality reported).
       r.pingpong_id = check_mode(Mode::kPingpong, &r.pingpong_bitwise, &r.pingpong_diff);
       // cuBLASLt's GEMMs (another summation order): by relative error; -1 where not built in.
-      if (chain.cublaslt_available()) r.cublaslt_id = check_mode(Mode::kCublasLt, nullptr, &r.cublaslt_diff);
+      if (chain.cublaslt_available()) {
+        r.cublaslt_id = check_mode(Mode::kCublasLt, nullptr, &r.cublaslt_diff);
+        for (int s = 0; s < Bench::kNumStages; ++s) {
+          int const algorithm = chain.lt_algorithm(s);
+          if (algorithm >= 0) r.lt_algorithms += (r.lt_algorithms.empty() ? "" : ",") + std::to_string(algorithm);
+        }
+      }
 #if defined(CUSYNC_BENCH_CUBLAS)
       if (blas->ok) r.cublas_id = timer.add(bench::capture(stream, [&] { return cublas_chain(bn, m); }));
 #endif
