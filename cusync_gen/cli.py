@@ -408,7 +408,7 @@ def tune_cmd(
         "--tiles", help="Candidate threadblocks of one GEMM stage, STAGE=MxNxK[,MxNxK...]; repeat per stage "
                         "(the variants are their product). Default: a few common tiles, the same for every GEMM.")] = None,
     orders: Annotated[Optional[str], typer.Option(
-        "--orders", help="Tile orders to time too (sm80: spec,ticket,hw; sm90: spec,row_major,column_major,banded).")] = None,
+        "--orders", help="Tile orders to time too (sm80: spec,ticket,hw; sm90: spec,row_major,column_major,banded,column_banded).")] = None,
     repeats: Annotated[int, typer.Option("--repeats", min=1, max=MAX_COUNT, help="Timed repetitions (median).")] = 20,
     warmup: Annotated[int, typer.Option("--warmup", min=1, max=MAX_COUNT, help="Untimed warm-up repetitions.")] = 5,
     rounds: Annotated[int, typer.Option("--rounds", min=1, max=MAX_COUNT, help="Times every variant runs, round robin "

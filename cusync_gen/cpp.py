@@ -46,6 +46,7 @@ ORDER: dict[Order, str] = {
     Order.ROW_MAJOR: "cusync::TileOrder::kRowMajor",
     Order.COLUMN_MAJOR: "cusync::TileOrder::kColumnMajor",
     Order.BANDED: "cusync::TileOrder::kBanded",
+    Order.COLUMN_BANDED: "cusync::TileOrder::kColumnBanded",
 }
 
 

@@ -644,6 +644,9 @@ def _describe_order(plan: ChainPlan, s: StagePlan) -> str:
         return f"row_major: all N tiles of a tile row first, so producer rows complete early; {how}"
     if s.order is Order.BANDED:
         return f"banded: 4 tile rows at a time, column by column, so each weight tile is read once per band; {how}"
+    if s.order is Order.COLUMN_BANDED:
+        return (f"column_banded: 4 tile columns at a time, row by row, so the band's weight columns stay in L2 "
+                f"while the rows stream; {how}")
     return f"column_major: all M tiles of a tile column first; {how}"
 
 

@@ -53,7 +53,7 @@ MODE_RANK = {mode: rank for rank, mode in enumerate(MODE_COLUMNS)}
 MODE_TIE = 0.01
 ORDERS: dict[Arch, tuple[str, ...]] = {
     Arch.SM80: ("spec", "ticket", "hw"),
-    Arch.SM90: ("spec", "row_major", "column_major", "banded"),
+    Arch.SM90: ("spec", "row_major", "column_major", "banded", "column_banded"),
 }
 
 

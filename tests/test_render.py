@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from cusync_gen.errors import SpecError
 from cusync_gen.plan import make_plan
 from cusync_gen.render import generate
 from cusync_gen.spec import parse_spec
@@ -43,3 +46,26 @@ def test_synced_chains_carry_no_completion_events(tmp_path: Path) -> None:
     spec.write_text(json.dumps(data))
     chain = (generate(spec, tmp_path / "p") / "src" / "none_edge.cu").read_text()
     assert "/*has_unsynced_edge=*/false" in chain  # the runtime creates and records no completion events
+
+
+def _column_banded_spec(arch: str = "sm90") -> dict:
+    tile = {"threadblock": [128, 128, 64]} if arch == "sm90" else GEMM_TILE
+    stages = [{"name": "g1", "op": "gemm", "a": "input", "n": 1024, "k": 1024, "tile": tile, "order": "column_banded"},
+              {"name": "g2", "op": "gemm", "a": "g1", "sync": "tile", "n": 1024, "k": 1024, "tile": tile,
+               "order": "column_banded"}]
+    return {"name": "column_banded", "arch": arch, "target": "sm_90", "stages": stages}
+
+
+def test_column_banded_order_reaches_the_stage_table_and_explain(tmp_path: Path) -> None:
+    """order: column_banded (bands of 4 tile columns, row by row: CUTLASS's raster along M with swizzle 4)
+    is planned, explained and emitted as cusync::TileOrder::kColumnBanded (tile_of: tests/runtime/policy_math.cu);
+    measured for sm90 GEMMs only, so the sm80 backend refuses it, naming the field."""
+    plan = make_plan(parse_spec(_column_banded_spec()))
+    assert "column_banded: 4 tile columns at a time" in plan.describe(1024)
+    spec = tmp_path / "column_banded.json"
+    spec.write_text(json.dumps(_column_banded_spec()))
+    project = generate(spec, tmp_path / "p")
+    assert "cusync::TileOrder::kColumnBanded" in (project / "src" / "column_banded_stages.h").read_text()
+    with pytest.raises(SpecError) as refused:
+        parse_spec(_column_banded_spec("sm80"))
+    assert refused.value.field == "stages[0].order" and "sm90 GEMM stages only" in str(refused.value)

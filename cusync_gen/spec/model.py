@@ -66,6 +66,7 @@ class Order(str, Enum):
     ROW_MAJOR = "row_major"
     COLUMN_MAJOR = "column_major"
     BANDED = "banded"  # bands of 4 tile rows, column-major inside a band
+    COLUMN_BANDED = "column_banded"  # bands of 4 tile columns, row-major inside a band (CUTLASS's along M, swizzle 4)
 
 
 class Mode(str, Enum):

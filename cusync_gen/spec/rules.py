@@ -35,6 +35,7 @@ from cusync_gen.spec.model import (
     ChainSpec,
     Epilogue,
     Op,
+    Order,
     Policy,
     StageSpec,
     consumers_of,
@@ -93,6 +94,12 @@ def check_rules(spec: ChainSpec) -> None:
                 f"stages[{i}].bias",
                 f"a {stage.op.value} stage has no bias; only a gemm stage adds one (before its epilogue)",
                 "remove bias from this stage, or put it on the GEMM that produces its input",
+            )
+        if stage.order is Order.COLUMN_BANDED and not (spec.arch is Arch.SM90 and stage.op is Op.GEMM):
+            raise SpecError(
+                f"stages[{i}].order",
+                "order column_banded (CUTLASS's raster along M with swizzle 4) is measured for sm90 GEMM stages only",
+                "use row_major, column_major or banded, or set arch: sm90",
             )
         if stage.split_k != 1:
             raise SpecError(

@@ -44,7 +44,8 @@ int main() {
       check_policy("RowSync", cusync::RowSync(64, 128, tiles_n), tiles_m, tiles_n);
       check_policy("StridedSync", cusync::StridedSync(128, 64, half, 2), tiles_m, tiles_n);
       check_policy("Conv2DTileSync", cusync::Conv2DTileSync(128, 64, tiles_n, 3, 3, 56), tiles_m, tiles_n);
-      for (auto order : {cusync::TileOrder::kRowMajor, cusync::TileOrder::kColumnMajor, cusync::TileOrder::kBanded}) {
+      for (auto order : {cusync::TileOrder::kRowMajor, cusync::TileOrder::kColumnMajor, cusync::TileOrder::kBanded,
+                         cusync::TileOrder::kColumnBanded}) {
         std::vector<int> seen(tiles_m * tiles_n, 0);
         for (int i = 0; i < tiles_m * tiles_n; ++i) {
           cusync::TileCoord t = cusync::tile_of(order, i, tiles_m, tiles_n);
@@ -64,6 +65,11 @@ int main() {
   cusync::TileCoord const b1 = cusync::tile_of(cusync::TileOrder::kBanded, 33, 10, 4);
   cusync::TileCoord const b2 = cusync::tile_of(cusync::TileOrder::kBanded, 34, 10, 4);
   CHECK(b0.m == 0 && b0.n == 1 && b1.m == 9 && b1.n == 0 && b2.m == 8 && b2.n == 1, "banded order");
+  // Column-banded: kBandRows (4) tile columns row by row, then the last 2 columns of a 3x10 grid.
+  cusync::TileCoord const c0 = cusync::tile_of(cusync::TileOrder::kColumnBanded, 4, 3, 10);
+  cusync::TileCoord const c1 = cusync::tile_of(cusync::TileOrder::kColumnBanded, 24, 3, 10);
+  cusync::TileCoord const c2 = cusync::tile_of(cusync::TileOrder::kColumnBanded, 29, 3, 10);
+  CHECK(c0.m == 1 && c0.n == 0 && c1.m == 0 && c1.n == 8 && c2.m == 2 && c2.n == 9, "column-banded order");
   // Conv2DTileSync halo: a 3x3 window on 56-wide images reaches 57 rows; a 128-row tile at rows
   // [128, 256) waits for producer row tiles 0..2 of 10, and the first tile for 0..1.
   cusync::SyncPolicy const conv = cusync::Conv2DTileSync(128, 64, 4, 3, 3, 56);

@@ -21,8 +21,8 @@ namespace cusync::sm90 {
 
 struct BenchHooks {
   static constexpr bool kBaselines = true;
-  static constexpr char const* kOrders = "spec,row_major,column_major,banded";
-  static constexpr char const* kOrdersError = "--orders takes spec, row_major, column_major and banded";
+  static constexpr char const* kOrders = "spec,row_major,column_major,banded,column_banded";
+  static constexpr char const* kOrdersError = "--orders takes spec, row_major, column_major, banded and column_banded";
   static constexpr bool kOrderedSequential = true;  // run_sequential()'s stages take their tiles in that order too
   static constexpr char const* kUsageMore = " [--autotune ROUNDS]";
   template <typename Value>
@@ -33,7 +33,7 @@ struct BenchHooks {
     return true;
   }
   static bool order_ok(std::string const& p) {
-    return p == "spec" || p == "row_major" || p == "column_major" || p == "banded";
+    return p == "spec" || p == "row_major" || p == "column_major" || p == "banded" || p == "column_banded";
   }
 
   template <typename Chain>
@@ -49,6 +49,7 @@ struct BenchHooks {
     chain.set_tile_order(order == "spec"        ? -1
                          : order == "row_major" ? int(TileOrder::kRowMajor)
                          : order == "banded"    ? int(TileOrder::kBanded)
+                         : order == "column_banded" ? int(TileOrder::kColumnBanded)
                                                 : int(TileOrder::kColumnMajor));
   }
 
