@@ -10,7 +10,7 @@
 // one of the heuristic's first kLtSearchAlgos that ran the whole chain fastest on this GPU (as PyTorch's
 // TunableOp tunes its GEMMs, but timed in the chain's graph: timed alone, back to back, a GEMM ranked
 // differently; measured on the H200, the heuristic's first is 1-7% slower than the best of eight at most
-// shapes from M = 1024: benchmarks/results/2026-12-01-h200-sm90/gemm-probe/, NOTES h12).
+// shapes from M = 1024: benchmarks/results/2026-12-01-h200-sm90/gemm-probe/, NOTES h13).
 #pragma once
 
 #include <algorithm>
