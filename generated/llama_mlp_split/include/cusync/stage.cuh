@@ -180,18 +180,40 @@ __device__ __forceinline__ TileCoord begin_tile(StageSync const& sync) {
 // pool and the next run starts at epoch 0, exactly as after initialize(). That is safe here: every post
 // of this run has been waited for (seen complete) by its consumers, so no post is still in flight, and
 // the next run starts only after this kernel ends. It costs one pass over the pool every 2^32 runs.
-__device__ __forceinline__ void close_run_inline(StageSync const& sync) {
+//
+// `lanes` threads close the run together: 1 (the thread that counted the last finish, alone) or 32 (its
+// whole warp, converged; lane = threadIdx.x % 32). `closer` is that thread. In an sm90 warp-specialized
+// kernel the whole warp calls it under a warp-uniform branch: a loop inside one elected lane's branch made
+// ptxas keep every loop-carried value of the math warps' tile loop (the mainloop's pipeline state, the
+// wgmma descriptors) in per-thread registers, moved to uniform ones before each wgmma (benchmarks/NOTES.md
+// h17). Here every loop's trip count is the same in every lane and a lane's share is one predicated store.
+__device__ __forceinline__ void close_run_lanes(StageSync const& sync, bool closer, int lane, int lanes) {
   ChainState* state = sync.state;
-  ptx::fence_acq_rel_gpu();  // acquire side of the finished counter: see every start the sinks saw
-  state->finished = 0;
-  for (int32_t s = 0; s < sync.num_stages; ++s) state->started_base[s] = ptx::ld_relaxed_gpu(&state->started[s]);
-  uint32_t const epoch = state->epoch;
-  if (epoch == kLastEpoch) {
-    for (uint64_t i = 0; i < state->semaphore_words; ++i) state->semaphores[i] = 0;
+  // Acquire side of the finished counter (in the thread that read it): see every start the sinks saw.
+  // The warp barrier then orders the other lanes' reads after that acquire.
+  if (closer) ptx::fence_acq_rel_gpu();
+  if (lanes > 1) __syncwarp();
+  if (lane == 0) state->finished = 0;
+  for (int32_t base = 0; base < sync.num_stages; base += lanes) {
+    int32_t const s = base + lane;
+    if (s < sync.num_stages) state->started_base[s] = ptx::ld_relaxed_gpu(&state->started[s]);
   }
-  __threadfence();
-  state->epoch = epoch == kLastEpoch ? 0u : epoch + 1u;
+  uint32_t const epoch = state->epoch;  // written only here, by lane 0, after every lane read it
+  if (epoch == kLastEpoch) {
+    for (uint64_t base = 0; base < state->semaphore_words; base += uint64_t(lanes)) {
+      uint64_t const i = base + uint64_t(lane);
+      if (i < state->semaphore_words) state->semaphores[i] = 0;
+    }
+  }
+  // Every lane's stores, then one release: the barrier and lane 0's fence publish them with the epoch.
+  if (lanes > 1) __syncwarp();
+  if (lane == 0) {
+    __threadfence();
+    state->epoch = epoch == kLastEpoch ? 0u : epoch + 1u;
+  }
 }
+
+__device__ __forceinline__ void close_run_inline(StageSync const& sync) { close_run_lanes(sync, true, 0, 1); }
 
 // The same as a call, for sm80 kernels (see spin_wait_at_least for why sm90 ones inline it).
 __device__ __noinline__ inline void close_run(StageSync const& sync) { close_run_inline(sync); }

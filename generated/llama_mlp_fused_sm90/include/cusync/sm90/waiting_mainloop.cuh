@@ -16,6 +16,7 @@
 #include "cutlass/cutlass.h"
 #include "cute/tensor.hpp"
 
+#include "cusync/sm90/ticket_scheduler.cuh"
 #include "cusync/stage.cuh"
 
 namespace cusync::sm90 {
@@ -23,6 +24,7 @@ namespace cusync::sm90 {
 struct MainloopWait {
   InputWait input{};              // policy, semaphores, timeout; input.enabled == false: no waits
   int32_t producer_tiles_m = 0;   // rows of producer tiles in this run (clamps the last row's wait)
+  TileQueue queue{};              // the scheduler's tile queue: this warp publishes its tickets (publish_next)
 };
 
 template <class Base>
@@ -57,8 +59,22 @@ struct WaitingMainloop : Base {
     if (!input.enabled) {
       Base::load(params, pipeline, smem_pipe_write, load_inputs, blk_coord, k_tile_iter, k_tile_count, thread_idx,
                  block_rank_in_cluster, shared_tensors);
-      return;
+    } else {
+      load_waiting(params, pipeline, smem_pipe_write, load_inputs, blk_coord, k_tile_iter, k_tile_count, thread_idx,
+                   block_rank_in_cluster, shared_tensors);
     }
+    // This tile's loads are issued: the ticket of the load warp's next sequence number (the kernel calls
+    // load() once per tile, for every sequence number in order).
+    TicketTileScheduler::publish_next(params.wait.queue, ++tiles_loaded_);
+  }
+
+ private:
+  template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
+  CUTLASS_DEVICE void load_waiting(Params const& params, MainloopPipeline pipeline, PipelineState smem_pipe_write,
+                                   cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
+                                   KTileIterator k_tile_iter, int k_tile_count, int thread_idx,
+                                   uint32_t block_rank_in_cluster, TensorStorage& shared_tensors) {
+    InputWait const& input = params.wait.input;
     constexpr int kBlockM = cute::size<0>(TileShape{});
     constexpr int kBlockK = cute::size<2>(TileShape{});
     // The epoch is fixed for the whole kernel (the run's last sink tile bumps it after every wait of the
@@ -90,7 +106,6 @@ struct WaitingMainloop : Base {
     }
   }
 
- private:
   struct WaitRange {
     int32_t row_begin;          // A rows this tile reads
     int32_t row_end;
@@ -134,6 +149,7 @@ struct WaitingMainloop : Base {
 
   uint32_t epoch_ = 0;
   bool have_epoch_ = false;
+  uint32_t tiles_loaded_ = 0;  // load() calls so far: the load warp's sequence number
 };
 
 }  // namespace cusync::sm90

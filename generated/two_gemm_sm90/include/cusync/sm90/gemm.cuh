@@ -378,6 +378,7 @@ struct SyncedGemm {
     queue.wait_primary_at_exit = sync.wait_primary_at_exit;
     queue.ring_offset = kRingOffset;
     queue.trace = sync.trace;
+    params.mainloop.wait.queue = queue;  // the load warp takes the tickets after each tile's loads
     // One CTA per SM (the mainloop takes the shared memory): a persistent grid, never more than a wave.
     int const tiles = sync.tiles_m * sync.tiles_n;
     dim3 const grid(unsigned(tiles < sm_count ? tiles : sm_count), 1, 1);

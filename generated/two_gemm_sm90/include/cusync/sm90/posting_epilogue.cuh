@@ -92,6 +92,7 @@ struct PostingEpilogue : Base {
         }
       }
       __syncwarp();
+      bool closes = false;  // this lane counted the run's last finished tile
       if (cute::elect_one_sync()) {
         if (sync_.output.enabled()) {
           // The epoch is fixed for the whole kernel: load it once, at the first post.
@@ -108,10 +109,13 @@ struct PostingEpilogue : Base {
         }
         if (sync_.counts_finish) {
           ptx::fence_acq_rel_gpu();
-          // No call in a warp-specialized kernel (see spin_wait_inline).
-          if (atomicAdd(&sync_.state->finished, 1u) == sync_.run_blocks - 1u) close_run_inline(sync_);
+          closes = atomicAdd(&sync_.state->finished, 1u) == sync_.run_blocks - 1u;
         }
       }
+      // The elected lane's branch stays straight-line code; the close (loops over the stages and, once
+      // every 2^32 runs, the pool) runs in the whole warp under a warp-uniform vote. No call in a
+      // warp-specialized kernel (see spin_wait_inline).
+      if (__any_sync(0xffffffffu, closes)) close_run_lanes(sync_, closes, int(threadIdx.x % 32), 32);
       __syncwarp();
     }
     return next;

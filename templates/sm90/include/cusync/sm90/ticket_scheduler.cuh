@@ -10,7 +10,9 @@
 //
 // The warp roles of a warp-specialized kernel must agree on the tile. The mainloop load warp (warp 0)
 // is always ahead of the math warps, so it takes the tickets and publishes each one in a small ring in
-// shared memory; the math warps read the ring in the same sequence. A slot is reused only after every
+// shared memory (publish_next, called by WaitingMainloop::load after a tile's last loads, so that this
+// code is in the load warp's path alone); every warp, the load warp too, reads the ring in the same
+// sequence. A slot is reused only after every
 // reader warp has read it, so the ring never overruns however far the load warp runs ahead.
 // Both CUTLASS schedules are served. Cooperative: both math warp groups work on every tile (sequence
 // 0, 1, 2, ...). Ping-pong: the math warp groups take alternate tiles (group 0 the even sequence
@@ -104,6 +106,15 @@ __device__ __forceinline__ int32_t atom_relaxed_cta_store(int32_t* p, int32_t v)
   return old;
 }
 
+// Every lane of a warp that takes part reads the ring itself (the same address), and no value is defined
+// in a branch on the lane: a tile index or a spin taken by one lane and broadcast (shfl, ballot, or a
+// value written in `if (lane == 0)`) made ptxas keep every loop-carried value of the math warps' tile
+// loop (the mainloop's pipeline state, the wgmma descriptors) in per-thread registers, moved to uniform
+// ones before each wgmma: 88 instead of CUTLASS's 57 instructions per 8 wgmmas in the ping-pong kernel's
+// K loop (benchmarks/NOTES.md h17). So did the load warp's ticket code inlined into the math warps'
+// get_current_work(), though they never run it: it lives in publish_next, which only the load warp's
+// mainloop calls. One lane's branch holds only straight-line code that defines nothing read after it.
+//
 // Spins on a shared-memory counter of this CTA until it reaches `target`. The warp roles of one CTA
 // cannot disagree unless the kernel is broken, and then no error record can save the run: after the
 // timeout the kernel traps (the host sees cudaErrorLaunchFailure) instead of hanging the GPU.
@@ -179,9 +190,12 @@ class TicketTileScheduler : public cutlass::gemm::kernel::detail::PersistentTile
     if (!queue_->dynamic) return;  // static assignment: every warp computes its tiles itself
     detail::TicketRing& ring = detail::ticket_ring(queue_->ring_offset);
     if (threadIdx.x == 0) {
-      for (int i = 0; i < detail::kRingSlots; ++i) ring.reads[i] = 0;
-      ring.tile[0] = take_ticket();
-      for (int i = 1; i < queue_->tiles_at_entry; ++i) ring.tile[i] = ring.tile[i - 1] < 0 ? -1 : take_ticket();
+      for (int i = 0; i < detail::kRingSlots; ++i) {
+        ring.reads[i] = 0;
+        ring.tile[i] = -1;  // a reader past the end reads its slot too (and drops the value)
+      }
+      ring.tile[0] = take_ticket(*queue_);
+      for (int i = 1; i < queue_->tiles_at_entry; ++i) ring.tile[i] = ring.tile[i - 1] < 0 ? -1 : take_ticket(*queue_);
       ring.published = uint32_t(queue_->tiles_at_entry);
     }
     __syncthreads();
@@ -213,6 +227,29 @@ class TicketTileScheduler : public cutlass::gemm::kernel::detail::PersistentTile
     return cute::make_tuple(get_current_work(), true);
   }
 
+  // The load warp (all its lanes, converged), once it has issued the last loads of sequence number
+  // seq - 1: takes the ticket of `seq` and publishes it, so that the atomic's round trip hides behind the
+  // MMAs of the stages still in flight and the epilogue. (Taking it a tile ahead would hide nothing more
+  // and would let a busy CTA hold a tile that an idle one could run.) The numbers below tiles_at_entry
+  // were published by the constructor; nothing is published past the end marker.
+  CUTLASS_DEVICE static void publish_next(TileQueue const& queue, uint32_t seq) {
+    if (!queue.dynamic || seq < uint32_t(queue.tiles_at_entry)) return;
+    detail::TicketRing& ring = detail::ticket_ring(queue.ring_offset);
+    uint32_t const slot = seq % detail::kRingSlots;
+    // The slot's previous uses (seq - kRingSlots, seq - 2 kRingSlots, ...) must have been read by their
+    // reader warps. The numbers published at entry are read in initial_work_tile_info, uncounted (CUTLASS
+    // 4.2's ping-pong kernel advances its second math warp group by one before that call): every warp
+    // reads them before its first tile, long before this warp is kRingSlots tiles ahead.
+    uint32_t const uses = seq / detail::kRingSlots - (slot < uint32_t(queue.tiles_at_entry) ? 1u : 0u);
+    detail::spin_until_at_least(&ring.reads[slot], uses * uint32_t(queue.reader_warps), queue.timeout_ns);
+    if (threadIdx.x == 0) {  // thread 0 takes every ticket
+      int32_t const previous = detail::atom_relaxed_cta_read(&ring.tile[(seq - 1) % detail::kRingSlots]);
+      detail::atom_relaxed_cta_store(&ring.tile[slot], previous < 0 ? -1 : take_ticket(queue));
+      detail::atom_release_cta_store(&ring.published, seq + 1);
+    }
+    __syncwarp();
+  }
+
  private:
   // Static assignment (a stage that waits for nothing, or a run with synchronization off): CTA b takes
   // the tiles b, b + grid, b + 2 grid, ... of the stage's order, like CUTLASS's persistent scheduler,
@@ -228,35 +265,29 @@ class TicketTileScheduler : public cutlass::gemm::kernel::detail::PersistentTile
     return int32_t(linear);
   }
 
-  // Thread 0 only. The load warp takes the next ticket when it has issued the current tile's last loads,
-  // so the atomic's round trip hides behind the MMAs of the stages still in flight and the epilogue.
-  // (Taking it a tile ahead would hide nothing more and would let a busy CTA hold a tile that an idle
-  // one could run.) Past the end: counts this CTA out, and the last CTA resets the queue for the next
-  // run (every CTA has taken its last ticket by then).
-  CUTLASS_DEVICE int32_t take_ticket() const {
-    int32_t const total = queue_->tiles_m * queue_->tiles_n;
-    uint32_t const ticket = atomicAdd(queue_->next, 1u);
+  // Thread 0 only. Past the end: counts this CTA out, and the last CTA resets the queue for the next run
+  // (every CTA has taken its last ticket by then).
+  CUTLASS_DEVICE static int32_t take_ticket(TileQueue const& queue) {
+    int32_t const total = queue.tiles_m * queue.tiles_n;
+    uint32_t const ticket = atomicAdd(queue.next, 1u);
     if (ticket < uint32_t(total)) {
-      if (queue_->trace != nullptr) {
-        TileCoord const t = tile_of(queue_->order, int32_t(ticket), queue_->tiles_m, queue_->tiles_n);
-        TileTrace::record(queue_->trace, t.m, t.n, queue_->tiles_n, 0);
+      if (queue.trace != nullptr) {
+        TileCoord const t = tile_of(queue.order, int32_t(ticket), queue.tiles_m, queue.tiles_n);
+        TileTrace::record(queue.trace, t.m, t.n, queue.tiles_n, 0);
       }
       return int32_t(ticket);
     }
     __threadfence();
     uint32_t const ctas = gridDim.x * gridDim.y * gridDim.z;
-    if (atomicAdd(queue_->exited, 1u) == ctas - 1u) {
-      *reinterpret_cast<uint32_t volatile*>(queue_->next) = 0u;
-      *reinterpret_cast<uint32_t volatile*>(queue_->exited) = 0u;
+    if (atomicAdd(queue.exited, 1u) == ctas - 1u) {
+      *reinterpret_cast<uint32_t volatile*>(queue.next) = 0u;
+      *reinterpret_cast<uint32_t volatile*>(queue.exited) = 0u;
     }
     return -1;
   }
 
-  // `linear` is the same in every lane. Broadcasting it from lane 0 says so to the compiler: a tile index
-  // read from shared memory (the ring) is otherwise a per-thread value, and everything the kernel derives
-  // from the tile (the tile loop, the mainloop's pipeline state and wgmma descriptors) would then live in
-  // per-thread registers, moved to uniform registers before every wgmma (measured: 64 instead of 48
-  // instructions in the math warps' K loop, and about 5-11% of the GEMM's time).
+  // `linear` is the same in every lane (each read the same slot, or computed the same static tile); the
+  // broadcast from lane 0 keeps the warp on one value whatever the compiler assumes.
   CUTLASS_DEVICE WorkTileInfo work_of(int32_t lane_linear) const {
     int32_t const linear = __shfl_sync(0xffffffffu, lane_linear, 0);
     if (linear < 0) {
@@ -267,41 +298,24 @@ class TicketTileScheduler : public cutlass::gemm::kernel::detail::PersistentTile
     return WorkTileInfo{t.m, t.n, 0, true};
   }
 
-  // The load warp (warp 0) publishes sequence number `seq` (it asks for every one, in order); every other
-  // warp that asks reads it. A reader whose number lies past the end (the ping-pong group that would
-  // have taken the tile after the last) sees the -1 the load warp published last and stops there.
+  // Every warp that asks reads sequence number `seq` from the ring: the load warp the number it published
+  // itself (publish_next, after its loads of the tile before), the math warps the numbers it published for
+  // them. A reader whose number lies past the end (the ping-pong group that would have taken the tile after
+  // the last) sees the -1 the load warp published last and stops there.
   CUTLASS_DEVICE WorkTileInfo work_at(uint32_t seq) {
     if (!queue_->dynamic) return work_of(static_tile(seq));
     detail::TicketRing& ring = detail::ticket_ring(queue_->ring_offset);
     uint32_t const slot = seq % detail::kRingSlots;
-    uint32_t const at_entry = uint32_t(queue_->tiles_at_entry);
-    int32_t linear;
-    bool const loader = cutlass::canonical_warp_idx_sync() == 0;
-    if (loader) {
-      if (threadIdx.x == 0 && seq >= at_entry) {
-        // The slot's previous uses (seq - kRingSlots, seq - 2 kRingSlots, ...) must have been read by
-        // their reader warps. The numbers published at entry are read in initial_work_tile_info, uncounted
-        // (CUTLASS 4.2's ping-pong kernel advances its second math warp group by one before that call):
-        // every warp reads them before its first tile, long before this warp is kRingSlots tiles ahead.
-        uint32_t const uses = seq / detail::kRingSlots - (slot < at_entry ? 1u : 0u);
-        detail::spin_until_at_least(&ring.reads[slot], uses * uint32_t(queue_->reader_warps), queue_->timeout_ns);
-        int32_t const previous = detail::atom_relaxed_cta_read(&ring.tile[(seq - 1) % detail::kRingSlots]);
-        detail::atom_relaxed_cta_store(&ring.tile[slot], previous < 0 ? -1 : take_ticket());
-        detail::atom_release_cta_store(&ring.published, seq + 1);
-      }
-      __syncwarp();
-      linear = detail::atom_relaxed_cta_read(&ring.tile[slot]);
-    } else {
-      uint32_t const published = detail::wait_published(ring, seq, queue_->timeout_ns);
-      if (published > seq) {
-        linear = detail::atom_relaxed_cta_read(&ring.tile[slot]);
-        __syncwarp();
-        if (cute::elect_one_sync()) detail::red_release_cta_add(&ring.reads[slot], 1u);
-      } else {
-        linear = -1;  // past the end: nothing more is published, so the slot needs no count
-        __syncwarp();
-      }
-    }
+    uint32_t const published = detail::wait_published(ring, seq, queue_->timeout_ns);
+    // Past the end nothing more is published: the slot's value is dropped and needs no count.
+    bool const in_ring = published > seq;
+    int32_t const tile = detail::atom_relaxed_cta_read(&ring.tile[slot]);
+    int32_t const linear = in_ring ? tile : -1;
+    // The load warp's own reads are not counted (reader_warps counts the math warps).
+    bool const counted = in_ring && cutlass::canonical_warp_idx_sync() != 0;
+    __syncwarp();  // every lane's read of the slot before the release that lets the load warp reuse it
+    bool const elected = cute::elect_one_sync();
+    if (counted && elected) detail::red_release_cta_add(&ring.reads[slot], 1u);
     return work_of(linear);
   }
 
