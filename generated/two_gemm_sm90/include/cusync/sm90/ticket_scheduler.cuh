@@ -12,8 +12,8 @@
 // is always ahead of the math warps, so it takes the tickets and publishes each one in a small ring in
 // shared memory (publish_next, called by WaitingMainloop::load after a tile's last loads, so that this
 // code is in the load warp's path alone); every warp, the load warp too, reads the ring in the same
-// sequence. A slot is reused only after every
-// reader warp has read it, so the ring never overruns however far the load warp runs ahead.
+// sequence. A slot is reused only after every reader warp has read it, so the ring never overruns
+// however far the load warp runs ahead.
 // Both CUTLASS schedules are served. Cooperative: both math warp groups work on every tile (sequence
 // 0, 1, 2, ...). Ping-pong: the math warp groups take alternate tiles (group 0 the even sequence
 // numbers, group 1 the odd ones: CUTLASS's advance_to_next_work(2)), so a slot has one group's warps as
