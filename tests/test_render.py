@@ -69,3 +69,17 @@ def test_column_banded_order_reaches_the_stage_table_and_explain(tmp_path: Path)
     with pytest.raises(SpecError) as refused:
         parse_spec(_column_banded_spec("sm80"))
     assert refused.value.field == "stages[0].order" and "sm90 GEMM stages only" in str(refused.value)
+
+
+def test_the_library_is_built_without_device_asserts_in_every_build_type(tmp_path: Path) -> None:
+    """NDEBUG on the library's kernels whatever the build type (a parent project's default is empty, where
+    CUTLASS's device asserts would make ptxas serialize the sm90 kernels' wgmma: NOTES h17); an option keeps
+    them for debugging."""
+    from conftest import REPO
+
+    for name in ("two_gemm", "two_gemm_sm90", "gpt3_attention"):
+        project = generate(REPO / "cusync_gen" / "examples" / f"{name}.yaml", tmp_path / name)
+        text = (project / "CMakeLists.txt").read_text()
+        option = f"{name.upper()}_DEVICE_ASSERTS"
+        assert f"option({option} " in text and f"OFF)" in text.split(f"option({option} ", 1)[1].split("\n", 1)[0]
+        assert f"if(NOT {option})\n  target_compile_definitions({name} PRIVATE NDEBUG)\nendif()" in text
