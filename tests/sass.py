@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-def _find_tool(name: str) -> str | None:
+def find_tool(name: str) -> str | None:
     """`name` from PATH, the CUDA toolkit, or the nvidia-cuda-<name> wheel (a test extra)."""
     path = shutil.which(name)
     if path is None and os.path.exists(f"/usr/local/cuda/bin/{name}"):
@@ -35,8 +35,8 @@ def _find_tool(name: str) -> str | None:
 
 def find_cuobjdump() -> str | None:
     """cuobjdump, where nvdisasm (which `cuobjdump -sass` runs) is found too; else None."""
-    cuobjdump = _find_tool("cuobjdump")
-    return cuobjdump if cuobjdump is not None and _find_tool("nvdisasm") is not None else None
+    cuobjdump = find_tool("cuobjdump")
+    return cuobjdump if cuobjdump is not None and find_tool("nvdisasm") is not None else None
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def wgmma_loops(sass: str) -> list[WgmmaLoop]:
 
 
 def sass_of(cuobjdump: str, obj: Path) -> str:
-    nvdisasm = _find_tool("nvdisasm")
+    nvdisasm = find_tool("nvdisasm")
     env = dict(os.environ)
     if nvdisasm is not None:
         env["PATH"] = f"{Path(nvdisasm).parent}{os.pathsep}{env.get('PATH', '')}"

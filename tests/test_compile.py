@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from conftest import EXAMPLES_SM80, EXAMPLES_SM90, REPO
+from sass import find_tool
 
 pytestmark = pytest.mark.nvcc
 
 
 def _tool(name: str) -> str:
-    path = shutil.which(name) or (f"/usr/local/cuda/bin/{name}" if os.path.exists(f"/usr/local/cuda/bin/{name}") else None)
+    path = find_tool(name)
     if path is None:
         pytest.skip(f"{name} not found")
     return path
