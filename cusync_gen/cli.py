@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import shutil
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from cusync_gen import __version__, paths
+from cusync_gen import __version__, fsio, paths
 from cusync_gen.errors import CusyncError, NoGpuError, ToolError, UsageError
 
 app = typer.Typer(
@@ -45,6 +45,10 @@ def _out() -> Console:
 
 def _err() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _warn(message: str) -> None:
+    _err().print(escape(message))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -113,6 +117,17 @@ def check_output_file(path: Path | None, option: str, example: str) -> Path | No
             raise UsageError(f"{option} {path}: {parent} is a file, not a folder",
                              hint=f"pass a path in a folder for {option}")
     return path
+
+
+def init_destination(output: str | None, file_name: str) -> Path:
+    """Where `init` writes: ./FILE, -o's file, or FILE inside -o's folder when -o ends with a slash (the
+    folder is created if need be); an existing folder without the slash is refused, as a file name."""
+    if output is None:
+        return Path(file_name)
+    path = Path(output)
+    if output.endswith(("/", os.sep)):
+        return check_output_file(path / file_name, "-o", file_name) or path / file_name
+    return check_output_file(path, "-o", file_name) or path
 
 
 def _write_error(err: OSError, path: Path, option: str) -> ToolError:
@@ -199,7 +214,8 @@ CutlassOpt = Annotated[Optional[Path], typer.Option("--cutlass-dir", help="CUTLA
 @app.command()
 def init(
     name: Annotated[Optional[str], typer.Argument(help="Example to copy (see --list).", show_default=False)] = None,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Where to write it [./NAME.yaml].")] = None,
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Where to write it [./NAME.yaml]; DIR/ (with "
+                                                  "the slash) writes DIR/NAME.yaml.")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the shipped examples.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
@@ -214,12 +230,9 @@ def init(
     source = paths.example_path(name)
     if source is None:
         raise _unknown_example(name)
-    dest = check_output_file(output, "-o", f"{name}.yaml") or Path(f"{name}.yaml")
-    if dest.exists() and not force:
-        raise UsageError(f"{dest} already exists", hint="pass --force to overwrite it, or -o another file")
+    dest = init_destination(output, f"{name}.yaml")
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, dest)
+        fsio.write_file(dest, source.read_bytes(), "-o", overwrite=force)
     except OSError as err:
         raise _write_error(err, dest, "-o") from err
     _out().print(f"wrote {escape(str(dest))}")
@@ -291,7 +304,7 @@ def generate(
 
     # check: raises (exit 1) when stale
     project = render_generate(resolve_spec(spec), output, check_target(target, "--target"), check, force=force,
-                              torch=torch)
+                              torch=torch, notify=_warn)
     _out().print(f"{escape(str(output))} is up to date" if check else f"generated {escape(str(project))}")
 
 
@@ -323,7 +336,7 @@ def _project_of(target: str, output: Path | None, arch: str | None, force: bool 
     from cusync_gen.spec.loading import load_spec
 
     project = output or Path("generated") / load_spec(spec_path).name
-    render_generate(spec_path, project, check_target(arch, "--arch"), False, force=force)
+    render_generate(spec_path, project, check_target(arch, "--arch"), False, force=force, notify=_warn)
     return project
 
 

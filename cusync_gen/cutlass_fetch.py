@@ -124,6 +124,7 @@ def extract_headers(wheel: Path, dest: Path) -> int:
         archive = zipfile.ZipFile(wheel)
     except (OSError, zipfile.BadZipFile) as err:
         raise ToolError(f"cannot open {wheel} as a wheel: {err}", hint=_HINT) from err
+    replaced = fsio.inventory(dest)  # the old tree as it is now: a file that appears later is carried over
     staging = fsio.new_staging(dest)
     try:
         count = 0
@@ -135,19 +136,25 @@ def extract_headers(wheel: Path, dest: Path) -> int:
                 target = _member_target(info.filename, staging)
                 if target is None:
                     continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with archive.open(info) as src, open(target, "wb") as out:
+                with archive.open(info) as src, fsio.create_new(target) as out:
                     shutil.copyfileobj(src, out)
                 count += 1
         if not (staging / "include" / "cutlass" / "cutlass.h").is_file():
             raise ToolError(f"{wheel.name} has no cutlass_library/source/include/cutlass/cutlass.h",
                             hint=f"use the {CUTLASS_PIN} wheel; " + _HINT)
-        (staging / "VERSION").write_text(CUTLASS_PIN + "\n")
+        fsio.write_new(staging / "VERSION", (CUTLASS_PIN + "\n").encode())
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        fsio.discard_staging(staging)
         raise
-    fsio.swap_in(staging, dest, keep=[])
+    fsio.swap_in(staging, dest, keep=[], replaced=replaced)
     return count
+
+
+def _ours_in(folder: Path) -> fsio.Deletable:
+    """For a leftover folder of a killed fetch: a tree we extracted (its VERSION names the pin) is ours
+    as a whole; anything else is kept."""
+    ours = fetched_by_us(folder)
+    return lambda rel, info, fd: ours
 
 
 def _check_dest(dest: Path, force: bool) -> None:
@@ -178,7 +185,7 @@ def fetch_cutlass(dest: Path | None = None, wheel: Path | None = None, force: bo
             raise ToolError(f"wheel not found: {wheel}", hint=_HINT)
         dest.parent.mkdir(parents=True, exist_ok=True)
         with fsio.lock(dest, lock_wait_s):
-            fsio.recover(dest)
+            fsio.recover(dest, _ours_in)
             if not force and is_fetched(dest):  # another fetch finished while we waited
                 return dest
             _check_dest(dest, force)

@@ -1,43 +1,59 @@
-"""Writing a folder tree onto the user's disk without ever leaving a mix: checks, a lock, an atomic swap.
+"""Writing onto the user's disk without ever leaving a mix or losing a file: checks, a lock, a swap.
 
-Everything cusync-gen writes as a folder (a generated project, the fetched CUTLASS headers) goes through
-here, so one discipline holds for all of it:
+Everything cusync-gen writes goes through here, so one discipline holds for all of it:
 
-- `check_target(path, option)`: the target must be a folder or nothing; a file, a path under a file,
-  the current folder, the home folder or one above them is a UsageError naming the option.
-- `lock(target)`: an exclusive `flock` on a sibling `.NAME.lock`, so two writers of one target take
-  turns (the second waits a while, then fails with a clear error) instead of interleaving.
-- `swap_in(staging, target, keep)`: the new tree is complete in a sibling staging folder; entries of the
-  old target that must survive (`keep`: build/, the user's own files) are moved into it, then two renames
-  swap it with the old target, which is deleted. Any exception (KeyboardInterrupt included) rolls back
-  to the old target; a SIGINT during the renames is held until they are done. A SIGKILLed run leaves
-  sibling folders whose names say what they are, and `recover(target)` (run by the next writer, under
-  the lock) finishes or undoes that swap, so no user file is ever lost and no leftover stays.
+- `check_target(path, option)`: a folder target must be a folder or nothing; a file, a path under a
+  file, the current folder, the home folder or one above them is a UsageError naming the option.
+- `lock(target)`: an exclusive `flock` on a sibling `.NAME.lock`, opened without following links, so
+  two writers of one target take turns (the second waits a while, then fails with a clear error).
+- `swap_in(staging, target, keep, replaced)`: the new tree is complete in a sibling staging folder;
+  the entries of the old target listed in `keep` (build/, the user's own files) are moved into it,
+  then two renames swap it with the old target. The old tree, now aside, is then *settled*: a file
+  is deleted only if it is still exactly the file `replaced` listed (same inode, size and mtime, seen
+  before the swap), everything else (a file that appeared or changed while we wrote) is moved into
+  the new target, and what cannot be moved there without overwriting is kept in a visible sibling
+  folder `NAME.cusync-kept-XXXXXXXX` that the caller reports. Nothing is ever deleted as a tree.
+- Any exception before the second rename (KeyboardInterrupt included) rolls back to the old target; a
+  SIGINT during the renames is held until they are done. A SIGKILLed run leaves sibling folders whose
+  names say what they are; `recover(target, ours_in)` (run by the next writer, under the lock)
+  settles them the same way. It trusts a leftover only if it is a real folder (not a link) owned by
+  this user, and it moves entries only through folders it opened without following links.
+- `write_file(dest, data, option, overwrite)`: one file (a spec, results, a plot), written to a
+  temporary sibling and renamed or linked into place, so a link at `dest` is replaced, never written
+  through, and `overwrite=False` can never clobber a file that appeared meanwhile.
+- `create_new(path)`: a new file in a folder of ours (O_CREAT | O_EXCL | O_NOFOLLOW).
 
-Layering: imports only `errors`; `render` and `cutlass_fetch` use it.
+Layering: imports only `errors`; `render`, `cutlass_fetch` and the CLI use it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
-import json
 import os
 import secrets
-import shutil
 import signal
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from cusync_gen.errors import CusyncError, ToolError, UsageError
 
 STAGING_TAG = ".cusync-new-"  # .NAME.cusync-new-XXXXXXXX: the new tree being written
 ASIDE_TAG = ".cusync-old-"  # .NAME.cusync-old-XXXXXXXX: the old tree, moved aside during the swap
-JOURNAL = ".cusync-kept"  # in the staging folder: the entries moved in from the old target, as JSON
+KEPT_TAG = ".cusync-kept-"  # NAME.cusync-kept-XXXXXXXX (visible): entries that could not be placed
+TEMP_TAG = ".cusync-tmp-"  # .NAME.cusync-tmp-XXXXXXXX: a single file being written
+JOURNAL = ".cusync-kept"  # in the staging folder: marks it complete (the swap has begun)
 LOCK_WAIT_S = 20.0
+SETTLE_PASSES = 3  # how often settling re-reads a folder that something keeps writing into
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class Interrupted(CusyncError):
@@ -85,11 +101,23 @@ def lock_path(target: Path) -> Path:
 @contextlib.contextmanager
 def lock(target: Path, wait_s: float | None = None) -> Iterator[None]:
     """Hold the writer's lock of `target` (the parent folder must exist), waiting up to `wait_s`
-    (default LOCK_WAIT_S) for another holder; the lock file is removed on release."""
+    (default LOCK_WAIT_S) for another holder; the lock file is removed on release. A lock path that
+    is a link, or not a regular file of this user, is refused: we never create a file through it."""
     path = lock_path(target)
     deadline = time.monotonic() + (LOCK_WAIT_S if wait_s is None else wait_s)
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        except OSError as err:
+            if err.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EOPNOTSUPP):
+                raise UsageError(f"{path} is in the way of cusync-gen's lock file (it is a link, a folder or not "
+                                 "a regular file)", hint=f"remove {path}, then run this again") from None
+            raise
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            os.close(fd)
+            raise UsageError(f"{path} is in the way of cusync-gen's lock file (not a regular file of this user)",
+                             hint=f"remove {path}, then run this again")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -100,7 +128,7 @@ def lock(target: Path, wait_s: float | None = None) -> Iterator[None]:
             time.sleep(0.05)
             continue
         try:  # the holder before us unlinks the file on release: lock the file that is there now
-            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+            same = os.stat(path, follow_symlinks=False).st_ino == info.st_ino
         except FileNotFoundError:
             same = False
         if same:
@@ -110,7 +138,8 @@ def lock(target: Path, wait_s: float | None = None) -> Iterator[None]:
         yield
     finally:
         with contextlib.suppress(OSError):
-            os.unlink(path)
+            if os.stat(path, follow_symlinks=False).st_ino == info.st_ino:
+                os.unlink(path)
         os.close(fd)
 
 
@@ -123,57 +152,335 @@ def new_staging(target: Path) -> Path:
     return staging
 
 
-def _leftovers(target: Path, tag: str) -> list[Path]:
-    prefix = f".{target.name}{tag}"
-    return sorted(p for p in target.parent.iterdir() if p.name.startswith(prefix) and p.is_dir()
-                  and not p.is_symlink())
+@contextlib.contextmanager
+def create_new(path: Path) -> Iterator[BinaryIO]:
+    """A new file at `path` (its folders are created), never through a link and never over a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    with os.fdopen(fd, "wb") as out:
+        yield out
 
 
-def _read_journal(staging: Path) -> list[str]:
+def write_new(path: Path, data: bytes) -> None:
+    """`create_new` with these bytes."""
+    with create_new(path) as out:
+        out.write(data)
+
+
+def write_file(dest: Path, data: bytes, option: str, overwrite: bool) -> None:
+    """Put a file with `data` at `dest` (creating its folder) atomically: readers see the old file or
+    the new one. A link at `dest` is replaced, never written through. Without `overwrite`, anything at
+    `dest` (a dangling link too) is a UsageError, checked again at the moment the file appears."""
+    dest = Path(dest)
     try:
-        entries = json.loads((staging / JOURNAL).read_text())
-    except (OSError, ValueError):
-        return []
-    return [e for e in entries if isinstance(e, str)] if isinstance(entries, list) else []
+        info: os.stat_result | None = os.lstat(dest)
+    except FileNotFoundError:
+        info = None
+    if info is not None:
+        kind = ("a folder" if stat.S_ISDIR(info.st_mode) else "a symbolic link" if stat.S_ISLNK(info.st_mode)
+                else "a file" if stat.S_ISREG(info.st_mode) else "not a regular file")
+        if not overwrite or kind in ("a folder", "not a regular file"):
+            hint = (f"pass a file name for {option}" if kind == "a folder" else
+                    f"pass --force to replace it, or {option} another file" if kind != "not a regular file"
+                    else f"pass another file for {option}")
+            raise UsageError(f"{option} {dest} already exists ({kind})", hint=hint)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    temp = dest.parent / f".{dest.name}{TEMP_TAG}{secrets.token_hex(4)}"
+    try:
+        write_new(temp, data)
+        if overwrite:
+            os.replace(temp, dest)
+        else:
+            try:
+                os.link(temp, dest, follow_symlinks=False)  # fails if anything appeared at dest meanwhile
+            except FileExistsError:
+                raise UsageError(f"{option} {dest} already exists",
+                                 hint=f"pass --force to replace it, or {option} another file") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+
+
+# --------------------------------------------------------------------------------------------------
+# Moving entries between trees without following links
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_RENAME_NOREPLACE = 1
+
+
+def _rename_noreplace(name: str, src_fd: int, dst_fd: int) -> bool:
+    """Move entry `name` of folder `src_fd` into folder `dst_fd`; False if `dst_fd` has one already."""
+    renameat2 = getattr(_libc, "renameat2", None)
+    if renameat2 is not None:
+        raw = os.fsencode(name)
+        if renameat2(src_fd, raw, dst_fd, raw, _RENAME_NOREPLACE) == 0:
+            return True
+        err = ctypes.get_errno()
+        if err == errno.EEXIST:
+            return False
+        if err not in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+            raise OSError(err, os.strerror(err), name)
+    if _lexists_at(name, dst_fd):  # no renameat2 here: check, then rename (a narrow window)
+        return False
+    os.rename(name, name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+    return True
+
+
+def _lexists_at(name: str, dir_fd: int) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def _open_dir(root: Path | int, parts: tuple[str, ...] = (), create: bool = False) -> Iterator[int]:
+    """A descriptor of folder `root`/`parts`, reached without following a link at any step (ELOOP or
+    ENOTDIR otherwise); missing folders are created with `create`."""
+    fd = os.open(root, _DIR_FLAGS) if not isinstance(root, int) else os.dup(root)
+    try:
+        for part in parts:
+            try:
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                os.mkdir(part, dir_fd=fd)
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _move(src_root: Path, dst_root: Path, rel: str) -> None:
-    dst = dst_root / rel
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    os.rename(src_root / rel, dst)
+    """Move entry `rel` from one tree to the other (folders on the way created in `dst_root`), between
+    trees that only this writer changes (the target and its staging folder, under the lock)."""
+    *parents, name = rel.split("/")
+    with _open_dir(src_root, tuple(parents)) as src, _open_dir(dst_root, tuple(parents), create=True) as dst:
+        if _lexists_at(name, dst):
+            raise FileExistsError(errno.EEXIST, "in the way", str(dst_root / rel))
+        os.rename(name, name, src_dir_fd=src, dst_dir_fd=dst)
 
 
 def _move_back(staging: Path, target: Path, entries: list[str]) -> None:
     """Return kept entries from a staging folder to the target (those still in staging, not in target)."""
     for rel in entries:
-        if (staging / rel).exists() or (staging / rel).is_symlink():
-            if not (target / rel).exists() and not (target / rel).is_symlink():
-                _move(staging, target, rel)
+        with contextlib.suppress(FileNotFoundError, FileExistsError):
+            _move(staging, target, rel)
 
 
-def recover(target: Path) -> None:
-    """Finish or undo the swap of a writer that was killed; remove its leftover folders.
+# --------------------------------------------------------------------------------------------------
+# Settling an old tree into the new one
 
-    Call under `lock(target)`. Staging folders are deleted once the entries their journal names are
-    back in the target; if the target is missing (killed between the two renames), the staging
-    folder, which is complete by then, becomes the target.
-    """
-    for staging in _leftovers(target, STAGING_TAG):
-        if not target.exists() and not target.is_symlink() and (staging / JOURNAL).is_file():
-            os.rename(staging, target)
+@dataclass(frozen=True)
+class Seen:
+    """A regular file as it was when we decided to replace it: deleted later only if it still is."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+
+    @staticmethod
+    def of(info: os.stat_result) -> Seen:
+        return Seen(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def seen(path: Path) -> Seen | None:
+    """`Seen` of a regular file at `path` (not following a link), else None."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return Seen.of(info) if stat.S_ISREG(info.st_mode) else None
+
+
+def inventory(root: Path, skip: frozenset[str] = frozenset()) -> dict[str, Seen]:
+    """Every regular file under `root` (not following links), by relative path, but for the entries
+    (files or whole folders) named in `skip`."""
+    found: dict[str, Seen] = {}
+
+    def walk(fd: int, prefix: str) -> None:
+        with os.scandir(fd) as it:
+            entries = list(it)
+        for entry in entries:
+            if prefix + entry.name in skip:
+                continue
+            info = entry.stat(follow_symlinks=False)
+            if stat.S_ISDIR(info.st_mode):
+                with _open_dir(fd, (entry.name,)) as sub:
+                    walk(sub, prefix + entry.name + "/")
+            elif stat.S_ISREG(info.st_mode):
+                found[prefix + entry.name] = Seen.of(info)
+
+    if root.is_dir() and not root.is_symlink():
+        with _open_dir(root) as fd:
+            walk(fd, "")
+    return found
+
+
+Deletable = Callable[[str, os.stat_result, int], bool]  # (relative path, lstat, folder fd): ours to delete?
+
+
+def _settle_dir(src: int, dst: int | None, dst_root: Path, prefix: str, deletable: Deletable,
+                left: list[str]) -> None:
+    """Empty folder `src` into `dst` (None: not there yet, made on demand under `dst_root`): delete what
+    `deletable` confirms, move the rest, remove emptied folders; what stays is listed in `left`."""
+    with os.scandir(src) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for entry in entries:
+        rel = prefix + entry.name
+        info = entry.stat(follow_symlinks=False)
+        if stat.S_ISDIR(info.st_mode):
+            in_dst = dst is not None and _is_dir_at(entry.name, dst)
+            if not in_dst and not _holds_deletable(src, entry.name, rel + "/", deletable):
+                if not _place(entry.name, src, dst, dst_root, prefix):  # a folder of the user's: as a whole
+                    left.append(rel + "/")
+                continue
+            with _open_dir(src, (entry.name,)) as sub:
+                if in_dst:
+                    with _open_dir(dst, (entry.name,)) as sub_dst:  # type: ignore[arg-type]
+                        _settle_dir(sub, sub_dst, dst_root, rel + "/", deletable, left)
+                else:
+                    _settle_dir(sub, None, dst_root, rel + "/", deletable, left)
+            try:
+                os.rmdir(entry.name, dir_fd=src)
+            except OSError:
+                left.append(rel + "/")  # something stayed, or appeared meanwhile: the next pass sees it
+        elif stat.S_ISREG(info.st_mode) and deletable(rel, info, src):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.name, dir_fd=src)
+        elif not _place(entry.name, src, dst, dst_root, prefix):
+            left.append(rel)
+
+
+def _holds_deletable(parent: int, name: str, prefix: str, deletable: Deletable) -> bool:
+    """Whether folder `name` of `parent` holds, at any depth, a file that `deletable` confirms."""
+    with _open_dir(parent, (name,)) as fd, os.scandir(fd) as it:
+        for entry in it:
+            info = entry.stat(follow_symlinks=False)
+            if stat.S_ISREG(info.st_mode) and deletable(prefix + entry.name, info, fd):
+                return True
+            if stat.S_ISDIR(info.st_mode) and _holds_deletable(fd, entry.name, prefix + entry.name + "/", deletable):
+                return True
+    return False
+
+
+def _is_dir_at(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _place(name: str, src: int, dst: int | None, dst_root: Path, prefix: str) -> bool:
+    """Move entry `name` of `src` to the same place under the new tree, never over anything there."""
+    try:
+        if dst is not None:
+            return _rename_noreplace(name, src, dst)
+        parts = tuple(p for p in prefix.split("/") if p)
+        with _open_dir(dst_root, parts, create=True) as made:
+            return _rename_noreplace(name, src, made)
+    except OSError:
+        return False
+
+
+def settle(old_root: Path, target: Path, deletable: Deletable) -> Path | None:
+    """Empty the old tree `old_root` into `target`: delete what `deletable` confirms, move the rest over
+    (never replacing anything), remove its emptied folders. Re-read up to SETTLE_PASSES times if
+    something keeps appearing. Returns the visible folder that keeps what could not be placed, or None."""
+    left: list[str] = []
+    for _ in range(SETTLE_PASSES):
+        left = []
+        try:
+            with _open_dir(old_root) as src, _open_dir(target) as dst:
+                _settle_dir(src, dst, target, "", deletable, left)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            break  # the target is not a folder we can reach: keep everything, below
+        try:
+            os.rmdir(old_root)
+            return None
+        except FileNotFoundError:
+            return None
+        except OSError:
             continue
-        if target.is_dir():
-            _move_back(staging, target, _read_journal(staging))
-        shutil.rmtree(staging, ignore_errors=True)
-    for aside in _leftovers(target, ASIDE_TAG):
-        if not target.exists() and not target.is_symlink():
-            os.rename(aside, target)  # killed before the new tree arrived: the old one comes back
-        else:
-            shutil.rmtree(aside, ignore_errors=True)
-    if target.is_dir():
-        with contextlib.suppress(FileNotFoundError):
-            (target / JOURNAL).unlink()
+    kept = target.parent / f"{target.name}{KEPT_TAG}{secrets.token_hex(4)}"
+    try:
+        os.rename(old_root, kept)
+    except OSError:
+        return old_root
+    return kept
 
+
+# --------------------------------------------------------------------------------------------------
+# Leftovers of a killed writer
+
+def _trusted(path: Path) -> bool:
+    """A leftover we may act on: a real folder (not a link) owned by this user."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
+
+
+def _leftovers(target: Path, tag: str) -> list[Path]:
+    prefix = f".{target.name}{tag}"
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return []
+    return sorted(target.parent / n for n in names if n.startswith(prefix) and _trusted(target.parent / n))
+
+
+OursIn = Callable[[Path], Deletable]  # a leftover folder -> which of its files are ours to delete
+
+
+def recover(target: Path, ours_in: OursIn) -> list[Path]:
+    """Finish or undo the swap of a writer that was killed; settle its leftover folders.
+
+    Call under `lock(target)`. If the target is missing (killed between the two renames) the staging
+    folder, complete by then, becomes the target (else the old tree comes back). Every other leftover
+    is settled into the target (`settle`): `ours_in(folder)` says which of its files are ours, by that
+    folder's own record. Returns the folders kept for what could not be placed.
+    """
+    kept: list[Path] = []
+    missing = not os.path.lexists(target)
+    for staging in _leftovers(target, STAGING_TAG):
+        if missing and _is_file(staging / JOURNAL):
+            os.rename(staging, target)
+            missing = False
+    for aside in _leftovers(target, ASIDE_TAG):
+        if missing:
+            os.rename(aside, target)  # killed before the new tree arrived: the old one comes back
+            missing = False
+    if missing or not _trusted(target):
+        return kept
+    for leftover in _leftovers(target, STAGING_TAG) + _leftovers(target, ASIDE_TAG):
+        if leftover.name.startswith(f".{target.name}{STAGING_TAG}") and not _is_file(leftover / JOURNAL):
+            _remove_ours(leftover)  # killed while writing it: the swap never began, nothing else is in it
+            continue
+        ours = ours_in(leftover)
+        folder = settle(leftover, target, lambda rel, info, fd, ours=ours: rel == JOURNAL or ours(rel, info, fd))
+        if folder is not None:
+            kept.append(folder)
+    with contextlib.suppress(OSError):
+        if _is_file(target / JOURNAL):
+            os.unlink(target / JOURNAL)
+    return kept
+
+
+def _is_file(path: Path) -> bool:
+    return seen(path) is not None
+
+
+# --------------------------------------------------------------------------------------------------
+# The swap
 
 @contextlib.contextmanager
 def _sigint_held() -> Iterator[None]:
@@ -191,38 +498,77 @@ def _sigint_held() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
-def swap_in(staging: Path, target: Path, keep: list[str]) -> None:
-    """Make the complete tree in `staging` the target, carrying over `keep` (paths relative to target).
+def replaced_by(seen_before: dict[str, Seen]) -> Deletable:
+    """Deletable: a file is ours to delete only if it is still the very file seen before the swap."""
+    def deletable(rel: str, info: os.stat_result, _fd: int) -> bool:
+        return seen_before.get(rel) == Seen.of(info)
+    return deletable
 
-    Either it all happens or, on any exception, the target is as it was and `staging` is gone.
+
+def swap_in(staging: Path, target: Path, keep: list[str], replaced: dict[str, Seen]) -> Path | None:
+    """Make the complete tree in `staging` the target, carrying over `keep` (paths relative to target)
+    and, afterwards, anything else of the old tree that is not a file of `replaced` as it was seen.
+
+    Either the swap happens or, on any exception before it, the target is as it was and `staging` is
+    gone. Returns the visible folder that keeps entries that could not be placed (see `settle`), or None.
     """
     aside = target.parent / f".{target.name}{ASIDE_TAG}{secrets.token_hex(4)}"
     with _sigint_held():
         try:
-            (staging / JOURNAL).write_text(json.dumps(keep))
+            write_new(staging / JOURNAL, b"")
             for rel in keep:
                 _move(target, staging, rel)
-            if target.exists() or target.is_symlink():
+            if os.path.lexists(target):
                 os.rename(target, aside)
             os.rename(staging, target)
         except BaseException:
             _roll_back(staging, target, aside, keep)
             raise
-        # Committed: the new tree is in place. What is left is tidying (a failure here costs a leftover
-        # that the next writer removes, never a file).
+        # Committed: the new tree is in place. What is left never deletes a file that is not exactly
+        # one we meant to replace; a failure here leaves a leftover that the next writer settles.
         with contextlib.suppress(OSError):
-            (target / JOURNAL).unlink()
-        shutil.rmtree(aside, ignore_errors=True)
+            os.unlink(target / JOURNAL)
+        if not os.path.lexists(aside):
+            return None
+        try:
+            return settle(aside, target, replaced_by(replaced))
+        except OSError:
+            return aside
 
 
 def _roll_back(staging: Path, target: Path, aside: Path, keep: list[str]) -> None:
     """Undo what of `swap_in` happened, judged by what is on disk (not by which call raised)."""
-    if not staging.exists():  # the new tree had arrived
+    if not os.path.lexists(staging):  # the new tree had arrived
         os.rename(target, staging)
-    if aside.exists():
+    if os.path.lexists(aside):
         os.rename(aside, target)
     _move_back(staging, target, list(reversed(keep)))
-    shutil.rmtree(staging, ignore_errors=True)
+    _remove_ours(staging)
+
+
+def _remove_ours(staging: Path) -> None:
+    """Delete a staging folder of this run (everything in it was written by us, or moved back out)."""
+    with contextlib.suppress(OSError):
+        with _open_dir(staging) as fd:
+            _rmtree_fd(fd)
+        os.rmdir(staging)
+
+
+def _rmtree_fd(fd: int) -> None:
+    with os.scandir(fd) as it:
+        entries = list(it)
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            with _open_dir(fd, (entry.name,)) as sub:
+                _rmtree_fd(sub)
+            os.rmdir(entry.name, dir_fd=fd)
+        else:
+            os.unlink(entry.name, dir_fd=fd)
+
+
+def discard_staging(staging: Path) -> None:
+    """Remove a staging folder of this run that never got swapped in."""
+    _remove_ours(staging)
 
 
 def foreign_entries(root: Path, new_files: set[str], is_ours: Callable[[str, Path], bool],

@@ -10,6 +10,8 @@ that holds our project (a `manifest.json` whose "generator" is cusync-gen); anyt
 `force`. Of the old project it drops only the files its manifest lists *and* whose content still has the
 sha256 that manifest recorded (or, for manifests without hashes, that carry our banner); build/ and
 every other file it finds (the user's notes, a hand-edited file the new project no longer writes) stay.
+A generated file that was edited by hand and that the new project writes again is refused without
+`force`. Whatever appears in the folder while generate runs is carried over after the swap (`fsio.settle`).
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ import functools
 import hashlib
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from collections.abc import Callable
 from typing import Any
 
 import jinja2
@@ -300,29 +302,70 @@ def _check_report(out_dir: Path, shown: Path, rendered: dict[str, str]) -> str |
 # --------------------------------------------------------------------------------------------------
 # Writing
 
-def _write(out_dir: Path, shown: Path, rendered: dict[str, str], force: bool) -> None:
+def _ours_in(folder: Path) -> fsio.Deletable:
+    """For a leftover folder of a killed run: its files that its own manifest says we wrote, unchanged."""
+    old = read_old_project(folder) if fsio.seen(folder / "manifest.json") else None
+    if old is None:
+        return lambda rel, info, fd: False
+    return lambda rel, info, fd: rel in old.files and _generated_by_us(old, rel, folder / rel)
+
+
+def _edited(out_dir: Path, old: OldProject | None, rendered: dict[str, str]) -> list[str]:
+    """Files the new project writes that are there now but are not what we wrote (edited by hand, or the
+    user's own file of the same name), unless they already hold the new content."""
+    found = []
+    for rel, text in rendered.items():
+        path = out_dir / rel
+        if rel == "manifest.json" or fsio.seen(path) is None:
+            continue  # ours; or nothing there, a link or a folder (foreign_entries and the swap deal with those)
+        if old is not None and rel in old.files and _generated_by_us(old, rel, path):
+            continue
+        if path.stat().st_size == len(text.encode()) and _holds(out_dir, rel, text):
+            continue
+        found.append(rel)
+    return found
+
+
+def _write(out_dir: Path, shown: Path, rendered: dict[str, str], force: bool,
+           notify: Callable[[str], None] | None) -> None:
     """Swap the rendered project into `out_dir` (absolute) under its lock; see the module docstring."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     with fsio.lock(out_dir):
-        fsio.recover(out_dir)
+        leftovers = fsio.recover(out_dir, _ours_in)
         old = read_old_project(out_dir)
         if old is None and not force and out_dir.is_dir() and any(out_dir.iterdir()):
             raise UsageError(f"-o {shown} is not empty and holds no project of cusync-gen (no manifest.json of ours)",
                              hint="pick a new or empty folder, or pass --force to write the project into it "
                                   "(files of the same name are replaced, the others kept)")
+        edited = _edited(out_dir, old, rendered) if old is not None and not force else []
+        if edited:
+            listed = ", ".join(edited[:5]) + (f" and {len(edited) - 5} more" if len(edited) > 5 else "")
+            raise UsageError(f"-o {shown}: {len(edited)} generated file(s) were edited since cusync-gen wrote them "
+                             f"and would be replaced: {listed}",
+                             hint="move your changes into files of your own (generate keeps those), or pass --force "
+                                  "to replace the edited files")
         old = old or OldProject(frozenset(), {})
+        seen = fsio.inventory(out_dir)  # before deciding: a file that appears later is never one we drop
         keep = fsio.foreign_entries(out_dir, set(rendered), lambda rel, path: _generated_by_us(old, rel, path),
                                     set(old.files))
+        kept = set(keep)
+        replaced = {rel: s for rel, s in seen.items()  # what we drop, as it was: deleted only if still so
+                    if not any(rel == k or rel.startswith(k + "/") for k in kept)}
         staging = fsio.new_staging(out_dir)
         try:
             for rel, text in rendered.items():
-                path = staging / rel
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(text.encode())  # the bytes the manifest's sha256 describes, whatever the locale
+                # the bytes the manifest's sha256 describes, whatever the locale; never through a link
+                fsio.write_new(staging / rel, text.encode())
         except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
+            fsio.discard_staging(staging)
             raise
-        fsio.swap_in(staging, out_dir, keep)
+        folder = fsio.swap_in(staging, out_dir, keep, replaced)
+        leftovers += [folder] if folder is not None else []
+    for folder in leftovers:
+        message = (f"warning: some entries of -o {shown} appeared or changed while generate wrote it, or conflict "
+                   f"with generated files; nothing was deleted: they are kept in {folder}")
+        if notify is not None:
+            notify(message)
 
 
 def proved_plan(spec_path: Path, target: str | None = None) -> ChainPlan | AttentionPlan:
@@ -333,7 +376,8 @@ def proved_plan(spec_path: Path, target: str | None = None) -> ChainPlan | Atten
 
 
 def generate(spec_path: Path, out_dir: Path, target: str | None = None, check: bool = False,
-             cutlass_dir: Path | None = None, force: bool = False, torch: bool = False) -> Path:
+             cutlass_dir: Path | None = None, force: bool = False, torch: bool = False,
+             notify: Callable[[str], None] | None = None) -> Path:
     """Spec file -> project folder (or, with check, raise if the folder differs from what we emit).
     `torch`: also emit the PyTorch extension (torch/; GEMM chains only, else a UsageError).
 
@@ -352,7 +396,7 @@ def generate(spec_path: Path, out_dir: Path, target: str | None = None, check: b
                 if report:
                     raise GeneratedDiffers(report, hint=f"regenerate: cusync-gen generate {spec_path} -o {shown}")
                 return shown
-            _write(root, shown, rendered, force)
+            _write(root, shown, rendered, force, notify)
         except OSError as err:
             raise fsio.write_error(err, shown, "-o") from err
     except KeyboardInterrupt:
@@ -368,8 +412,3 @@ def _holds(root: Path, rel: str, text: str) -> bool:
         return (root / rel).read_bytes() == text.encode()
     except OSError:
         return False
-
-
-def remove_project(out_dir: Path) -> None:
-    """Delete a generated project folder (used by tests and `run` on a scratch folder)."""
-    shutil.rmtree(out_dir, ignore_errors=True)

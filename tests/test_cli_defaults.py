@@ -248,7 +248,7 @@ def fake_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, lis
     calls: dict[str, list] = {"generate": [], "build": [], "run": [], "run_kwargs": []}
 
     def fake_generate(spec_path: Path, out_dir: Path, target: str | None = None, check: bool = False,
-                      force: bool = False) -> Path:
+                      force: bool = False, **kwargs: object) -> Path:
         calls["generate"].append(Path(spec_path).stem)
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         name = Path(spec_path).stem

@@ -154,7 +154,7 @@ def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-_SIBLING = re.compile(r"\.(?P<name>.+?)(\.lock|\.cusync-new-[0-9a-f]{8}|\.cusync-old-[0-9a-f]{8})", re.DOTALL)
+_SIBLING = re.compile(r"\.?(?P<name>.+?)(\.lock|\.cusync-(new|old|kept|tmp)-[0-9a-f]{8})", re.DOTALL)
 
 
 def allowed_write(path: str, targets: list[str]) -> bool:

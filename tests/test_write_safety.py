@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from cusync_gen import cutlass_fetch, render
+from cusync_gen import cutlass_fetch, fsio, render
 from cusync_gen.errors import SpecError, ToolError, UsageError
 from test_cli import cli_run, error_lines
 
@@ -247,11 +247,11 @@ def failing_rename(monkeypatch: pytest.MonkeyPatch, at: int, after: bool) -> Non
     calls = [0]
 
     def patched(real):  # type: ignore[no-untyped-def]
-        def rename(src: object, dst: object) -> None:
+        def rename(src: object, dst: object, **kwargs: object) -> None:
             calls[0] += 1
             if calls[0] == at and not after:
                 raise KeyboardInterrupt
-            real(src, dst)
+            real(src, dst, **kwargs)
             if calls[0] == at:
                 raise KeyboardInterrupt
         return rename
@@ -281,9 +281,9 @@ def test_sigint_during_the_renames_waits_for_them(tmp_path: Path, monkeypatch: p
     proj = project_with_extras(tmp_path)
     real = os.rename
 
-    def rename(src: object, dst: object) -> None:
+    def rename(src: object, dst: object, **kwargs: object) -> None:
         os.kill(os.getpid(), signal.SIGINT)
-        real(src, dst)
+        real(src, dst, **kwargs)
 
     monkeypatch.setattr(os, "rename", rename)
     code, _, err = cli_run(capsys, "generate", str(other), "-o", str(proj))
@@ -314,8 +314,7 @@ def test_killed_writer_leaves_nothing_behind(tmp_path: Path, at: int, other: Pat
                 return wrapped
 
             if at == 0:
-                Path.write_bytes = count(Path.write_bytes)  # type: ignore[method-assign]
-                Path.write_text = count(Path.write_text)  # type: ignore[method-assign]
+                fsio.write_new = count(fsio.write_new)
             else:
                 os.rename = count(os.rename)
             render.generate(other, proj)
