@@ -1,8 +1,9 @@
 """`cusync-gen`: the command line. Thin: parse options, call spec/plan/render/build, print.
 
-Errors are CusyncError subclasses raised anywhere below; `main()` turns each into one red
-`error: ...` line (plus a dim `hint: ...`) and the exception's exit code. `--verbose` re-raises instead,
-for a traceback.
+Each command first builds its frozen options object (`cusync_gen.options`: every option parsed and
+checked, nothing written), and only then generates, builds, runs or writes. Errors are CusyncError
+subclasses raised anywhere below; `main()` turns each into one red `error: ...` line (plus a dim
+`hint: ...`) and the exception's exit code. `--verbose` re-raises instead, for a traceback.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -19,8 +19,20 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from cusync_gen import __version__, fsio, paths
+from cusync_gen import __version__, fsio, options, paths
 from cusync_gen.errors import CusyncError, NoGpuError, ToolError, UsageError
+from cusync_gen.options import (  # noqa: F401  (parse_* and the limits: this module's API, used by tests)
+    DEFAULT_ATTENTION_MS,
+    DEFAULT_RUN_MS,
+    MAX_COUNT,
+    MAX_JOBS,
+    check_output_file,
+    parse_count,
+    parse_ms,
+    parse_policies,
+    parse_target,
+    resolve_spec,
+)
 
 app = typer.Typer(
     name="cusync-gen",
@@ -31,12 +43,6 @@ app = typer.Typer(
 )
 
 _state = {"verbose": False}
-
-DEFAULT_RUN_MS = "1,256,1024"
-DEFAULT_ATTENTION_MS = "512,1024,2048"  # prompt lengths (batch 1, no cache)
-MAX_COUNT = 1 << 24  # --repeats, --warmup, --rounds: the largest integer the bench takes (cusync/bench/common.cuh, parse_int)
-MAX_JOBS = 1024      # --jobs: parallel nvcc processes (each takes up to a few GB)
-PICTURE_SUFFIXES = ("", ".png", ".svg", ".pdf")  # trace -o
 
 
 def _out() -> Console:
@@ -51,101 +57,9 @@ def _warn(message: str) -> None:
     _err().print(escape(message))
 
 
-# --------------------------------------------------------------------------------------------------
-# Option parsing shared by commands
-# --------------------------------------------------------------------------------------------------
-
-def _parse_size(item: str, option: str, minimum: int, hint: str) -> int:
-    """One integer from minimum to spec.MAX_M (the largest M the generated library is built for)."""
-    from cusync_gen.spec.limits import MAX_M
-
-    item = item.strip()
-    kind = "a positive integer" if minimum > 0 else "a non-negative integer"
-    bad = UsageError(f"{option}: {item[:40]!r} is not {kind}", hint=hint)
-    if not (item.isascii() and item.isdigit()):  # str.isdigit alone takes '²' and other Unicode digits
-        raise bad
-    digits = item.lstrip("0") or "0"
-    if len(digits) > len(str(MAX_M)) or int(digits) > MAX_M:  # int() refuses more than 4300 digits
-        shown = digits if len(digits) <= 20 else f"a {len(digits)}-digit number"
-        raise UsageError(f"{option}: {shown} is above the limit of {MAX_M}",
-                         hint=f"pass values of at most {MAX_M} (2^20, docs/spec-format.md, Limits)")
-    if int(digits) < minimum:
-        raise bad
-    return int(digits)
-
-
-def parse_ms(text: str, option: str = "--m", minimum: int = 1) -> list[int]:
-    """`--m 1,256,1024` -> [1, 256, 1024]; anything else, or a value above spec.MAX_M, is a UsageError
-    (exit 2)."""
-    hint = f"pass a comma-separated list of integers >= {minimum}, e.g. {option} 256,1024"
-    return [_parse_size(item, option, minimum, hint) for item in text.split(",")]
-
-
-def parse_count(text: str, option: str, minimum: int = 1, example: int = 1024) -> int:
-    """The one value of --batch, --cache (validate) or trace's --m: parse_ms's rules and limit."""
-    hint = f"pass one integer >= {minimum}, e.g. {option} {example}"
-    if "," in text:
-        raise UsageError(f"{option} takes one value, got {_shown(text)}", hint=hint)
-    return _parse_size(text, option, minimum, hint)
-
-
-def _shown(text: str) -> str:
-    """A user string in an error line: quoted, escaped (a newline shows as \\n), cut short."""
-    return repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
-
-
-def check_target(value: str | None, option: str) -> str | None:
-    """--target (and --arch where a spec is generated for it): one of the targets a spec may name."""
-    from cusync_gen.spec.model import TARGETS
-
-    if value is not None and value not in TARGETS:
-        raise UsageError(f"{option} {_shown(value)} is not a target cusync-gen generates for",
-                         hint=f"use one of: {', '.join(TARGETS)}")
-    return value
-
-
-def check_output_file(path: Path | None, option: str, example: str) -> Path | None:
-    """A file the command will write (init's -o, trace's -o, run's --out): not a folder, not under a file.
-    Checked before any work, so a long run does not fail at its last step."""
-    if path is None:
-        return None
-    if path.is_dir():
-        raise UsageError(f"{option} {path} is a folder", hint=f"pass a file name for {option}, e.g. {option} "
-                         f"{path / example}")
-    for parent in path.parents:
-        if parent.exists() and not parent.is_dir():
-            raise UsageError(f"{option} {path}: {parent} is a file, not a folder",
-                             hint=f"pass a path in a folder for {option}")
-    return path
-
-
-def init_destination(output: str | None, file_name: str) -> Path:
-    """Where `init` writes: ./FILE, -o's file, or FILE inside -o's folder when -o ends with a slash (the
-    folder is created if need be); an existing folder without the slash is refused, as a file name."""
-    if output is None:
-        return Path(file_name)
-    path = Path(output)
-    if output.endswith(("/", os.sep)):
-        return check_output_file(path / file_name, "-o", file_name) or path / file_name
-    return check_output_file(path, "-o", file_name) or path
-
-
 def _write_error(err: OSError, path: Path, option: str) -> ToolError:
     return ToolError(f"cannot write {option} {path}: {err.strerror or err}",
                      hint=f"check that {path.parent} is writable and the disk is not full")
-
-
-def parse_policies(text: str | None) -> list[str] | None:
-    """`--policies row,tile` -> ["row", "tile"]. Which names exist is the bench's call (it exits 2
-    with its usage on an unknown one, which `run` reports as a usage error)."""
-    if not text:
-        return None
-    policies = [item.strip() for item in text.split(",")]
-    for item in policies:
-        if not item.isidentifier():
-            raise UsageError(f"--policies: {item!r} is not a policy name",
-                             hint="pass a comma-separated list, e.g. --policies row,tile")
-    return policies
 
 
 def _print_json(document: dict[str, Any]) -> None:
@@ -164,25 +78,6 @@ def _example_summary(path: Path) -> str:
     return ""
 
 
-def _unknown_example(name: str) -> UsageError:
-    names = paths.example_names()
-    return UsageError(f"unknown example {name!r}",
-                      hint=f"examples: {', '.join(names)} (see `cusync-gen init --list`)")
-
-
-def resolve_spec(arg: str) -> Path:
-    """A spec argument: an existing file, else the name of a shipped example."""
-    path = Path(arg)
-    if path.exists():
-        return path
-    example = paths.example_path(arg)
-    if example is not None:
-        return example
-    if path.suffix in (".yaml", ".yml", ".json") or "/" in arg:
-        raise UsageError(f"spec file not found: {arg}", hint="check the path, or use a shipped example name")
-    raise _unknown_example(arg)
-
-
 # --------------------------------------------------------------------------------------------------
 # Commands
 # --------------------------------------------------------------------------------------------------
@@ -193,31 +88,54 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
+def Flag(*names: str, help: str, **kwargs: Any) -> Any:  # noqa: N802, A002 (reads like typer.Option)
+    """A plain on/off flag (`--json`, no value): no metavar in the help."""
+    return typer.Option(*names, help=help, metavar="", **kwargs)
+
+
+def Hidden(*names: str) -> Any:  # noqa: N802
+    """An older spelling of an option, still accepted, not shown in the help."""
+    return typer.Option(*names, hidden=True, show_default=False)
+
+
 @app.callback()
-def _root(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show a traceback on errors.")] = False,
-          version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                                help="Print the version and exit.")] = False,
+def _root(verbose: Annotated[bool, Flag("--verbose", "-v", help="Show a traceback on errors.")] = False,
+          version: Annotated[bool, Flag("--version", callback=_print_version, is_eager=True,
+                                        help="Print the version and exit.")] = False,
           ) -> None:
     """cusync-gen: tile-synchronized GEMM chains for CUDA/CUTLASS."""
     _state["verbose"] = verbose
 
 
 SpecArg = Annotated[str, typer.Argument(help="Spec file (YAML/JSON) or shipped example name.", show_default=False)]
-TargetOpt = Annotated[Optional[str], typer.Option("--target", help="Override the spec's target, e.g. sm_90.")]
-ArchOpt = Annotated[Optional[str], typer.Option("--arch", help="Build for this target instead, e.g. sm_90.")]
+TargetOpt = Annotated[Optional[str], typer.Option("--target", metavar="TARGET", help="Override the spec's target "
+                                                  "GPU: sm_80, sm_86, sm_89 or sm_90 (also sm90, 90).")]
+BuildTargetOpt = Annotated[Optional[str], typer.Option(
+    "--target", metavar="TARGET", help="Build for this GPU: sm_80, sm_86, sm_89 or sm_90 (also sm90, 90) "
+    "(default: the local GPU, else the spec's target).", show_default=False)]
+ArchAlias = Annotated[Optional[str], Hidden("--arch")]  # older spelling of --target
 JobsOpt = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, max=MAX_JOBS, help="Parallel compile jobs.")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Generate into a non-empty folder that is not a cusync-gen "
-                                        "project (same-named files are replaced, others kept).")]
+ForceOpt = Annotated[bool, Flag("--force", help="Generate into a non-empty folder that is not a cusync-gen "
+                                "project (same-named files are replaced, others kept).")]
 CutlassOpt = Annotated[Optional[Path], typer.Option("--cutlass-dir", help="CUTLASS root [$CUTLASS_DIR].")]
+ProjectOpt = Annotated[Optional[Path], typer.Option(
+    "--project", metavar="DIR", help="Project folder for a spec or example [./generated/NAME].")]
+
+
+def _target(target: str | None, arch: str | None) -> tuple[str | None, str]:
+    """--target, or its older spelling --arch; and the name the user wrote (for messages)."""
+    value = options.merge_alias("--target", target, {"--arch": arch})
+    return value, "--arch" if arch is not None and target is None else "--target"
 
 
 @app.command()
 def init(
     name: Annotated[Optional[str], typer.Argument(help="Example to copy (see --list).", show_default=False)] = None,
-    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Where to write it [./NAME.yaml]; DIR/ (with "
-                                                  "the slash) writes DIR/NAME.yaml.")] = None,
-    list_: Annotated[bool, typer.Option("--list", help="List the shipped examples.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    output: Annotated[Optional[str], typer.Option("-o", "--output", metavar="FILE",
+                                                  help="Spec file to write [./NAME.yaml]; DIR/ (with the slash) "
+                                                       "writes DIR/NAME.yaml.")] = None,
+    list_: Annotated[bool, Flag("--list", help="List the shipped examples.")] = False,
+    force: Annotated[bool, Flag("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Copy a shipped example spec to start from."""
     if list_:
@@ -225,17 +143,12 @@ def init(
         for example in paths.example_names():
             out.print(f"{example:<12} {escape(_example_summary(paths.examples_dir() / f'{example}.yaml'))}")
         return
-    if name is None:
-        raise UsageError("init needs an example NAME", hint=f"examples: {', '.join(paths.example_names())}")
-    source = paths.example_path(name)
-    if source is None:
-        raise _unknown_example(name)
-    dest = init_destination(output, f"{name}.yaml")
+    opts = options.init_options(name, output, force)
     try:
-        fsio.write_file(dest, source.read_bytes(), "-o", overwrite=force)
+        fsio.write_file(opts.dest, opts.source.read_bytes(), "-o", overwrite=opts.force)
     except OSError as err:
-        raise _write_error(err, dest, "-o") from err
-    _out().print(f"wrote {escape(str(dest))}")
+        raise _write_error(err, opts.dest, "-o") from err
+    _out().print(f"wrote {escape(str(opts.dest))}")
 
 
 @app.command()
@@ -246,8 +159,8 @@ def validate(
     batch: Annotated[str, typer.Option("--batch", metavar="N", help="Attention only: sequences.")] = "1",
     cache: Annotated[str, typer.Option("--cache", metavar="N", help="Attention only: cached tokens per sequence.")] = "0",
     target: TargetOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the plan and proofs as one JSON document "
-                                          "(keys: docs/validate-json.md) instead of text.")] = False,
+    as_json: Annotated[bool, Flag("--json", help="Print the plan and proofs as one JSON document "
+                                  "(keys: docs/validate-json.md) instead of text.")] = False,
 ) -> None:
     """Check a spec, print the plan (tiles, grids, semaphores, occupancy) and prove its sync sound per M."""
     from cusync_gen.render import output_files
@@ -256,7 +169,7 @@ def validate(
 
     ms = parse_ms(m)
     batches, cached = parse_count(batch, "--batch", example=4), parse_count(cache, "--cache", 0, example=1023)
-    check_target(target, "--target")
+    target = parse_target(target, "--target")
     loaded = load_spec(resolve_spec(spec))
     out = _out()
     if isinstance(loaded, AttentionSpec):
@@ -291,20 +204,22 @@ def validate(
 @app.command()
 def generate(
     spec: SpecArg,
-    output: Annotated[Path, typer.Option("-o", "--output", help="Project folder to write.", show_default=False)],
+    output: Annotated[Path, typer.Option("-o", "--output", metavar="DIR", help="Project folder to write.",
+                                         show_default=False)],
     target: TargetOpt = None,
-    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if the folder is stale.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Also write into a non-empty folder that is not a "
-                                        "cusync-gen project (same-named files are replaced, others kept).")] = False,
-    torch: Annotated[bool, typer.Option("--torch", help="Also emit a PyTorch op and its CMake project in torch/ "
-                                        "(GEMM chains; docs/torch.md).")] = False,
+    check: Annotated[bool, Flag("--check", help="Write nothing; exit 1 if the folder is stale.")] = False,
+    force: Annotated[bool, Flag("--force", help="Also write into a non-empty folder that is not a "
+                                "cusync-gen project (same-named files are replaced, others kept).")] = False,
+    torch: Annotated[bool, Flag("--torch", help="Also emit a PyTorch op and its CMake project in torch/ "
+                                "(GEMM chains; docs/torch.md).")] = False,
 ) -> None:
     """Generate a standalone CMake project from a spec (into a new folder, or replacing our earlier one)."""
     from cusync_gen.render import generate as render_generate
 
+    opts = options.generate_options(spec, output, target, check, force, torch)
     # check: raises (exit 1) when stale
-    project = render_generate(resolve_spec(spec), output, check_target(target, "--target"), check, force=force,
-                              torch=torch, notify=_warn)
+    project = render_generate(opts.spec, opts.output, opts.target, opts.check, force=opts.force, torch=opts.torch,
+                              notify=_warn)
     _out().print(f"{escape(str(output))} is up to date" if check else f"generated {escape(str(project))}")
 
 
@@ -312,7 +227,8 @@ def generate(
 def build_cmd(
     project: Annotated[Path, typer.Argument(help="A generated project folder (has manifest.json).",
                                             show_default=False)],
-    arch: ArchOpt = None,
+    target: BuildTargetOpt = None,
+    arch: ArchAlias = None,
     jobs: JobsOpt = None,
     cutlass_dir: CutlassOpt = None,
     build_type: Annotated[str, typer.Option("--build-type", help="CMAKE_BUILD_TYPE.")] = "Release",
@@ -320,24 +236,20 @@ def build_cmd(
     """Configure and compile a generated project (no GPU needed)."""
     from cusync_gen import build as builder
 
-    build_dir = builder.build(project, target=arch, jobs=jobs, build_type=build_type, cutlass_dir=cutlass_dir,
-                              progress=sys.stderr.isatty())
+    value, option = _target(target, arch)
+    opts = options.build_options(project, value, jobs, cutlass_dir, build_type, option)
+    build_dir = builder.build(opts.project, target=opts.target, jobs=opts.jobs, build_type=opts.build_type,
+                              cutlass_dir=opts.cutlass_dir, progress=sys.stderr.isatty())
     _out().print(f"built {escape(str(build_dir))}")
 
 
-def _project_of(target: str, output: Path | None, arch: str | None, force: bool = False) -> Path:
-    """A generated project folder as is; a spec file or example name is first generated into `output`
-    (default ./generated/<name>; `force`: also into a folder that is not a project of ours)."""
-    project = Path(target)
-    if (project / "manifest.json").is_file():
-        return project
-    spec_path = resolve_spec(target)
-    from cusync_gen.render import generate as render_generate
-    from cusync_gen.spec.loading import load_spec
+def _generated(subject: options.Subject, target: str | None, force: bool) -> Path:
+    """The subject's project: as is, or its spec generated into it first."""
+    if subject.spec is not None:
+        from cusync_gen.render import generate as render_generate
 
-    project = output or Path("generated") / load_spec(spec_path).name
-    render_generate(spec_path, project, check_target(arch, "--arch"), False, force=force, notify=_warn)
-    return project
+        render_generate(subject.spec, subject.project, target, False, force=force, notify=_warn)
+    return subject.project
 
 
 @app.command("run")
@@ -348,7 +260,7 @@ def run_cmd(
         "--m", help=f"Problem sizes M, comma-separated [{DEFAULT_RUN_MS}; attention: new tokens per sequence, "
                     f"{DEFAULT_ATTENTION_MS}].", show_default=False)] = None,
     policies: Annotated[Optional[str], typer.Option(
-        "--policies", help="What the overlapped run uses: spec (default), row, tile.")] = None,
+        "--policies", help="What the overlapped run uses: spec (default), row, tile (attention: spec, row).")] = None,
     batch: Annotated[Optional[str], typer.Option(
         "--batch", help="Attention only: sequences, comma-separated (generation: with --m 1).")] = None,
     cache: Annotated[Optional[str], typer.Option(
@@ -356,61 +268,48 @@ def run_cmd(
     repeats: Annotated[int, typer.Option("--repeats", min=1, max=MAX_COUNT,
                                          help="Timed repetitions (median reported).")] = 50,
     warmup: Annotated[int, typer.Option("--warmup", min=1, max=MAX_COUNT, help="Untimed warm-up repetitions.")] = 10,
-    arch: ArchOpt = None,
-    output: Annotated[Optional[Path], typer.Option(
-        "-o", "--output", help="Project folder for a spec or example [./generated/NAME].")] = None,
+    build_target: BuildTargetOpt = None,
+    arch: ArchAlias = None,
+    project: ProjectOpt = None,
+    project_alias: Annotated[Optional[Path], Hidden("-o", "--output")] = None,  # older spelling of --project
     force: ForceOpt = False,
     jobs: JobsOpt = None,
     cutlass_dir: CutlassOpt = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Also write the result rows as JSON here.")] = None,
+    results: Annotated[Optional[Path], typer.Option("--results", metavar="FILE",
+                                                    help="Also write the result rows as JSON here.")] = None,
+    results_alias: Annotated[Optional[Path], Hidden("--out")] = None,  # older spelling of --results
     backend: Annotated[str, typer.Option(
         "--backend", metavar="auto|sm80|sm90", help="For an example name: which version to run (auto: X_sm90 "
-        "for example X on a Hopper GPU or --arch sm_90, X elsewhere). A spec file is never rewritten.")] = "auto",
+        "for example X on a Hopper GPU or --target sm_90, X elsewhere). A spec file is never rewritten.")] = "auto",
     autotune: Annotated[int, typer.Option(
-        "--autotune", min=0, max=200, metavar="ROUNDS", help="sm90 GEMM chains: before timing, the library times "
-        "its modes at every --m on this GPU (ROUNDS rounds) and run() picks from that (0: the spec's table or "
-        "the rule).")] = 0,
+        "--autotune", min=0, max=options.MAX_AUTOTUNE, metavar="ROUNDS", help="sm90 GEMM chains: before timing, "
+        "the library times its modes at every --m on this GPU (ROUNDS rounds) and run() picks from that (0: the "
+        "spec's table or the rule).")] = 0,
 ) -> None:
     """Generate (if needed), build and run the bench; print sequential vs overlapped times.
     Without a GPU it stops after the build (exit 6)."""
     from cusync_gen import build as builder
 
-    policy_list = parse_policies(policies)
-    check_output_file(out, "--out", "results.json")
-    builder.check_backend(backend)
-    gpu = builder.gpu_arch()
-    if paths.example_path(target) is not None and not Path(target).exists():  # a name, not a path
-        target, why = builder.pick_example(target, backend, gpu, check_target(arch, "--arch"))
-        _out().print(escape(why))
-    elif backend != "auto" and Path(target).exists():
-        raise UsageError(f"--backend picks among the shipped examples; {_shown(target)} is a path",
-                         hint="a spec's backend is its `arch:`; drop --backend, or pass an example name")
-    project = _project_of(target, output, arch, force)
-    manifest = builder.read_manifest(project)
-    attention = manifest.get("kind") == "attention"
-    if autotune and (attention or manifest.get("arch") != "sm90"):
-        raise UsageError("--autotune applies to sm90 GEMM chains only (it picks among run()'s modes)",
-                         hint="remove --autotune, or run an sm90 chain (e.g. gpt3_mlp_sm90)")
-    ms = parse_ms(m or (DEFAULT_ATTENTION_MS if attention else DEFAULT_RUN_MS))
-    extra: list[str] = []
-    for flag, value in (("--batch", batch), ("--cache", cache)):
-        if value is None:
-            continue
-        if not attention:
-            raise UsageError(f"{flag} applies to attention chains only", hint=f"remove {flag}")
-        parse_ms(value, flag, minimum=0 if flag == "--cache" else 1)
-        extra += [flag, value]
-    if autotune:
-        extra += ["--autotune", str(autotune)]
-    # Build for the GPU we are about to run on unless --arch says otherwise (the generated files keep
+    value, option = _target(build_target, arch)
+    project = options.merge_alias("--project", project, {"-o/--output": project_alias})
+    results = options.merge_alias("--results", results, {"--out": results_alias})
+    opts = options.run_options(target, m, policies, batch, cache, repeats, warmup, value, project, force, jobs,
+                               cutlass_dir, results, backend, autotune, builder.gpu_arch(), option)
+    # -- every option is checked: from here on, work --
+    if opts.subject.why:
+        _out().print(escape(opts.subject.why))
+    folder = _generated(opts.subject, opts.generate_target, opts.force)
+    # Build for the GPU we are about to run on unless --target says otherwise (the generated files keep
     # the spec's target, so committed projects stay as generated); without a GPU, for the spec's target.
-    builder.build(project, target=arch or gpu, jobs=jobs, cutlass_dir=cutlass_dir, progress=sys.stderr.isatty())
+    builder.build(folder, target=opts.target, jobs=opts.jobs, cutlass_dir=opts.cutlass_dir,
+                  progress=sys.stderr.isatty())
     try:  # without a GPU: NotRunError (exit 6), the project is built
-        rows = builder.run(project, ms, policy_list, repeats=repeats, warmup=warmup, extra_args=extra)
+        rows = builder.run(folder, list(opts.ms), opts.policies, repeats=opts.repeats, warmup=opts.warmup,
+                           extra_args=list(opts.extra))
     except CusyncError as err:
-        _report_rows(getattr(err, "rows", None), out)  # a failed check still shows its table
+        _report_rows(getattr(err, "rows", None), opts.results)  # a failed check still shows its table
         raise
-    _report_rows(rows, out)
+    _report_rows(rows, opts.results)
 
 
 @app.command("tune")
@@ -426,47 +325,40 @@ def tune_cmd(
     warmup: Annotated[int, typer.Option("--warmup", min=1, max=MAX_COUNT, help="Untimed warm-up repetitions.")] = 5,
     rounds: Annotated[int, typer.Option("--rounds", min=1, max=MAX_COUNT, help="Times every variant runs, round robin "
                                         "(the median counts: GPU clocks drift between binaries).")] = 3,
-    out_dir: Annotated[Path, typer.Option("-o", "--out-dir", help="Variant projects and results (kept: "
-                                          "unchanged variants are not rebuilt).")] = Path("build/tune"),
+    work_dir: Annotated[Optional[Path], typer.Option("--work-dir", metavar="DIR", help="Variant projects and "
+                                                     "results (kept: unchanged variants are not rebuilt) "
+                                                     "[build/tune].", show_default=False)] = None,
+    work_alias: Annotated[Optional[Path], Hidden("-o", "--out-dir")] = None,  # older spelling of --work-dir
     write: Annotated[Optional[Path], typer.Option(
-        "--write", help="Where to write the tuned spec [SPEC.tuned.yaml next to a spec file, ./NAME.tuned.yaml "
-                        "for an example].", show_default=False)] = None,
-    arch: ArchOpt = None,
+        "--write", metavar="FILE", help="Where to write the tuned spec [SPEC.tuned.yaml next to a spec file, "
+        "./NAME.tuned.yaml for an example].", show_default=False)] = None,
+    build_target: BuildTargetOpt = None,
+    arch: ArchAlias = None,
     jobs: JobsOpt = None,
     cutlass_dir: CutlassOpt = None,
 ) -> None:
     """Build tile variants of a GEMM-chain spec, time them with every policy on the GPU, keep the fastest per M."""
-    import yaml
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from cusync_gen import build as builder
     from cusync_gen import tune
-    from cusync_gen.spec.loading import load_spec
-    from cusync_gen.spec.model import AttentionSpec
 
-    ms = parse_ms(m)
-    spec_path = resolve_spec(spec)
-    loaded = load_spec(spec_path)
-    if isinstance(loaded, AttentionSpec):
-        raise UsageError("tune works on GEMM chains (stages:) for now", "for attention, compare tiles by hand "
-                         "(benchmarks/NOTES.md a3 shows how)")
-    order_list = [o.strip() for o in orders.split(",")] if orders else None
-    for o in order_list or []:
-        if o not in tune.ORDERS[loaded.arch]:
-            raise UsageError(f"--orders: {o!r} is not an order of arch {loaded.arch.value}",
-                             f"use some of: {','.join(tune.ORDERS[loaded.arch])}")
-    data = yaml.safe_load(spec_path.read_text())
-    variants, skipped = tune.make_variants(data, loaded, tune.parse_tiles(tiles or []))
+    value, option = _target(build_target, arch)
+    out_dir = options.merge_alias("--work-dir", work_dir, {"-o/--out-dir": work_alias}) or Path("build/tune")
+    opts = options.tune_options(spec, m, tiles, orders, repeats, warmup, rounds, out_dir, write, value, jobs,
+                                cutlass_dir, option)
+    loaded, variants = opts.loaded, list(opts.variants)
     console = _err()
-    for line in skipped:
+    for line in opts.skipped:
         console.print(f"skipped {escape(line)}", style="dim")
     if not builder.has_gpu():
         raise NoGpuError("no CUDA device found", hint="tune builds and times variants on an NVIDIA GPU")
-    target = arch or builder.gpu_arch()
+    target = opts.target or builder.gpu_arch()
+    order_list = list(opts.orders) if opts.orders else None
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as bar:
-        projects = tune.generate_and_build(variants, out_dir, jobs, cutlass_dir, target, bar)
-        task = bar.add_task("running variants", total=len(variants) * rounds)
+        projects = tune.generate_and_build(variants, out_dir, opts.jobs, opts.cutlass_dir, target, bar)
+        task = bar.add_task("running variants", total=len(variants) * opts.rounds)
         failures: list[str] = []
 
         def done(v: tune.Variant, failure: str | None) -> None:
@@ -474,7 +366,8 @@ def tune_cmd(
             if failure:
                 failures.append(f"{v.label}: {failure}")
 
-        raw = tune.run_variants(variants, projects, ms, repeats, warmup, order_list, rounds, done)
+        raw = tune.run_variants(variants, projects, list(opts.ms), opts.repeats, opts.warmup, order_list,
+                                opts.rounds, done)
     for line in failures:
         console.print(f"[yellow]variant failed[/] {escape(line)}")
     tune.save_rows(raw, out_dir / f"tune-{loaded.name}.jsonl")
@@ -484,13 +377,12 @@ def tune_cmd(
     gpu = rows[0].get("gpu", "GPU") if rows else "GPU"
     png = tune.write_plot(rows, out_dir / f"tune-{loaded.name}.png", f"{loaded.name} on {gpu}")
     tuned, notes = tune.tuned_spec(variants, rows, winners)
-    dest = write or (spec_path.with_name(spec_path.stem + ".tuned.yaml") if Path(spec).exists()
-                     else Path(f"{loaded.name}.tuned.yaml"))
-    header = tune.header_lines(gpu, m, winners) + notes
-    tune.write_spec(dest, tuned, header)
+    header = tune.header_lines(gpu, opts.m_text, winners) + notes
+    tune.write_spec(opts.write, tuned, header)
     for note in notes:
         console.print(f"note: {escape(note)}", style="dim")
-    _out().print(f"wrote {escape(str(dest))}, {escape(str(png))} and {escape(str(out_dir / f'tune-{loaded.name}.jsonl'))}")
+    _out().print(f"wrote {escape(str(opts.write))}, {escape(str(png))} and "
+                 f"{escape(str(out_dir / f'tune-{loaded.name}.jsonl'))}")
 
 
 @app.command("trace")
@@ -498,11 +390,13 @@ def trace_cmd(
     target: Annotated[str, typer.Argument(help="Generated project, spec file, example name, or a trace "
                                           ".jsonl the bench wrote.", show_default=False)],
     m: Annotated[str, typer.Option("--m", metavar="M", help="Problem size M to trace.")] = "1024",
-    png: Annotated[Path, typer.Option("-o", "--png", help="Gantt chart to write (the Chrome trace goes "
-                                      "beside it, .json).")] = Path("trace.png"),
-    arch: ArchOpt = None,
-    output: Annotated[Optional[Path], typer.Option(
-        "--project", help="Project folder for a spec or example [./generated/NAME].")] = None,
+    picture: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Gantt chart to write "
+                                                    "(the Chrome trace goes beside it, .json) [trace.png].",
+                                                    show_default=False)] = None,
+    png_alias: Annotated[Optional[Path], Hidden("--png")] = None,  # older spelling of -o/--output
+    build_target: BuildTargetOpt = None,
+    arch: ArchAlias = None,
+    project: ProjectOpt = None,
     force: ForceOpt = False,
     jobs: JobsOpt = None,
     cutlass_dir: CutlassOpt = None,
@@ -511,34 +405,30 @@ def trace_cmd(
     from cusync_gen import build as builder
     from cusync_gen import trace
 
-    rows = parse_count(m, "--m")
-    check_output_file(png, "-o", "trace.png")
-    if png.suffix.lower() not in PICTURE_SUFFIXES:  # matplotlib picks the format by the suffix
-        raise UsageError(f"-o {png}: {_shown(png.suffix)} is not a picture format trace writes",
-                         hint=f"use one of {', '.join(PICTURE_SUFFIXES[1:])} (none: .png), e.g. -o trace.png")
-    for path in (png.with_suffix(".json"), png.with_suffix(".jsonl")):  # written beside it
-        check_output_file(path, "-o", "trace.png")
-    if target.endswith(".jsonl") and Path(target).is_file():  # render a trace recorded earlier
-        records = trace.load_trace(Path(target))
+    value, option = _target(build_target, arch)
+    png = options.merge_alias("-o/--output", picture, {"--png": png_alias}) or Path("trace.png")
+    gpu = builder.gpu_arch() if not (target.endswith(".jsonl") and Path(target).is_file()) else None
+    opts = options.trace_options(target, m, png, value, project, force, jobs, cutlass_dir, gpu, option)
+    if opts.record is not None:  # render a trace recorded earlier
+        records = trace.load_trace(opts.record)
     else:
+        assert opts.subject is not None  # trace_options: a record or a subject
         if not builder.has_gpu():
             raise NoGpuError("no CUDA device found", hint="trace a run on a machine with an NVIDIA GPU, "
                              "or pass a .jsonl the bench wrote with --trace")
-        project = _project_of(target, output, arch, force)
-        if builder.read_manifest(project).get("kind") == "attention":
-            raise UsageError("tile traces are recorded by GEMM chains (stages:), not yet by the attention chain",
-                             "trace a GEMM chain spec, e.g. gpt3_mlp or gpt3_mlp_sm90")
-        builder.build(project, target=arch or builder.gpu_arch(), jobs=jobs, cutlass_dir=cutlass_dir,
+        folder = _generated(opts.subject, opts.generate_target, opts.force)
+        builder.build(folder, target=opts.target, jobs=opts.jobs, cutlass_dir=opts.cutlass_dir,
                       progress=sys.stderr.isatty())
         jsonl = Path(png).with_suffix(".jsonl").resolve()
         jsonl.unlink(missing_ok=True)
-        builder.run(project, [rows], None, repeats=1, warmup=1, extra_args=["--no-baselines", "--trace", str(jsonl)])
+        builder.run(folder, [opts.m], None, repeats=1, warmup=1,
+                    extra_args=["--no-baselines", "--trace", str(jsonl)])
         records = trace.load_trace(jsonl)
     try:
-        picture, chrome = trace.write_outputs(records, png, rows)
+        picture_path, chrome = trace.write_outputs(records, png, opts.m)
     except OSError as err:
         raise _write_error(err, png, "-o") from err
-    _out().print(f"wrote {escape(str(picture))} and {escape(str(chrome))} (open it in chrome://tracing or Perfetto)")
+    _out().print(f"wrote {escape(str(picture_path))} and {escape(str(chrome))} (open it in chrome://tracing or Perfetto)")
 
 
 def _report_rows(rows: list[dict[str, Any]] | None, out: Path | None) -> None:
@@ -552,7 +442,7 @@ def _report_rows(rows: list[dict[str, Any]] | None, out: Path | None) -> None:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(rows, indent=2) + "\n")
         except OSError as err:
-            raise _write_error(err, out, "--out") from err
+            raise _write_error(err, out, "--results") from err
         _out().print(f"wrote {escape(str(out))}")
 
 
@@ -560,17 +450,18 @@ def _report_rows(rows: list[dict[str, Any]] | None, out: Path | None) -> None:
 def fetch_cutlass_cmd(
     wheel: Annotated[Optional[Path], typer.Option("--wheel", help="Use this downloaded nvidia-cutlass wheel.")] = None,
     dest: Annotated[Optional[Path], typer.Option("--dest", help="Where to put it [third_party/cutlass].")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Fetch again even if present; replace a --dest folder "
-                                        "that fetch-cutlass did not fill (never a file).")] = False,
+    force: Annotated[bool, Flag("--force", help="Fetch again even if present; replace a --dest folder "
+                                "that fetch-cutlass did not fill (never a file).")] = False,
 ) -> None:
     """Fetch CUTLASS's headers from the pinned nvidia-cutlass wheel into third_party/cutlass."""
     from cusync_gen.cutlass_fetch import CUTLASS_PIN, fetch_cutlass, is_fetched
 
-    target = (dest or paths.default_cutlass_dir()).resolve()
+    opts = options.fetch_options(wheel, dest, force)
+    target = opts.dest.resolve()
     already = False
     with contextlib.suppress(OSError):  # an unusable --dest: fetch_cutlass says why
-        already = not force and is_fetched(target)
-    root = fetch_cutlass(target, wheel=wheel, force=force)
+        already = not opts.force and is_fetched(target)
+    root = fetch_cutlass(target, wheel=opts.wheel, force=opts.force)
     _out().print(f"{CUTLASS_PIN} {'already there' if already else 'fetched'}: {escape(str(root))}")
 
 

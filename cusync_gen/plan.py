@@ -392,11 +392,15 @@ def resolve_auto_policies(spec: ChainSpec) -> tuple[ChainSpec, list[str]]:
             if inherited:
                 candidates = (chosen[p],)
             problems = []
+            where: set[int | None] = set()  # None: the spec's own tiles; c: tile_configs[c]
             for candidate in candidates:
                 trial = spec.model_copy(update={"stages": [*stages[:i], stage.model_copy(update={key: candidate}),
                                                            *stages[i + 1:]]})
-                configs = [trial] + [config_spec(trial, c) for c in spec.tile_configs]
-                problem = next((e for t in configs if (e := policy_problem(t, i, p, candidate, key))), None)
+                configs = [(None, trial)] + [(c, config_spec(trial, t)) for c, t in enumerate(spec.tile_configs)]
+                found = next(((c, e) for c, t in configs if (e := policy_problem(t, i, p, candidate, key))), None)
+                problem = found[1] if found else None
+                if found is not None:
+                    where.add(found[0])
                 if problem is None:
                     stage = stage.model_copy(update={key: candidate})
                     stages[i] = stage
@@ -404,11 +408,21 @@ def resolve_auto_policies(spec: ChainSpec) -> tuple[ChainSpec, list[str]]:
                     notes.append(f"{stage.name}.{key}: auto -> {candidate.value}"
                                  + (f" (as {source}'s other consumers)" if inherited else ""))
                     break
-                problems.append(f"{candidate.value}: {problem.message}")
+                text = problem.message if found[0] is None else \
+                    f"in tile_configs[{found[0]}], {problem.message[len(problem.field) + 2:]}"
+                problems.append(f"{candidate.value}: {text}")
             else:
-                raise SpecError(f"stages[{i}].{key}", "sync: auto found no policy whose tiles line up with "
-                                f"'{source}': " + "; ".join(problems),
-                                "change the tiles (validate says what each policy needs) or set the policy by hand")
+                if None in where or not where:
+                    raise SpecError(f"stages[{i}].{key}", "sync: auto found no policy whose tiles line up with "
+                                    f"'{source}': " + "; ".join(problems),
+                                    "change the tiles (validate says what each policy needs) or set the policy by hand")
+                # the stage's own tiles line up; a tile configuration's do not: name the configuration
+                c = min(w for w in where if w is not None)
+                raise SpecError(f"tile_configs[{c}].tiles.{stage.name}",
+                                f"stage {stage.name}'s {key}: auto found no policy whose tiles line up with '{source}' in "
+                                f"this configuration (they do in the stage's own tiles): " + "; ".join(problems),
+                                f"change tile_configs[{c}]'s tiles of {stage.name} or {source} (validate says what each "
+                                f"policy needs) or set stages[{i}].{key} by hand")
     return spec.model_copy(update={"stages": stages}), notes
 
 

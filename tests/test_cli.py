@@ -191,7 +191,7 @@ def test_run_policy_the_bench_rejects(tmp_path: Path, no_build: list[dict],
     make_built_project(project, "")
     (project / "build" / "fake_bench").write_text(
         "#!/bin/sh\necho 'error: --policies takes spec, row and tile' >&2\nexit 2\n")
-    code, _, err = cli_run(capsys, "run", str(project), "--policies", "diagonal")
+    code, _, err = cli_run(capsys, "run", str(project), "--policies", "tile")
     assert code == 2
     # the bench's own stderr is passed through, then our one error line comes last
     assert error_lines(err)[-1] == "error: fake_bench rejected its arguments: --policies takes spec, row and tile"
@@ -295,7 +295,7 @@ def test_run_example_generates_builds_runs(tmp_path: Path, monkeypatch: pytest.M
     generated: list[tuple] = []
 
     def fake_generate(spec_path: Path, out_dir: Path, target: str | None = None, check: bool = False,
-                      force: bool = False) -> Path:
+                      force: bool = False, **kwargs: object) -> Path:
         generated.append((Path(spec_path), Path(out_dir), target, check))
         make_built_project(Path(out_dir), json.dumps(ROW) + "\n")
         return Path(out_dir)
@@ -336,6 +336,7 @@ def test_build_command_reports_tool_errors(tmp_path: Path, monkeypatch: pytest.M
                         stderr_tail="x.cu(3): error: identifier \"oops\" is undefined")
 
     monkeypatch.setattr(build, "build", failing_build)
+    (tmp_path / "manifest.json").write_text(json.dumps({"name": "fake", "arch": "sm80"}))
     code, _, err = cli_run(capsys, "build", str(tmp_path), "--arch", "sm_80", "--jobs", "2")
     assert code == 1
     assert 'identifier "oops" is undefined' in err
@@ -345,6 +346,7 @@ def test_build_command_reports_tool_errors(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_build_command_passes_options(tmp_path: Path, no_build: list[dict], capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "manifest.json").write_text(json.dumps({"name": "fake", "arch": "sm90"}))
     code, out, _ = cli_run(capsys, "build", str(tmp_path), "--arch", "sm_90", "-j", "3",
                            "--cutlass-dir", str(tmp_path / "c"))
     assert code == 0

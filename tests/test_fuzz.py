@@ -819,8 +819,8 @@ def test_unknown_target_names_the_option(tmp_path: Path, monkeypatch: pytest.Mon
     (["trace", "trace.jsonl", "-o", "file.txt/t.png"], "-o"),
     (["trace", "trace.jsonl", "-o", "t.yaml"], "-o"),
     (["trace", "two_gemm", "-o", "t.txt"], "-o"),  # before the GPU check: exit 2, not 3
-    (["run", "two_gemm", "--out", "file.txt/r.json"], "--out"),  # before the GPU check
-    (["run", "two_gemm", "--out", "folder"], "--out"),
+    (["run", "two_gemm", "--results", "file.txt/r.json"], "--results"),  # before the GPU check
+    (["run", "two_gemm", "--out", "folder"], "--results"),
 ])
 def test_output_files_are_checked_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture[str], args: list[str], option: str) -> None:

@@ -18,7 +18,7 @@ SPEC_MAY_IMPORT = {"cusync_gen.errors"}
 #: Modules outside the spec package that read or write YAML, and why (keep this list from growing:
 #: the spec format belongs to cusync_gen.spec).
 YAML_OUTSIDE_SPEC = {
-    "cusync_gen.cli": "tune passes the spec file's raw data to tune.make_variants",
+    "cusync_gen.options": "tune_options passes the spec file's raw data to tune.make_variants",
     "cusync_gen.tune": "writes the tuned spec and each variant's spec file",
 }
 

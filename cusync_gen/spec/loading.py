@@ -234,8 +234,12 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    """Keys written twice are an error; YAML 1.1 merge keys (`<<: *anchor`) are not duplicates: a key
+    written here overrides the merged one, as YAML says."""
     seen: set[str] = set()
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<`: flatten_mapping below merges its mappings
+            continue
         if not isinstance(key_node, yaml.ScalarNode):
             kind = "list" if isinstance(key_node, yaml.SequenceNode) else "mapping"
             raise loader.fail(key_node, f"a {kind} is used as a mapping key", _KEY_HINT)
@@ -248,6 +252,10 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
                 key_node.start_mark
             )
         seen.add(key)
+    loader.flatten_mapping(node)  # merged keys first, then the ones written here (which win)
+    for key_node, _ in node.value:  # a key a merge brought in (checked above: only the written ones)
+        if not isinstance(key_node, yaml.ScalarNode) or not isinstance(loader.construct_object(key_node), str):
+            raise loader.fail(key_node, "a merged mapping has a key that is not a string", _KEY_HINT)
     return loader.construct_mapping(node, deep=deep)
 
 

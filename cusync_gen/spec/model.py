@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from enum import Enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cusync_gen.spec.limits import (
     MAX_DIM,
@@ -87,6 +88,39 @@ class BLayout(str, Enum):
 
 Target = Literal["sm_80", "sm_86", "sm_89", "sm_90"]
 TARGETS: tuple[str, ...] = ("sm_80", "sm_86", "sm_89", "sm_90")
+
+#: Two concepts, one spelling each: a *target* is the GPU a project is built for ("sm_90", spec `target:`,
+#: CLI --target), a *backend* is the kernel family it is generated with ("sm90", spec `arch:`, CLI
+#: --backend). Either is accepted in any of the usual spellings: sm90, sm_90, sm_90a, compute_90, 90, 9.0.
+_CC_SPELLING = re.compile(r"(?:sm_?|compute_?)?(\d)\.?(\d)[af]?", re.IGNORECASE)
+
+
+def compute_capability(value: object) -> str | None:
+    """"sm_90a", "sm90", "compute_90", "90", 90, "9.0" -> "90"; None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None
+    match = _CC_SPELLING.fullmatch(str(value).strip())
+    return match.group(1) + match.group(2) if match else None
+
+
+def canonical_target(value: object) -> object:
+    """A target in any spelling as TARGETS spells it ("sm90" -> "sm_90"); other values unchanged (the
+    caller reports them)."""
+    cc = compute_capability(value)
+    return f"sm_{cc}" if cc is not None else value
+
+
+def canonical_backend(value: object) -> object:
+    """A backend in any spelling as Arch spells it ("sm_90a" -> "sm90"); other values unchanged."""
+    if isinstance(value, Arch):
+        return value.value
+    cc = compute_capability(value)
+    return f"sm{cc}" if cc is not None else value
+
+
+#: Which targets each backend's kernels run on: sm80's CUTLASS 2.x kernels run on every target (Hopper
+#: included); sm90's wgmma/TMA kernels on Hopper only.
+BACKEND_TARGETS: dict[str, tuple[str, ...]] = {"sm80": TARGETS, "sm90": ("sm_90",)}
 
 #: mma.sync shapes the sm80 backend instantiates for 16-bit inputs with fp32 accumulation.
 SM80_INSTRUCTIONS: tuple[tuple[int, int, int], ...] = ((16, 8, 16),)
@@ -255,6 +289,16 @@ class _SpecHead(BaseModel):
     arch: Arch = Arch.SM80
     target: Target = "sm_80"
     dtype: Dtype = Dtype.FP16
+
+    @field_validator("arch", mode="before")
+    @classmethod
+    def _arch_spelling(cls, value: object) -> object:
+        return canonical_backend(value) if isinstance(value, (str, int)) else value
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _target_spelling(cls, value: object) -> object:
+        return canonical_target(value) if isinstance(value, (str, int)) else value
 
 
 class ChainSpec(_SpecHead):

@@ -1,0 +1,494 @@
+"""Every command's options, parsed and checked before the command does anything.
+
+Each command of the CLI first turns its raw arguments into one frozen options object here (`*_options`
+functions); only then does it generate, build, run or write. A bad option is a UsageError (exit 2) raised
+while nothing has been written, built or run. Reading (a spec, a project's manifest.json, nvidia-smi) is
+allowed here, writing never.
+
+Names, one per concept (docs in README's Walkthrough):
+- a *target* is the GPU a project is built for (`sm_90`): spec `target:`, CLI `--target` (`--arch` is the
+  older spelling on build/run/tune/trace);
+- a *backend* is the kernel family a spec is generated with (`sm90`): spec `arch:`, CLI `--backend`;
+- `-o/--output` is what the command produces (init: a spec file, generate: a project folder, trace: a
+  picture); `--project DIR` is where run and trace generate a spec's project; `run --results FILE` the
+  rows as JSON. Either concept takes any usual spelling (sm90, sm_90, sm_90a, 90), normalized by
+  `spec.model.canonical_target` / `canonical_backend`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cusync_gen import paths
+from cusync_gen.errors import UsageError
+from cusync_gen.spec.model import BACKEND_TARGETS, TARGETS, canonical_backend, canonical_target
+
+MAX_COUNT = 1 << 24  # --repeats, --warmup, --rounds: the largest integer the bench takes (cusync/bench/common.cuh, parse_int)
+MAX_JOBS = 1024      # --jobs: parallel nvcc processes (each takes up to a few GB)
+MAX_AUTOTUNE = 200   # run --autotune: rounds (the sm90 bench's limit)
+PICTURE_SUFFIXES = ("", ".png", ".svg", ".pdf")  # trace -o
+DEFAULT_RUN_MS = "1,256,1024"
+DEFAULT_ATTENTION_MS = "512,1024,2048"  # prompt lengths (batch 1, no cache)
+BACKENDS = ("auto", "sm80", "sm90")  # run --backend
+#: run --policies: what the bench of each kind of chain takes (templates/runtime/include/cusync/bench/).
+BENCH_POLICIES: dict[str, tuple[str, ...]] = {"chain": ("spec", "row", "tile"), "attention": ("spec", "row")}
+_BUILD_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+# --------------------------------------------------------------------------------------------------
+# Values
+
+
+def shown(text: str) -> str:
+    """A user string in an error line: quoted, escaped (a newline shows as \\n), cut short."""
+    return repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
+
+
+def _parse_size(item: str, option: str, minimum: int, hint: str) -> int:
+    """One integer from minimum to spec.MAX_M (the largest M the generated library is built for)."""
+    from cusync_gen.spec.limits import MAX_M
+
+    item = item.strip()
+    kind = "a positive integer" if minimum > 0 else "a non-negative integer"
+    bad = UsageError(f"{option}: {item[:40]!r} is not {kind}", hint=hint)
+    if not (item.isascii() and item.isdigit()):  # str.isdigit alone takes '²' and other Unicode digits
+        raise bad
+    digits = item.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_M)) or int(digits) > MAX_M:  # int() refuses more than 4300 digits
+        big = digits if len(digits) <= 20 else f"a {len(digits)}-digit number"
+        raise UsageError(f"{option}: {big} is above the limit of {MAX_M}",
+                         hint=f"pass values of at most {MAX_M} (2^20, docs/spec-format.md, Limits)")
+    if int(digits) < minimum:
+        raise bad
+    return int(digits)
+
+
+def parse_ms(text: str, option: str = "--m", minimum: int = 1) -> list[int]:
+    """`--m 1,256,1024` -> [1, 256, 1024]; anything else, or a value above spec.MAX_M, is a UsageError."""
+    hint = f"pass a comma-separated list of integers >= {minimum}, e.g. {option} 256,1024"
+    return [_parse_size(item, option, minimum, hint) for item in text.split(",")]
+
+
+def parse_count(text: str, option: str, minimum: int = 1, example: int = 1024) -> int:
+    """The one value of --batch, --cache (validate) or trace's --m: parse_ms's rules and limit."""
+    hint = f"pass one integer >= {minimum}, e.g. {option} {example}"
+    if "," in text:
+        raise UsageError(f"{option} takes one value, got {shown(text)}", hint=hint)
+    return _parse_size(text, option, minimum, hint)
+
+
+def parse_target(value: str | None, option: str = "--target") -> str | None:
+    """A GPU target in any spelling (sm_90, sm90, sm_90a, 90) -> "sm_90"; one cusync-gen supports."""
+    if value is None:
+        return None
+    target = canonical_target(value)
+    if target not in TARGETS:
+        raise UsageError(f"{option} {shown(value)} is not a target cusync-gen builds for",
+                         hint=f"supported targets: {', '.join(TARGETS)} (also spelled sm90, sm_90a or 90)")
+    return str(target)
+
+
+def parse_backend(value: str, option: str = "--backend", allow_auto: bool = True) -> str:
+    """A backend in any spelling (sm90, sm_90, 90) -> "sm90"; "auto" where allowed."""
+    if allow_auto and value.strip().lower() == "auto":
+        return "auto"
+    backend = canonical_backend(value)
+    if backend not in BACKEND_TARGETS:
+        choices = ("auto, " if allow_auto else "") + ", ".join(BACKEND_TARGETS)
+        raise UsageError(f"{option} {shown(value)} is not a backend", hint=f"use one of: {choices}")
+    return str(backend)
+
+
+def check_runs_on(backend: str, target: str, option: str, where: str) -> None:
+    """A project of `backend` can be built for `target`: sm80 kernels run on every supported GPU
+    (Hopper included), sm90's wgmma/TMA kernels on sm_90 only. `where` names the project."""
+    allowed = BACKEND_TARGETS.get(backend, TARGETS)
+    if target not in allowed:
+        raise UsageError(f"{option} {target} cannot build {where}: its backend is {backend} (arch: {backend}), "
+                         f"whose kernels run on {', '.join(allowed)} only",
+                         hint=f"pass {option} {allowed[0]}, or generate the spec with arch: sm80 for {target}")
+
+
+def parse_policies(text: str | None, kind: str | None = None) -> list[str] | None:
+    """`--policies row,tile` -> ["row", "tile"]; with `kind` ("chain", "attention"), only names its bench takes."""
+    if not text:
+        return None
+    policies = [item.strip() for item in text.split(",")]
+    allowed = BENCH_POLICIES.get(kind or "", None)
+    for item in policies:
+        if not item.isidentifier() or (allowed is not None and item not in allowed):
+            what = "a policy name" if allowed is None else \
+                f"a policy the {'attention' if kind == 'attention' else 'GEMM'} chain's bench takes"
+            raise UsageError(f"--policies: {shown(item)} is not {what}",
+                             hint=f"pass a comma-separated list of {', '.join(allowed or BENCH_POLICIES['chain'])}, "
+                                  "e.g. --policies row,tile" if allowed != BENCH_POLICIES["attention"]
+                             else "pass spec or row (the attention chain's edges are row edges)")
+    return policies
+
+
+def check_output_file(path: Path | None, option: str, example: str) -> Path | None:
+    """A file the command will write: not a folder, not under a file. Checked before any work."""
+    if path is None:
+        return None
+    if str(path) == "" or path.is_dir():
+        raise UsageError(f"{option} {path} is a folder", hint=f"pass a file name for {option}, e.g. {option} "
+                         f"{path / example}")
+    for parent in path.parents:
+        if parent.exists() and not parent.is_dir():
+            raise UsageError(f"{option} {path}: {parent} is a file, not a folder",
+                             hint=f"pass a path in a folder for {option}")
+    return path
+
+
+def check_output_dir(path: Path | None, option: str) -> Path | None:
+    """A folder the command will write into: not a file, not under a file, not a broken link, not the
+    current or home folder (fsio.check_target, which only looks)."""
+    if path is None:
+        return None
+    from cusync_gen import fsio
+
+    fsio.check_target(path, option)
+    return path
+
+
+def check_range(value: int | None, option: str, minimum: int, maximum: int) -> int | None:
+    """An integer option (typer checks these too; the importable API goes through here)."""
+    if value is not None and not minimum <= value <= maximum:
+        raise UsageError(f"{option} {value} is not in {minimum}..{maximum}", hint=f"pass {option} {minimum}..{maximum}")
+    return value
+
+
+def merge_alias(option: str, value: Any, aliases: dict[str, Any]) -> Any:
+    """The value of an option given under its canonical name or one of its older (hidden) spellings."""
+    given = {name: v for name, v in aliases.items() if v is not None}
+    if value is not None:
+        given = {option: value, **given}
+    if len({str(v) for v in given.values()}) > 1:
+        names = " and ".join(given)
+        raise UsageError(f"{names} name the same option with different values", hint=f"pass {option} once")
+    return next(iter(given.values()), None)
+
+
+def resolve_spec(arg: str) -> Path:
+    """A spec argument: an existing file, else the name of a shipped example."""
+    path = Path(arg)
+    if path.exists():
+        return path
+    example = paths.example_path(arg)
+    if example is not None:
+        return example
+    if path.suffix in (".yaml", ".yml", ".json") or "/" in arg:
+        raise UsageError(f"spec file not found: {arg}", hint="check the path, or use a shipped example name")
+    raise unknown_example(arg)
+
+
+def unknown_example(name: str) -> UsageError:
+    return UsageError(f"unknown example {name!r}",
+                      hint=f"examples: {', '.join(paths.example_names())} (see `cusync-gen init --list`)")
+
+
+# --------------------------------------------------------------------------------------------------
+# Commands
+
+
+@dataclass(frozen=True)
+class InitOptions:
+    source: Path
+    dest: Path
+    force: bool
+
+
+def init_options(name: str | None, output: str | None, force: bool) -> InitOptions:
+    if name is None:
+        raise UsageError("init needs an example NAME", hint=f"examples: {', '.join(paths.example_names())}")
+    source = paths.example_path(name)
+    if source is None:
+        raise unknown_example(name)
+    dest = init_destination(output, f"{name}.yaml")
+    if os.path.lexists(dest) and not force:  # a dangling link too: never written through
+        raise UsageError(f"-o {dest} already exists" + (" (a symbolic link)" if dest.is_symlink() else ""),
+                         hint="pass --force to replace it, or -o another file")
+    return InitOptions(source, dest, force)
+
+
+def init_destination(output: str | None, file_name: str) -> Path:
+    """Where `init` writes: ./FILE, -o's file, or FILE inside -o's folder when -o ends with a slash (the
+    folder is created if need be); an existing folder without the slash is refused, as a file name."""
+    if output is None:
+        return Path(file_name)
+    path = Path(output)
+    if output.endswith(("/", os.sep)):
+        return check_output_file(path / file_name, "-o", file_name) or path / file_name
+    return check_output_file(path, "-o", file_name) or path
+
+
+@dataclass(frozen=True)
+class GenerateOptions:
+    spec: Path
+    output: Path
+    target: str | None
+    check: bool
+    force: bool
+    torch: bool
+
+
+def generate_options(spec: str, output: Path, target: str | None, check: bool, force: bool,
+                     torch: bool) -> GenerateOptions:
+    target = parse_target(target, "--target")
+    spec_path = resolve_spec(spec)
+    check_output_dir(output, "-o")
+    return GenerateOptions(spec_path, output, target, check, force, torch)
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    project: Path
+    target: str | None
+    jobs: int | None
+    cutlass_dir: Path | None
+    build_type: str
+
+
+def project_backend(manifest: dict[str, Any]) -> str:
+    return str(manifest.get("arch") or "sm80")
+
+
+def build_options(project: Path, target: str | None, jobs: int | None, cutlass_dir: Path | None,
+                  build_type: str, option: str = "--target") -> BuildOptions:
+    from cusync_gen.build import read_manifest
+
+    target = parse_target(target, option)
+    check_range(jobs, "--jobs", 1, MAX_JOBS)
+    if not _BUILD_TYPE.fullmatch(build_type):
+        raise UsageError(f"--build-type {shown(build_type)} is not a CMake build type",
+                         hint="use Release, Debug, RelWithDebInfo or MinSizeRel")
+    manifest = read_manifest(project)
+    if target is not None:
+        check_runs_on(project_backend(manifest), target, option, f"project {project}")
+    return BuildOptions(project, target, jobs, cutlass_dir, build_type)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What run/trace work on: a generated project as is, or a spec generated into `project` first."""
+    project: Path
+    spec: Path | None   # None: `project` is a generated project
+    kind: str           # "chain" or "attention"
+    backend: str        # "sm80" or "sm90"
+    why: str = ""       # run: which example runs, and why (printed before the work)
+
+
+def subject_of(target: str, project: Path | None, option: str = "--project") -> Subject:
+    """A project folder (has manifest.json) as is; a spec file or example name, read (not generated) to
+    learn its kind and backend, with the folder it will be generated into (default ./generated/NAME)."""
+    from cusync_gen.build import read_manifest
+
+    folder = Path(target)
+    if (folder / "manifest.json").is_file():
+        manifest = read_manifest(folder)
+        kind = "attention" if manifest.get("kind") == "attention" else "chain"
+        return Subject(folder, None, kind, project_backend(manifest))
+    from cusync_gen.spec.loading import load_spec
+    from cusync_gen.spec.model import AttentionSpec
+
+    spec_path = resolve_spec(target)
+    loaded = load_spec(spec_path)
+    dest = check_output_dir(project, option) or Path("generated") / loaded.name
+    kind = "attention" if isinstance(loaded, AttentionSpec) else "chain"
+    return Subject(dest, spec_path, kind, loaded.arch.value)
+
+
+def build_target(subject: Subject, target: str | None, gpu: str | None, option: str) -> str | None:
+    """What to build for: `target` (checked against the backend), else the local GPU where the backend
+    runs on it and cusync-gen supports it, else the project's own target (None)."""
+    where = f"{subject.spec or subject.project}"
+    if target is not None:
+        check_runs_on(subject.backend, target, option, where)
+        return target
+    local = canonical_target(gpu) if gpu else None
+    if local in BACKEND_TARGETS.get(subject.backend, ()):
+        return str(local)
+    if local is not None and subject.backend == "sm90":
+        raise UsageError(f"{where} has Hopper kernels (backend sm90) and the local GPU is {gpu}",
+                         hint=f"run it on an sm_90 GPU, or pass {option} sm_90 to build only")
+    return None
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    subject: Subject
+    target: str | None     # build for this (None: the project's own target)
+    generate_target: str | None  # the spec is generated for this (--target), else its own
+    ms: tuple[int, ...]
+    policies: tuple[str, ...] | None
+    extra: tuple[str, ...]
+    repeats: int
+    warmup: int
+    jobs: int | None
+    cutlass_dir: Path | None
+    results: Path | None
+    force: bool
+
+
+def run_options(target: str, m: str | None, policies: str | None, batch: str | None, cache: str | None,
+                repeats: int, warmup: int, arch: str | None, project: Path | None, force: bool,
+                jobs: int | None, cutlass_dir: Path | None, results: Path | None, backend: str,
+                autotune: int, gpu: str | None, option: str = "--target") -> RunOptions:
+    from cusync_gen import build as builder
+
+    check_range(repeats, "--repeats", 1, MAX_COUNT)
+    check_range(warmup, "--warmup", 1, MAX_COUNT)
+    check_range(jobs, "--jobs", 1, MAX_JOBS)
+    check_range(autotune, "--autotune", 0, MAX_AUTOTUNE)
+    arch = parse_target(arch, option)
+    backend = parse_backend(backend)
+    check_output_file(results, "--results", "results.json")
+    if m is not None:
+        parse_ms(m)  # the syntax now; which default applies depends on the chain's kind
+    for flag, value in (("--batch", batch), ("--cache", cache)):
+        if value is not None:
+            parse_ms(value, flag, minimum=0 if flag == "--cache" else 1)
+    why = ""
+    if paths.example_path(target) is not None and not Path(target).exists():  # a name, not a path
+        target, why = builder.pick_example(target, backend, gpu, arch)
+    elif backend != "auto" and Path(target).exists():
+        raise UsageError(f"--backend picks among the shipped examples; {shown(target)} is a path",
+                         hint="a spec's backend is its `arch:`; drop --backend, or pass an example name")
+    subject = subject_of(target, project)
+    if why:
+        subject = Subject(subject.project, subject.spec, subject.kind, subject.backend, why)
+    if subject.spec is None and project is not None:
+        raise UsageError(f"--project {project}: {target} is already a generated project",
+                         hint="drop --project, or pass a spec file or example name")
+    attention = subject.kind == "attention"
+    if autotune and (attention or subject.backend != "sm90"):
+        raise UsageError("--autotune applies to sm90 GEMM chains only (it picks among run()'s modes)",
+                         hint="remove --autotune, or run an sm90 chain (e.g. gpt3_mlp_sm90)")
+    ms = parse_ms(m or (DEFAULT_ATTENTION_MS if attention else DEFAULT_RUN_MS))
+    extra: list[str] = []
+    for flag, value in (("--batch", batch), ("--cache", cache)):
+        if value is None:
+            continue
+        if not attention:
+            raise UsageError(f"{flag} applies to attention chains only", hint=f"remove {flag}")
+        extra += [flag, value]
+    if autotune:
+        extra += ["--autotune", str(autotune)]
+    policy_list = parse_policies(policies, subject.kind)
+    build_for = build_target(subject, arch, gpu, option)
+    return RunOptions(subject, build_for, arch, tuple(ms), tuple(policy_list) if policy_list else None,
+                      tuple(extra), repeats, warmup, jobs, cutlass_dir, results, force)
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    record: Path | None    # a .jsonl recorded earlier: draw it, run nothing
+    subject: Subject | None
+    target: str | None
+    generate_target: str | None
+    m: int
+    picture: Path
+    force: bool
+    jobs: int | None
+    cutlass_dir: Path | None
+
+
+def trace_options(target: str, m: str, picture: Path, arch: str | None, project: Path | None, force: bool,
+                  jobs: int | None, cutlass_dir: Path | None, gpu: str | None,
+                  option: str = "--target") -> TraceOptions:
+    rows = parse_count(m, "--m")
+    arch = parse_target(arch, option)
+    check_range(jobs, "--jobs", 1, MAX_JOBS)
+    check_output_file(picture, "-o", "trace.png")
+    if picture.suffix.lower() not in PICTURE_SUFFIXES:  # matplotlib picks the format by the suffix
+        raise UsageError(f"-o {picture}: {shown(picture.suffix)} is not a picture format trace writes",
+                         hint=f"use one of {', '.join(PICTURE_SUFFIXES[1:])} (none: .png), e.g. -o trace.png")
+    for path in (picture.with_suffix(".json"), picture.with_suffix(".jsonl")):  # written beside it
+        check_output_file(path, "-o", "trace.png")
+    if target.endswith(".jsonl") and Path(target).is_file():
+        return TraceOptions(Path(target), None, None, None, rows, picture, force, jobs, cutlass_dir)
+    subject = subject_of(target, project)
+    if subject.kind == "attention":
+        raise UsageError("tile traces are recorded by GEMM chains (stages:), not yet by the attention chain",
+                         "trace a GEMM chain spec, e.g. gpt3_mlp or gpt3_mlp_sm90")
+    return TraceOptions(None, subject, build_target(subject, arch, gpu, option), arch, rows, picture, force,
+                        jobs, cutlass_dir)
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    spec: Path
+    loaded: Any             # the parsed ChainSpec
+    variants: tuple[Any, ...]  # tune.make_variants: the spec, then its tile variants
+    skipped: tuple[str, ...]   # variants the spec rules reject, "label: reason"
+    ms: tuple[int, ...]
+    m_text: str
+    orders: tuple[str, ...] | None
+    repeats: int
+    warmup: int
+    rounds: int
+    work_dir: Path
+    write: Path
+    target: str | None
+    jobs: int | None
+    cutlass_dir: Path | None
+
+
+def tune_options(spec: str, m: str, tiles: list[str] | None, orders: str | None, repeats: int, warmup: int,
+                 rounds: int, work_dir: Path, write: Path | None, arch: str | None, jobs: int | None,
+                 cutlass_dir: Path | None, option: str = "--target") -> TuneOptions:
+    from cusync_gen import tune
+    import yaml
+
+    from cusync_gen.spec.loading import load_spec
+    from cusync_gen.spec.model import AttentionSpec
+
+    ms = parse_ms(m)
+    for value, name, top in ((repeats, "--repeats", MAX_COUNT), (warmup, "--warmup", MAX_COUNT),
+                             (rounds, "--rounds", MAX_COUNT), (jobs, "--jobs", MAX_JOBS)):
+        check_range(value, name, 1, top)
+    arch = parse_target(arch, option)
+    tile_choices = tune.parse_tiles(tiles or [])
+    check_output_dir(work_dir, "--work-dir")
+    spec_path = resolve_spec(spec)
+    loaded = load_spec(spec_path)
+    if isinstance(loaded, AttentionSpec):
+        raise UsageError("tune works on GEMM chains (stages:) for now", "for attention, compare tiles by hand "
+                         "(benchmarks/NOTES.md a3 shows how)")
+    if arch is not None:
+        check_runs_on(loaded.arch.value, arch, option, str(spec_path))
+    order_list = tuple(o.strip() for o in orders.split(",")) if orders else None
+    for o in order_list or ():
+        if o not in tune.ORDERS[loaded.arch]:
+            raise UsageError(f"--orders: {o!r} is not an order of arch {loaded.arch.value}",
+                             f"use some of: {','.join(tune.ORDERS[loaded.arch])}")
+    dest = write or (spec_path.with_name(spec_path.stem + ".tuned.yaml") if Path(spec).exists()
+                     else Path(f"{loaded.name}.tuned.yaml"))
+    check_output_file(dest, "--write", f"{loaded.name}.tuned.yaml")
+    variants, skipped = tune.make_variants(yaml.safe_load(spec_path.read_text()), loaded, tile_choices)
+    return TuneOptions(spec_path, loaded, tuple(variants), tuple(skipped), tuple(ms), m, order_list, repeats, warmup,
+                       rounds, work_dir, dest, arch, jobs, cutlass_dir)
+
+
+@dataclass(frozen=True)
+class FetchOptions:
+    dest: Path
+    wheel: Path | None
+    force: bool
+
+
+def fetch_options(wheel: Path | None, dest: Path | None, force: bool) -> FetchOptions:
+    if wheel is not None:
+        if not wheel.is_file():
+            raise UsageError(f"--wheel {wheel}: no such file", hint="pass the nvidia-cutlass .whl you downloaded, "
+                             "or drop --wheel to download it")
+        if wheel.suffix != ".whl":
+            raise UsageError(f"--wheel {wheel} is not a .whl file", hint="pass the downloaded nvidia_cutlass-*.whl")
+    target = dest or paths.default_cutlass_dir()
+    check_output_dir(target, "--dest")
+    return FetchOptions(target, wheel, force)
