@@ -546,11 +546,15 @@ def _report_rows(rows: list[dict[str, Any]] | None, out: Path | None) -> None:
 @app.command("fetch-cutlass")
 def fetch_cutlass_cmd(
     wheel: Annotated[Optional[Path], typer.Option("--wheel", help="Use this downloaded nvidia-cutlass wheel.")] = None,
-    dest: Annotated[Optional[Path], typer.Option("--dest", help="Where to put it [third_party/cutlass].")] = None,
+    dest: Annotated[Optional[Path], typer.Option("--dest", help="Where to put it (default: third_party/cutlass "
+                                             "in a checkout, else ~/.cache/cusync-gen/cutlass).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Fetch again even if present; replace a --dest folder "
                                         "that fetch-cutlass did not fill (never a file).")] = False,
 ) -> None:
-    """Fetch CUTLASS's headers from the pinned nvidia-cutlass wheel into third_party/cutlass."""
+    """Fetch CUTLASS's headers from the pinned nvidia-cutlass wheel.
+
+    Installed from a wheel, cusync-gen puts them in the user cache, $XDG_CACHE_HOME/cusync-gen/cutlass (by default ~/.cache/cusync-gen/cutlass), where generated projects look for CUTLASS too; run from a checkout or an editable install, in its third_party/cutlass.
+    """
     from cusync_gen.cutlass_fetch import CUTLASS_PIN, fetch_cutlass, is_fetched
 
     target = (dest or paths.default_cutlass_dir()).resolve()
