@@ -64,7 +64,7 @@ def _parse_size(item: str, option: str, minimum: int, hint: str) -> int:
     if len(digits) > len(str(MAX_M)) or int(digits) > MAX_M:  # int() refuses more than 4300 digits
         shown = digits if len(digits) <= 20 else f"a {len(digits)}-digit number"
         raise UsageError(f"{option}: {shown} is above the limit of {MAX_M}",
-                         hint=f"pass values of at most {MAX_M} (2^20, docs/spec-format.md, Limits)")
+                         hint=f"pass values of at most {MAX_M} (2^20, `cusync-gen docs spec-format`, Limits)")
     if int(digits) < minimum:
         raise bad
     return int(digits)
@@ -196,6 +196,15 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Generate into a non-emp
 CutlassOpt = Annotated[Optional[Path], typer.Option("--cutlass-dir", help="CUTLASS root [$CUTLASS_DIR].")]
 
 
+def _need_matplotlib(command: str) -> None:
+    """`trace` and `tune` draw with matplotlib, an optional extra: say so before any build or run."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ToolError(f"{command} draws its pictures with matplotlib, which is not installed",
+                        hint="python3 -m pip install matplotlib (cusync-gen's optional extra `plot`)")
+
+
 @app.command()
 def init(
     name: Annotated[Optional[str], typer.Argument(help="Example to copy (see --list).", show_default=False)] = None,
@@ -234,7 +243,7 @@ def validate(
     cache: Annotated[str, typer.Option("--cache", metavar="N", help="Attention only: cached tokens per sequence.")] = "0",
     target: TargetOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan and proofs as one JSON document "
-                                          "(keys: docs/validate-json.md) instead of text.")] = False,
+                                          "(keys: `cusync-gen docs validate-json`) instead of text.")] = False,
 ) -> None:
     """Check a spec, print the plan (tiles, grids, semaphores, occupancy) and prove its sync sound per M."""
     from cusync_gen.render import output_files
@@ -284,7 +293,7 @@ def generate(
     force: Annotated[bool, typer.Option("--force", help="Also write into a non-empty folder that is not a "
                                         "cusync-gen project (same-named files are replaced, others kept).")] = False,
     torch: Annotated[bool, typer.Option("--torch", help="Also emit a PyTorch op and its CMake project in torch/ "
-                                        "(GEMM chains; docs/torch.md).")] = False,
+                                        "(GEMM chains; `cusync-gen docs torch`).")] = False,
 ) -> None:
     """Generate a standalone CMake project from a spec (into a new folder, or replacing our earlier one)."""
     from cusync_gen.render import generate as render_generate
@@ -428,6 +437,8 @@ def tune_cmd(
 
     from cusync_gen import build as builder
     from cusync_gen import tune
+
+    _need_matplotlib("tune")
     from cusync_gen.spec.loading import load_spec
     from cusync_gen.spec.model import AttentionSpec
 
@@ -435,8 +446,8 @@ def tune_cmd(
     spec_path = resolve_spec(spec)
     loaded = load_spec(spec_path)
     if isinstance(loaded, AttentionSpec):
-        raise UsageError("tune works on GEMM chains (stages:) for now", "for attention, compare tiles by hand "
-                         "(benchmarks/NOTES.md a3 shows how)")
+        raise UsageError("tune works on GEMM chains (stages:) for now", "for attention, time versions of the spec with "
+                         "`cusync-gen run` by hand")
     order_list = [o.strip() for o in orders.split(",")] if orders else None
     for o in order_list or []:
         if o not in tune.ORDERS[loaded.arch]:
@@ -498,6 +509,7 @@ def trace_cmd(
     from cusync_gen import build as builder
     from cusync_gen import trace
 
+    _need_matplotlib("trace")
     rows = parse_count(m, "--m")
     check_output_file(png, "-o", "trace.png")
     if png.suffix.lower() not in PICTURE_SUFFIXES:  # matplotlib picks the format by the suffix
@@ -563,6 +575,25 @@ def fetch_cutlass_cmd(
         already = not force and is_fetched(target)
     root = fetch_cutlass(target, wheel=wheel, force=force)
     _out().print(f"{CUTLASS_PIN} {'already there' if already else 'fetched'}: {escape(str(root))}")
+
+
+@app.command("docs")
+def docs_cmd(
+    name: Annotated[Optional[str], typer.Argument(help="The doc to print, e.g. spec-format; without it, the list.",
+                                                  show_default=False)] = None,
+) -> None:
+    """List the documentation that comes with cusync-gen, or print one doc (Markdown)."""
+    if name is None:
+        for doc in paths.doc_names():
+            print(f"{doc:<16} {paths.docs_dir() / f'{doc}.md'}")
+        return
+    path = paths.doc_path(name.removesuffix(".md"))
+    if path is None:
+        raise UsageError(f"no doc named {name[:40]!r}", hint=f"docs: {', '.join(paths.doc_names())}")
+    try:
+        sys.stdout.write(path.read_text())
+    except OSError as err:
+        raise UsageError(f"cannot read {path}: {err.strerror or err}") from err
 
 
 # --------------------------------------------------------------------------------------------------
