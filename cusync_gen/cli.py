@@ -128,6 +128,15 @@ def _target(target: str | None, arch: str | None) -> tuple[str | None, str]:
     return value, "--arch" if arch is not None and target is None else "--target"
 
 
+def _need_matplotlib(command: str) -> None:
+    """`trace` and `tune` draw with matplotlib, an optional extra: say so before any build or run."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ToolError(f"{command} draws its pictures with matplotlib, which is not installed",
+                        hint="python3 -m pip install matplotlib (cusync-gen's optional extra `plot`)")
+
+
 @app.command()
 def init(
     name: Annotated[Optional[str], typer.Argument(help="Example to copy (see --list).", show_default=False)] = None,
@@ -160,7 +169,7 @@ def validate(
     cache: Annotated[str, typer.Option("--cache", metavar="N", help="Attention only: cached tokens per sequence.")] = "0",
     target: TargetOpt = None,
     as_json: Annotated[bool, Flag("--json", help="Print the plan and proofs as one JSON document "
-                                  "(keys: docs/validate-json.md) instead of text.")] = False,
+                                  "(keys: `cusync-gen docs validate-json`) instead of text.")] = False,
 ) -> None:
     """Check a spec, print the plan (tiles, grids, semaphores, occupancy) and prove its sync sound per M."""
     from cusync_gen.render import output_files
@@ -211,7 +220,7 @@ def generate(
     force: Annotated[bool, Flag("--force", help="Also write into a non-empty folder that is not a "
                                 "cusync-gen project (same-named files are replaced, others kept).")] = False,
     torch: Annotated[bool, Flag("--torch", help="Also emit a PyTorch op and its CMake project in torch/ "
-                                "(GEMM chains; docs/torch.md).")] = False,
+                                "(GEMM chains; `cusync-gen docs torch`).")] = False,
 ) -> None:
     """Generate a standalone CMake project from a spec (into a new folder, or replacing our earlier one)."""
     from cusync_gen.render import generate as render_generate
@@ -343,6 +352,7 @@ def tune_cmd(
     from cusync_gen import build as builder
     from cusync_gen import tune
 
+    _need_matplotlib("tune")
     value, option = _target(build_target, arch)
     out_dir = options.merge_alias("--work-dir", work_dir, {"-o/--out-dir": work_alias}) or Path("build/tune")
     opts = options.tune_options(spec, m, tiles, orders, repeats, warmup, rounds, out_dir, write, value, jobs,
@@ -405,6 +415,7 @@ def trace_cmd(
     from cusync_gen import build as builder
     from cusync_gen import trace
 
+    _need_matplotlib("trace")
     value, option = _target(build_target, arch)
     png = options.merge_alias("-o/--output", picture, {"--png": png_alias}) or Path("trace.png")
     gpu = builder.gpu_arch() if not (target.endswith(".jsonl") and Path(target).is_file()) else None
@@ -449,11 +460,15 @@ def _report_rows(rows: list[dict[str, Any]] | None, out: Path | None) -> None:
 @app.command("fetch-cutlass")
 def fetch_cutlass_cmd(
     wheel: Annotated[Optional[Path], typer.Option("--wheel", help="Use this downloaded nvidia-cutlass wheel.")] = None,
-    dest: Annotated[Optional[Path], typer.Option("--dest", help="Where to put it [third_party/cutlass].")] = None,
+    dest: Annotated[Optional[Path], typer.Option("--dest", help="Where to put it (default: third_party/cutlass "
+                                             "in a checkout, else ~/.cache/cusync-gen/cutlass).")] = None,
     force: Annotated[bool, Flag("--force", help="Fetch again even if present; replace a --dest folder "
                                 "that fetch-cutlass did not fill (never a file).")] = False,
 ) -> None:
-    """Fetch CUTLASS's headers from the pinned nvidia-cutlass wheel into third_party/cutlass."""
+    """Fetch CUTLASS's headers from the pinned nvidia-cutlass wheel.
+
+    Installed from a wheel, cusync-gen puts them in the user cache, $XDG_CACHE_HOME/cusync-gen/cutlass (by default ~/.cache/cusync-gen/cutlass), where generated projects look for CUTLASS too; run from a checkout or an editable install, in its third_party/cutlass.
+    """
     from cusync_gen.cutlass_fetch import CUTLASS_PIN, fetch_cutlass, is_fetched
 
     opts = options.fetch_options(wheel, dest, force)
@@ -463,6 +478,25 @@ def fetch_cutlass_cmd(
         already = not opts.force and is_fetched(target)
     root = fetch_cutlass(target, wheel=opts.wheel, force=opts.force)
     _out().print(f"{CUTLASS_PIN} {'already there' if already else 'fetched'}: {escape(str(root))}")
+
+
+@app.command("docs")
+def docs_cmd(
+    name: Annotated[Optional[str], typer.Argument(help="The doc to print, e.g. spec-format; without it, the list.",
+                                                  show_default=False)] = None,
+) -> None:
+    """List the documentation that comes with cusync-gen, or print one doc (Markdown)."""
+    if name is None:
+        for doc in paths.doc_names():
+            print(f"{doc:<16} {paths.docs_dir() / f'{doc}.md'}")
+        return
+    path = paths.doc_path(name.removesuffix(".md"))
+    if path is None:
+        raise UsageError(f"no doc named {name[:40]!r}", hint=f"docs: {', '.join(paths.doc_names())}")
+    try:
+        sys.stdout.write(path.read_text())
+    except OSError as err:
+        raise UsageError(f"cannot read {path}: {err.strerror or err}") from err
 
 
 # --------------------------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ def _parse_size(item: str, option: str, minimum: int, hint: str) -> int:
     if len(digits) > len(str(MAX_M)) or int(digits) > MAX_M:  # int() refuses more than 4300 digits
         big = digits if len(digits) <= 20 else f"a {len(digits)}-digit number"
         raise UsageError(f"{option}: {big} is above the limit of {MAX_M}",
-                         hint=f"pass values of at most {MAX_M} (2^20, docs/spec-format.md, Limits)")
+                         hint=f"pass values of at most {MAX_M} (2^20, `cusync-gen docs spec-format`, Limits)")
     if int(digits) < minimum:
         raise bad
     return int(digits)

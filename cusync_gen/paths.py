@@ -1,10 +1,10 @@
-"""Where cusync-gen finds its own files: templates, shipped examples, the fetched CUTLASS headers.
+"""Where cusync-gen finds its own files: templates, shipped examples, docs, the fetched CUTLASS headers.
 
 Two layouts are supported:
 - a checkout or an editable install (`pip install -e .`): the package sits in `<repo>/cusync_gen`, the
   templates in `<repo>/templates` and the fetched CUTLASS in `<repo>/third_party/cutlass`;
-- a wheel install: the templates ship inside the package as `cusync_gen/templates` (see pyproject.toml)
-  and CUTLASS is fetched into the user's cache folder.
+- a wheel install: the templates and docs ship inside the package as `cusync_gen/templates` and
+  `cusync_gen/docs` (see pyproject.toml) and CUTLASS is fetched into the user's cache folder.
 """
 
 from __future__ import annotations
@@ -29,6 +29,24 @@ def templates_dir() -> Path:
     if root is not None:
         return root / "templates"
     return PACKAGE_DIR / "templates"
+
+
+def docs_dir() -> Path:
+    """`<repo>/docs` in a checkout, else the copy shipped in the package (`cusync-gen docs`)."""
+    root = repo_root()
+    if root is not None:
+        return root / "docs"
+    return PACKAGE_DIR / "docs"
+
+
+def doc_names() -> list[str]:
+    """Names of the docs, sorted: `architecture`, `spec-format`, ..."""
+    return sorted(p.stem for p in docs_dir().glob("*.md"))
+
+
+def doc_path(name: str) -> Path | None:
+    """The doc called `name` (without .md), or None."""
+    return docs_dir() / f"{name}.md" if name in doc_names() else None
 
 
 def examples_dir() -> Path:

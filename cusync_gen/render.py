@@ -29,10 +29,10 @@ from typing import Any
 import jinja2
 
 from cusync_gen import __version__, fsio
-from cusync_gen.cpp import FILTERS, has_control_character
+from cusync_gen.cpp import FILTERS
 from cusync_gen.backends import OutputFile, backend_of
 from cusync_gen.errors import CusyncError, SpecError, UsageError
-from cusync_gen.paths import default_cutlass_dir, templates_dir
+from cusync_gen.paths import templates_dir
 from cusync_gen.attention_plan import AttentionPlan, make_attention_plan
 from cusync_gen.plan import ChainPlan, make_plan
 from cusync_gen.spec.loading import load_spec
@@ -100,35 +100,6 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-@dataclass(frozen=True)
-class CutlassDefault:
-    """Where CMakeLists.txt looks for CUTLASS when neither -DCUTLASS_DIR nor $ENV{CUTLASS_DIR} says."""
-
-    path: str  # relative to the project folder when `relative`, else absolute
-    relative: bool
-
-
-def cutlass_default(out_dir: Path, cutlass_dir: Path | None) -> CutlassDefault:
-    """The fallback CUTLASS folder written into CMakeLists.txt.
-
-    Relative to the project when both live in one checkout (so committed projects are byte-identical on
-    every machine); otherwise the absolute path, which CMake uses only when -DCUTLASS_DIR and
-    $ENV{CUTLASS_DIR} are both unset. A path CMake cannot take (control characters) is a UsageError.
-    """
-    given = Path(os.path.abspath(cutlass_dir or default_cutlass_dir()))
-    cutlass = given.resolve()
-    if has_control_character(str(cutlass)) or has_control_character(str(given)):
-        raise UsageError(f"the CUTLASS folder {str(given)!r} contains a control character (e.g. a newline), "
-                         "which cannot go into CMakeLists.txt",
-                         hint="use a CUTLASS folder whose path has no control characters (--cutlass-dir, CUTLASS_DIR)")
-    # As given first (a third_party/ that links elsewhere still counts as inside the checkout), then resolved.
-    for c, out in ((given, Path(os.path.abspath(out_dir))), (cutlass, out_dir.resolve())):
-        common = Path(os.path.commonpath([c, out]))
-        if common != Path(common.anchor) and (common / "pyproject.toml").exists():
-            return CutlassDefault(Path(os.path.relpath(c, out)).as_posix(), True)
-    return CutlassDefault(str(cutlass), False)
-
-
 def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -156,12 +127,10 @@ def manifest(plan: ChainPlan | AttentionPlan, files: list[OutputFile], texts: di
     return json.dumps(data, indent=2) + "\n"
 
 
-def render_project(plan: ChainPlan | AttentionPlan, cutlass: CutlassDefault | str,
-                   torch: bool = False) -> dict[str, str]:
-    """Relative path -> file text, for the whole project (`cutlass`: see cutlass_default; a str is an
-    absolute CUTLASS folder; `torch`: also the PyTorch extension in torch/, cusync_gen/torch_plan.py)."""
-    if isinstance(cutlass, str):
-        cutlass = CutlassDefault(cutlass, relative=False)
+def render_project(plan: ChainPlan | AttentionPlan, torch: bool = False) -> dict[str, str]:
+    """Relative path -> file text, for the whole project (`torch`: also the PyTorch extension in torch/,
+    cusync_gen/torch_plan.py). Nothing of the generating machine goes in: the project finds CUTLASS when it
+    is configured (cmake/cusync_find_cutlass.cmake), so the text depends on the spec and the version only."""
     env = _environment()
     backend = backend_of(plan)
     files = output_files(plan)
@@ -176,7 +145,7 @@ def render_project(plan: ChainPlan | AttentionPlan, cutlass: CutlassDefault | st
     out: dict[str, str] = {}
     for f in files:
         if f.template:
-            context = {"plan": plan, "version": __version__, "cutlass": cutlass, **extra}
+            context = {"plan": plan, "version": __version__, **extra}
             if f.path.startswith("torch/"):  # the PyTorch extension (torch_plan): no stage of its own
                 context.update(stage=None, parts=getattr(backend, "PARTS", {}))
             else:
@@ -382,7 +351,9 @@ def generate(spec_path: Path, out_dir: Path, target: str | None = None, check: b
     `torch`: also emit the PyTorch extension (torch/; GEMM chains only, else a UsageError).
 
     Writes only inside `out_dir`; refuses a non-empty folder that is not our project unless `force`.
-    Ctrl-C is an `fsio.Interrupted` (exit 130) that says what the folder holds.
+    Ctrl-C is an `fsio.Interrupted` (exit 130) that says what the folder holds. `cutlass_dir` is not
+    used: no CUTLASS path goes into the project, which finds CUTLASS when it is configured (`build` passes
+    its --cutlass-dir as -DCUTLASS_DIR).
     """
     shown = Path(out_dir)
     rendered: dict[str, str] = {}
@@ -390,7 +361,7 @@ def generate(spec_path: Path, out_dir: Path, target: str | None = None, check: b
         plan = proved_plan(spec_path, target)
         try:
             root = fsio.check_target(shown, "-o")
-            rendered = render_project(plan, cutlass_default(shown, cutlass_dir), torch=torch)
+            rendered = render_project(plan, torch=torch)
             if check:
                 report = _check_report(root, shown, rendered)
                 if report:

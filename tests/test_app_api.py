@@ -29,7 +29,7 @@ C_FUNCTIONS = ("create", "destroy", "initialize", "update", "run", "run_sequenti
 
 @functools.lru_cache(maxsize=None)
 def rendered(name: str) -> dict[str, str]:
-    return render_project(plan_of_spec(load_spec(SPECS / f"{name}.yaml")), "/cutlass")
+    return render_project(plan_of_spec(load_spec(SPECS / f"{name}.yaml")))
 
 
 def class_name(name: str) -> str:

@@ -64,7 +64,7 @@ def test_the_backends_import_nothing_above_them() -> None:
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_projects_carry_only_headers_they_include(name: str) -> None:
     """No dead output: every copied header is included by some file of the project."""
-    files = render_project(plan_of(name), "/cutlass")
+    files = render_project(plan_of(name))
     included = set()
     for text in files.values():
         included |= set(re.findall(r'#include "([^"]+)"', text))
@@ -91,7 +91,7 @@ def test_the_emitted_wait_values_are_the_proved_ones(name: str) -> None:
     """StageInfo.wait_value / wait_value_b (fields 14 and 15) are EdgePlan.wait_value of the input edges,
     config by config; verify() proves exactly those numbers at every representative M."""
     plan = plan_of(name)
-    tables = emitted_tables(render_project(plan, "/cutlass")[f"src/{name}_stages.h"])
+    tables = emitted_tables(render_project(plan)[f"src/{name}_stages.h"])
     assert len(tables) == len(plan.configs)
     for config, rows in zip(plan.configs, tables, strict=True):
         for stage, row in zip(config.stages, rows, strict=True):
@@ -111,7 +111,7 @@ def test_a_wrong_wait_value_does_not_compile(tmp_path: Path) -> None:
     if not Path(nvcc).exists():
         pytest.skip("nvcc not found")
     name = "gpt3_mlp"
-    files = render_project(plan_of(name), "/cutlass")
+    files = render_project(plan_of(name))
     for path, text in files.items():
         if path.startswith(("include/", "src/")):
             (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
@@ -162,7 +162,7 @@ def test_a_bias_is_an_argument_of_the_gemm_that_asks_for_it(name: str, tmp_path:
     from conftest import bias_spec
 
     plan = plan_of_spec(load_spec(bias_spec(name, tmp_path)))
-    files = render_project(plan, "/cutlass")
+    files = render_project(plan)
     header, c_header, chain = (files[f"include/{plan.name}.h"], files[f"include/{plan.name}_c.h"],
                                files[f"src/{plan.name}.cu"])
     for stage in (s for s in plan.stages if s.op.value == "gemm"):
@@ -174,5 +174,5 @@ def test_a_bias_is_an_argument_of_the_gemm_that_asks_for_it(name: str, tmp_path:
             # per configuration the stock, stream-K and cluster kernels (one Config each), and the ping-pong one
             assert files[f"src/stage_{stage.name}_stock.cu"].count("/*kBias=*/true") == 2 * len(plan.configs) + 1
     assert all(s.get("bias") for s in json.loads(files["manifest.json"])["stages"] if s["op"] == "gemm")
-    plain = render_project(plan_of("two_gemm"), "/cutlass")
+    plain = render_project(plan_of("two_gemm"))
     assert "_bias" not in plain["include/two_gemm.h"] and "bias" not in plain["manifest.json"]

@@ -424,3 +424,34 @@ def test_run_two_gemm_on_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     rows = json.loads(out_file.read_text())
     assert {row["m"] for row in rows} == {1, 256}
     assert all(row["bitwise_equal"] and row["sync_error"] is None for row in rows)
+
+
+# --------------------------------------------------------------------------------------------------
+# matplotlib is an optional extra (`plot`): only trace and tune draw, and they say so before any work
+
+
+@pytest.mark.parametrize("args", [("trace", "recorded.jsonl", "-o", "t.png"), ("tune", "two_gemm")])
+def test_drawing_commands_name_the_missing_matplotlib(args: tuple[str, ...], tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "recorded.jsonl").write_text("")
+    code, _, err = cli_run(capsys, *args)
+    assert code == 1
+    assert error_lines(err)[0] == f"error: {args[0]} draws its pictures with matplotlib, which is not installed"
+    assert "pip install matplotlib" in err
+    assert not (tmp_path / "build").exists() and not (tmp_path / "t.png").exists()
+
+
+def test_docs_lists_and_prints_the_shipped_docs(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli_run(capsys, "docs")
+    assert code == 0 and "spec-format" in out and "torch" in out
+    assert all(Path(line.split()[1]).is_file() for line in out.splitlines())
+    code, out, _ = cli_run(capsys, "docs", "spec-format")
+    assert code == 0 and out == (paths.docs_dir() / "spec-format.md").read_text()
+    code, _, err = cli_run(capsys, "docs", "nope")
+    assert code == 2 and "no doc named 'nope'" in err and "spec-format" in err

@@ -32,7 +32,7 @@ HOPPER = {"90a"}  # the cuda_arch of the sm90 backend
 
 @functools.lru_cache(maxsize=None)
 def rendered(name: str) -> dict[str, str]:
-    return render_project(plan_of_spec(load_spec(SPECS / f"{name}.yaml")), "/cutlass")
+    return render_project(plan_of_spec(load_spec(SPECS / f"{name}.yaml")))
 
 
 def tool(name: str) -> str:

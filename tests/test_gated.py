@@ -58,7 +58,7 @@ def test_ping_pong_rule_counts_the_gemm_columns() -> None:
 
 
 def test_generated_kernels_and_tables() -> None:
-    files = render_project(make_plan(load_spec(FUSED)), "/cutlass")
+    files = render_project(make_plan(load_spec(FUSED)))
     synced = files["src/stage_gemm1.cu"]
     assert "cute::Shape<cute::_128, cute::_128, cute::_64>" in synced and "/*kGated=*/true" in synced
     assert "GemmProblem const problem{launch.m, 5632, 8192," in synced
@@ -92,6 +92,6 @@ def test_a_gated_gemm_takes_no_bias() -> None:
 
 
 def test_gated_weights_are_2n_wide_for_the_leading_dimension_checks() -> None:
-    files = render_project(make_plan(load_spec(FUSED)), "/cutlass")
+    files = render_project(make_plan(load_spec(FUSED)))
     chain = files["src/llama_mlp_fused_sm90.cu"]
     assert "p.b_cols[0] = 5632;" in chain and "p.d_cols[0] = 2816;" in chain

@@ -128,7 +128,7 @@ def test_pingpong_schedule_plans_and_renders() -> None:
     assert (plan.stages[0].tile.m, plan.stages[0].tile.n, plan.stages[0].tile.threads) == (128, 128, 384)
     assert "warp-specialized ping-pong" in plan.describe(1024)
     assert [s["tile"]["schedule"] for s in plan.json_at(1024)["stages"]] == ["pingpong", "cooperative"]  # validate --json
-    files = render_project(plan, "/cutlass")
+    files = render_project(plan)
     assert "SyncedPingpongConfig<" in files["src/stage_g1.cu"] and "GemmConfig<" not in files["src/stage_g1.cu"]
     assert "GemmConfig<" in files["src/stage_g2.cu"] and "SyncedPingpongConfig" not in files["src/stage_g2.cu"]
     # per M: ping-pong 128x128 up to M = 512, the spec's cooperative 128x256 above
@@ -136,7 +136,7 @@ def test_pingpong_schedule_plans_and_renders() -> None:
                                                     "schedules": {"g1": "pingpong"}}])))
     assert mixed.config_for(512).stages[0].tile.schedule == "pingpong"
     assert mixed.config_for(513).stages[0].tile.schedule == "cooperative"
-    stage = render_project(mixed, "/cutlass")["src/stage_g1.cu"]
+    stage = render_project(mixed)["src/stage_g1.cu"]
     assert stage.index("Gemm0 = cusync::sm90::SyncedGemm<cusync::sm90::SyncedPingpongConfig<") < stage.index(
         "Gemm1 = cusync::sm90::SyncedGemm<cusync::sm90::GemmConfig<")
     # a schedule only where a kernel has one
@@ -167,7 +167,7 @@ def test_sm90_project_layout() -> None:
     assert "include/cusync/sm90/ticket_scheduler.cuh" in paths and "bench/baselines.cuh" in paths
     assert "src/stage_gemm1_stock.cu" in paths and "src/stage_gemm2_stock.cu" in paths
     assert not any("/sm80/" in p for p in paths)
-    files = render_project(plan, "/cutlass")
+    files = render_project(plan)
     cmake = files["CMakeLists.txt"]
     assert "CUTLASS_ENABLE_GDC_FOR_SM90=1" in cmake and "set(CMAKE_CUDA_ARCHITECTURES 90a)" in cmake
     assert "CUDA::cublas" in cmake
@@ -191,15 +191,15 @@ TABLE = {"gpu": "NVIDIA H200", "sms": 132, "modes": [{"m_max": 384, "mode": "str
 def test_dispatch_table_is_emitted_and_keeps_hashes_of_specs_without_one() -> None:
     plan = make_plan(parse_spec(two(dispatch=TABLE)))
     assert plan.dispatch is not None and plan.dispatch.modes[0][0] == 384
-    stages = render_project(plan, "/cutlass")["src/h_stages.h"]
+    stages = render_project(plan)["src/h_stages.h"]
     assert "constexpr int kDispatchSms = 132;" in stages and 'kDispatchGpu = "NVIDIA H200";' in stages
     assert "{384, cusync::Mode::kStreamK}," in stages and "{4096, cusync::Mode::kOverlap}," in stages
     every = {**TABLE, "modes": [{"m_max": 128 * (i + 1), "mode": m} for i, m in
                                 enumerate(["overlap", "stock", "streamk", "cluster", "pingpong", "cublaslt"])]}
-    emitted = render_project(make_plan(parse_spec(two(dispatch=every))), "/cutlass")["src/h_stages.h"]
+    emitted = render_project(make_plan(parse_spec(two(dispatch=every))))["src/h_stages.h"]
     for mode in ("kOverlap", "kStock", "kStreamK", "kCluster", "kPingpong", "kCublasLt"):  # every mode renders
         assert f"cusync::Mode::{mode}}}," in emitted
-    without = render_project(make_plan(parse_spec(two())), "/cutlass")["src/h_stages.h"]
+    without = render_project(make_plan(parse_spec(two())))["src/h_stages.h"]
     assert "constexpr int kNumDispatch = 0;" in without
     # an absent table does not change the spec hash (every committed project keeps its name and banner)
     assert make_plan(parse_spec(two())).spec_hash != plan.spec_hash

@@ -29,7 +29,6 @@ from cusync_gen.torch_plan import make_torch_plan
 
 EXAMPLES = REPO / "cusync_gen" / "examples"
 TORCH_EXAMPLE = REPO / "examples" / "torch"
-CUTLASS = "/opt/cutlass"
 
 
 def _plan(name: str):
@@ -38,7 +37,7 @@ def _plan(name: str):
 
 
 def _render(plan, torch: bool = True) -> dict[str, str]:
-    return render_project(plan, CUTLASS, torch=torch)
+    return render_project(plan, torch=torch)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -55,7 +54,7 @@ def test_torch_adds_only_its_folder_and_manifest_entries(name: str) -> None:
         {p: t for p, t in plain.items() if p != "manifest.json"}
     manifest = json.loads(with_torch["manifest.json"])
     assert set(added) <= set(manifest["files"]) and set(added) <= set(manifest["sha256"])
-    assert render_project(plan, CUTLASS) == plain  # the default is off: golden projects stay as they are
+    assert render_project(plan) == plain  # the default is off: golden projects stay as they are
 
 
 def test_op_signature_checks_and_capture_rules() -> None:
@@ -134,7 +133,7 @@ def test_torch_on_an_attention_spec_is_a_usage_error(tmp_path: Path) -> None:
     assert not (tmp_path / "att").exists()
     with pytest.raises(UsageError, match="attention chain"):
         from cusync_gen.render import plan_of_spec
-        render_project(plan_of_spec(load_spec(EXAMPLES / "gpt3_attention.yaml")), CUTLASS, torch=True)
+        render_project(plan_of_spec(load_spec(EXAMPLES / "gpt3_attention.yaml")), torch=True)
 
 
 @pytest.mark.parametrize("name", ["lambda", "load", "path"])
@@ -348,4 +347,4 @@ def test_torch_on_a_bias_spec_is_a_usage_error(tmp_path: Path) -> None:
     from conftest import bias_spec
 
     with pytest.raises(UsageError, match=r"stages\[0\]\.bias"):
-        render_project(make_plan(load_spec(bias_spec("two_gemm", tmp_path))), CUTLASS, torch=True)
+        render_project(make_plan(load_spec(bias_spec("two_gemm", tmp_path))), torch=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from cusync_gen.attention_plan import AttentionPlan
 from cusync_gen.verify_attention import verify_attention_plan
-from cusync_gen.backends.base import OutputFile, backend_files, bench_runtime_files, config_file, runtime_files
+from cusync_gen.backends.base import (OutputFile, backend_files, bench_runtime_files, config_file, find_cutlass_file,
+                                      runtime_files)
 
 NAME = "attention"
 RUNTIME = ("status.h", "ptx.cuh", "sync_error.h", "semaphore.cuh", "policy.h", "tile_order.h", "stage.cuh",
@@ -22,6 +23,7 @@ def files(plan: AttentionPlan) -> list[OutputFile]:
     return [
         OutputFile("CMakeLists.txt", "attention/CMakeLists.txt.j2", True),
         config_file(name),
+        find_cutlass_file(),
         OutputFile("README.md", "attention/README.md.j2", True),
         OutputFile(f"include/{name}.h", "attention/include/attention.h.j2", True, field="name"),
         OutputFile(f"include/{name}_c.h", "attention/include/attention_c.h.j2", True, field="name"),

@@ -21,6 +21,11 @@ def config_file(name: str) -> OutputFile:
     return OutputFile(f"cmake/{name}Config.cmake.in", "project/cmake/Config.cmake.in.j2", True, field="name")
 
 
+def find_cutlass_file() -> OutputFile:
+    """The CMake module that finds CUTLASS for the project (the same in every project, copied)."""
+    return OutputFile("cmake/cusync_find_cutlass.cmake", "project/cmake/cusync_find_cutlass.cmake", False)
+
+
 def runtime_files(headers: tuple[str, ...]) -> list[OutputFile]:
     """Headers of the backend-independent runtime (templates/runtime/include/cusync/), copied."""
     return [OutputFile(f"include/cusync/{h}", f"runtime/include/cusync/{h}", False) for h in headers]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cusync_gen.backends.base import (OutputFile, backend_files, bench_backend_files, bench_runtime_files, config_file,
-                                      runtime_files)
+                                      find_cutlass_file, runtime_files)
 from cusync_gen.plan import ChainPlan
 from cusync_gen.spec.model import Op
 from cusync_gen.verify import representative_ms, verify
@@ -26,6 +26,7 @@ def files(plan: ChainPlan, folder: str, runtime: tuple[str, ...], headers: tuple
     return [
         OutputFile("CMakeLists.txt", "project/CMakeLists.txt.j2", True),
         config_file(name),
+        find_cutlass_file(),
         OutputFile("README.md", "project/README.md.j2", True),
         OutputFile(f"include/{name}.h", "project/include/chain.h.j2", True, field="name"),
         OutputFile(f"include/{name}_c.h", "project/include/chain_c.h.j2", True, field="name"),

@@ -38,7 +38,7 @@ def parse_spec(data: Any, source: str = "<spec>") -> ChainSpec:
             SpecError(
                 "<root>",
                 f"the top level of {source} must be a mapping, got {kind}",
-                "start the file with 'name: ...', 'stages: ...' (see docs/spec-format.md)",
+                "start the file with 'name: ...', 'stages: ...' (see `cusync-gen docs spec-format`)",
             ),
             source,
         )
@@ -121,7 +121,7 @@ def _read_spec_text(path: Path) -> str:
         raise UsageError(f"cannot read spec file {path}: {exc}", "check the file's permissions") from None
     if len(raw) > MAX_SPEC_BYTES:
         raise UsageError(f"{path} is larger than 1 MiB, the limit for a spec file",
-                         "a spec is a few KiB: check that this is the spec (docs/spec-format.md, Limits)")
+                         "a spec is a few KiB: check that this is the spec (`cusync-gen docs spec-format`, Limits)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -143,7 +143,7 @@ def _load_json(path: Path, text: str) -> Any:
         raise UsageError(f"{path}: invalid JSON: {clip(str(exc))}", _NUMBER_HINT) from None
 
 
-_NUMBER_HINT = f"no number in a spec is above {MAX_M} (docs/spec-format.md, Limits)"
+_NUMBER_HINT = f"no number in a spec is above {MAX_M} (`cusync-gen docs spec-format`, Limits)"
 
 
 def _too_deep(path: Path, line: int | None = None) -> UsageError:
@@ -156,7 +156,7 @@ def _too_many(path: Path, line: int | None = None) -> UsageError:
     where = f"{path}:{line}" if line is not None else str(path)
     return UsageError(f"{where}: the spec holds more than {MAX_SPEC_VALUES} values (counting what each YAML alias "
                       "repeats)", "a spec needs a few hundred: remove the extra data or the repeated aliases "
-                      "(docs/spec-format.md, Limits)")
+                      "(`cusync-gen docs spec-format`, Limits)")
 
 
 def _check_size(data: Any, path: Path) -> None:

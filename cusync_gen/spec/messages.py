@@ -115,9 +115,9 @@ def _above_limit(loc: tuple[int | str, ...], key: str, value: Any, maximum: Any)
     why = f" ({limit.why})" if limit is not None else ""
     if what == "tile values":  # name the list, not its element
         return SpecError(_render_loc(loc[:-1]), f"{show(value)} is above the limit of {maximum} for a tile value{why}",
-                         f"use values of at most {maximum} (docs/spec-format.md, Limits)")
+                         f"use values of at most {maximum} (`cusync-gen docs spec-format`, Limits)")
     return SpecError(_render_loc(loc), f"{show(value)} is above the limit of {maximum}{why}",
-                     f"use at most {maximum} (docs/spec-format.md, Limits)")
+                     f"use at most {maximum} (`cusync-gen docs spec-format`, Limits)")
 
 
 def _model_at(loc: tuple[int | str, ...], root: type[BaseModel] = ChainSpec) -> type[BaseModel]:
@@ -181,4 +181,4 @@ def from_validation_error(exc: ValidationError, root: type[BaseModel] = ChainSpe
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return SpecError(field, f"expected a mapping, got {show(value)}", "write it as 'key: value' lines")
     return SpecError(field, clip(str(err.get("msg", "invalid value"))),
-                     "see docs/spec-format.md for the allowed values")
+                     "see `cusync-gen docs spec-format` for the allowed values")

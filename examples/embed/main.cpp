@@ -1,5 +1,5 @@
 // embed_app: the generated `two_gemm` chain (out = relu(x W1) W2, fp16, 1024 x 1024 weights) inside an
-// application, as issue 12 asks a library to be used: the caller's stream, device memory the caller
+// application, used as applications use a library: the caller's stream, device memory the caller
 // allocated (the workspace query), a CUDA graph captured around run() and replayed, the sync error
 // record read on the caller's stream, and every status checked, with last_error() naming the field.
 // Host-only C++: it includes the public header, never a CUDA source or a CUTLASS header.

@@ -1,4 +1,4 @@
-// cusync runtime: the chain lifecycle every backend shares, written once (issue 11).
+// cusync runtime: the chain lifecycle every backend shares, written once.
 //
 // A generated project holds only what is specific to its spec: the kernel types of its stages, the
 // constexpr stage tables the plan emits (src/<name>_stages.h), and a thin public class that owns one of

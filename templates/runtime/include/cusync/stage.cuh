@@ -185,8 +185,8 @@ __device__ __forceinline__ TileCoord begin_tile(StageSync const& sync) {
 // whole warp, converged; lane = threadIdx.x % 32). `closer` is that thread. In an sm90 warp-specialized
 // kernel the whole warp calls it under a warp-uniform branch: a loop inside one elected lane's branch made
 // ptxas keep every loop-carried value of the math warps' tile loop (the mainloop's pipeline state, the
-// wgmma descriptors) in per-thread registers, moved to uniform ones before each wgmma (benchmarks/NOTES.md
-// h17). Here every loop's trip count is the same in every lane and a lane's share is one predicated store.
+// wgmma descriptors) in per-thread registers, moved to uniform ones before each wgmma (measured
+// on an H200). Here every loop's trip count is the same in every lane and a lane's share is one predicated store.
 __device__ __forceinline__ void close_run_lanes(StageSync const& sync, bool closer, int lane, int lanes) {
   ChainState* state = sync.state;
   // Acquire side of the finished counter (in the thread that read it): see every start the sinks saw.

@@ -1,7 +1,7 @@
 // cusync sm90 backend: a chain's GEMM through cuBLASLt (run() mode kCublasLt, cusync/sm90/dispatch.h).
 //
 // Where cuBLAS's own kernels are faster than every CUTLASS configuration we instantiate (measured on the
-// H200 at small M, where cuBLAS splits K or picks narrow tiles: benchmarks/NOTES.md h5), run() can compute
+// H200 at small M, where cuBLAS splits K or picks narrow tiles), run() can compute
 // the chain with them. D[M, N] = Activation(A[M, K] x B (+ bias: cuBLASLt's BIAS epilogue)) as cuBLASLt's
 // column-major D^T = B^T A^T, fp32 accumulation (the last 64 shapes' plans cached), then the activation
 // in place with the same CUTLASS functor the fused epilogues use (cuBLASLt has no erf GELU or SiLU
@@ -10,7 +10,7 @@
 // one of the heuristic's first kLtSearchAlgos that ran the whole chain fastest on this GPU (as PyTorch's
 // TunableOp tunes its GEMMs, but timed in the chain's graph: timed alone, back to back, a GEMM ranked
 // differently; measured on the H200, the heuristic's first is 1-7% slower than the best of eight at most
-// shapes from M = 1024: benchmarks/results/2026-12-01-h200-sm90/gemm-probe/, NOTES h13).
+// shapes from M = 1024).
 #pragma once
 
 #include <algorithm>

@@ -60,7 +60,7 @@ inline int dispatch_entry(DispatchEntry const* table, int entries, int m) {
 constexpr int kMaxTunedMs = 32;
 
 // The ping-pong kernel keeps its two math warp groups busy once a GEMM has a tile for each of them on
-// every SM: at least this many 128x128 tiles per SM. Measured on the H200 (benchmarks/NOTES.md h5): with
+// every SM: at least this many 128x128 tiles per SM. Measured on the H200: with
 // at least 2 per SM it was within 13% of cuBLASLt's best algorithm at every point and within 2% at most;
 // with fewer, down to 0.70x of it, and cuBLAS's chain beat every CUTLASS mode (stream-K included) by
 // 4-13% at M = 256 and 512 on both MLP examples.

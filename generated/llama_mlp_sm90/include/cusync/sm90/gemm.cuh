@@ -157,7 +157,7 @@ struct GemmConfig {
 
 // CUTLASS's ping-pong kernel (run() mode kPingpong) for the same GEMM, in 128x128 tiles whatever the
 // spec's tile: its two math warp groups take alternate tiles, so one group's epilogue runs under the
-// other's MMAs. Measured on the H200 (scripts/gemm_probe, benchmarks/NOTES.md h5) on the MLP shards'
+// other's MMAs. Measured on the H200 on the MLP shards'
 // GEMMs at M >= 1024: within 2% of cuBLASLt's best algorithm or faster, where the cooperative 128x256
 // kernel is 0.82x of it (geometric mean). The tile-synced ping-pong kernel is SyncedPingpongConfig.
 template <class Element, class LayoutB, template <class> class Activation, bool kBias = false, bool kGated = false>

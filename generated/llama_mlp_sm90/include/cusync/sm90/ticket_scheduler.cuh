@@ -111,7 +111,7 @@ __device__ __forceinline__ int32_t atom_relaxed_cta_store(int32_t* p, int32_t v)
 // value written in `if (lane == 0)`) made ptxas keep every loop-carried value of the math warps' tile
 // loop (the mainloop's pipeline state, the wgmma descriptors) in per-thread registers, moved to uniform
 // ones before each wgmma: 88 instead of CUTLASS's 57 instructions per 8 wgmmas in the ping-pong kernel's
-// K loop (benchmarks/NOTES.md h17). So did the load warp's ticket code inlined into the math warps'
+// K loop. So did the load warp's ticket code inlined into the math warps'
 // get_current_work(), though they never run it: it lives in publish_next, which only the load warp's
 // mainloop calls. One lane's branch holds only straight-line code that defines nothing read after it.
 //

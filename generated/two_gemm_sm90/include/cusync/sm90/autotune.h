@@ -2,7 +2,7 @@
 //
 // Why: the modes of one chain often lie within a few percent of each other, and their ranking does not
 // carry from one H200 to the next (measured: a table taken on one machine picked a mode 6-7% slower
-// than the best on another; benchmarks/NOTES.md h7). A table built at initialization on the caller's
+// than the best on another). A table built at initialization on the caller's
 // own GPU, under the caller's own conditions, does carry. This is the library's equivalent of cuDNN's
 // benchmark mode: opt-in, outside stream capture, and it overwrites the output buffers it runs on.
 //
@@ -34,7 +34,7 @@ constexpr double kTuneTieFraction = 0.005;
 
 // Before its first M is timed, autotune keeps the GPU busy with the candidates for this long (and for a
 // tenth of it before every later M): an H200 fresh from idle runs short bursts of GEMMs at up to 1980
-// MHz, sustained work at 1320-1440 MHz under its 700 W cap (benchmarks/NOTES.md h6), and the modes do
+// MHz, sustained work at 1320-1440 MHz under its 700 W cap, and the modes do
 // not lose the same under the cap; the caller's chain runs sustained.
 constexpr int kTunePreheatMs = 1000;
 

@@ -223,7 +223,7 @@ inline Status Chain::autotune(int const* ms, int count, cudaStream_t stream, int
 // (the heuristic's first kLtSearchAlgos) are timed as the whole chain in mode kCublasLt, CUDA graphs round
 // robin as time_modes() times modes, the other GEMMs on the algorithms already chosen; the fastest (the
 // heuristic's order wins ties) stays with the GEMM's shape. In the chain, not alone: a GEMM timed back to
-// back with itself ranked the algorithms differently at small M (NOTES h13). GEMMs of one shape share
+// back with itself ranked the algorithms differently at small M. GEMMs of one shape share
 // their choice (the last stage's search decides).
 static_assert(kLtSearchAlgos <= kMaxTunedModes, "time_modes() times every candidate algorithm at once");
 static_assert(kLtMaxStages >= kMaxChainStages, "the cuBLASLt context tracks every stage");

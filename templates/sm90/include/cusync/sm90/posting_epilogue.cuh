@@ -76,7 +76,7 @@ struct PostingEpilogue : Base {
     // branch the compiler can prove warp-uniform, with one elected lane doing the work. A per-thread
     // condition here (threadIdx, or a field read through the parameters) made ptxas keep the math warps'
     // wgmma descriptors out of uniform registers for the whole kernel (64 instead of 48 instructions per
-    // K-block; benchmarks/NOTES.md h2).
+    // K-block).
     if constexpr (!kTmaStores) {
       if (sync_.enabled) {
         cutlass::arch::NamedBarrier::sync(int(cute::size(TiledMma{})), cutlass::arch::ReservedNamedBarriers::EpilogueBarrier);
