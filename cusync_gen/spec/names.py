@@ -189,7 +189,7 @@ def stage_pair_problem(name: str, other: str, other_index: int) -> tuple[str, st
     case, or one stage name that is the other's plus an sm90 file suffix (launch_S_stock, stage_S_stock.cu)."""
     if name.casefold() == other.casefold():
         return (f"differs from stages[{other_index}].name '{other}' only in case (their files, src/stage_NAME.cu, "
-                "would be one on case-insensitive file systems)", "give every stage a name unique ignoring case")
+                "would be one on case-insensitive file systems)", "rename it: stage names must differ ignoring case")
     for longer, shorter in ((name, other), (other, name)):
         for suffix in STAGE_SUFFIXES:
             if longer == shorter + suffix:
