@@ -9,7 +9,8 @@ import math
 import re
 
 from cusync_gen.errors import SpecError
-from cusync_gen.spec.limits import MAX_DIM, MAX_NAME_LENGTH
+from cusync_gen.spec.limits import MAX_DIM
+from cusync_gen.spec import names
 from cusync_gen.spec.messages import show, show_key
 from cusync_gen.spec.model import (
     ALIGNMENT,
@@ -48,18 +49,9 @@ from cusync_gen.spec.model import (
 
 #: "input" names the external A tensor, so no stage may be called that.
 RESERVED_NAMES = frozenset({"input"})
-#: C++ keywords a name would collide with in the generated code (the ones plausible as names).
-CPP_KEYWORDS = frozenset(
-    "alignas alignof and asm auto bool break case catch char class const constexpr continue default "
-    "delete do double else enum explicit export extern false float for friend goto if inline int long "
-    "mutable namespace new noexcept not nullptr operator or private protected public register return "
-    "short signed sizeof static struct switch template this throw true try typedef typename union "
-    "unsigned using virtual void volatile while half".split()
-)
+#: Kept for importers; the full lists, each with its source, are in cusync_gen/spec/names.py.
+CPP_KEYWORDS = names.CPP_KEYWORDS
 
-#: ASCII only, matched with fullmatch (`$` would also match before a final newline).
-_C_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SNAKE = re.compile(r"[a-z][a-z0-9_]*")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -218,22 +210,17 @@ def _check_dispatch(spec: ChainSpec) -> None:
         previous = entry.m_max
 
 
-def _check_name(field: str, name: str, pattern: re.Pattern[str], what: str, hint: str) -> None:
-    """Names become file names, C++ identifiers and CMake targets: ASCII identifiers of bounded length."""
-    if not name.isascii():
-        raise SpecError(field, f"{show(name)} is not an ASCII {what}", hint)
-    if not pattern.fullmatch(name):
-        raise SpecError(field, f"{show(name)} is not a {what}", hint)
-    if len(name) > MAX_NAME_LENGTH:
-        raise SpecError(field, f"{show(name)} is {len(name)} characters long, above the limit of {MAX_NAME_LENGTH}",
-                        f"use a name of at most {MAX_NAME_LENGTH} characters")
+def _check_name(field: str, name: str, stage: bool = False) -> None:
+    """Names become C++ and Python identifiers, C ABI names, CMake targets and file names: names.py says which
+    language or tool rejects a name, and how to fix it."""
+    problem = names.name_problem(name, field, stage=stage)
+    if problem is not None:
+        why, hint = problem
+        raise SpecError(field, f"{show(name)} {why}", hint)
 
 
 def _check_chain_name(name: str) -> None:
-    _check_name("name", name, _SNAKE, "lower snake case C identifier",
-                "use lower case letters, digits and underscores, starting with a letter (e.g. gpt3_mlp)")
-    if name in CPP_KEYWORDS:
-        raise SpecError("name", f"'{name}' is a C++ keyword", "pick another name, e.g. my_" + name)
+    _check_name("name", name)
 
 
 def _check_arch(spec: ChainSpec) -> None:
@@ -338,20 +325,17 @@ def _check_sm90_gemm_tile(i: int, stage: StageSpec) -> None:
 
 def _check_stage_name(i: int, stage: StageSpec, seen: dict[str, int]) -> None:
     field = f"stages[{i}].name"
-    _check_name(field, stage.name, _C_IDENT, "C identifier",
-                "use letters, digits and underscores, not starting with a digit (e.g. gemm1)")
-    if stage.name in RESERVED_NAMES:
-        raise SpecError(
-            field, f"'{stage.name}' is reserved for the external input tensor", "rename the stage, e.g. gemm_in"
-        )
-    if stage.name in CPP_KEYWORDS:
-        raise SpecError(field, f"'{stage.name}' is a C++ keyword", f"rename the stage, e.g. {stage.name}_stage")
+    _check_name(field, stage.name, stage=True)
     if stage.name in seen:
         raise SpecError(
             field,
             f"'{stage.name}' is already the name of stages[{seen[stage.name]}]",
             "give every stage a unique name",
         )
+    for other, j in seen.items():
+        problem = names.stage_pair_problem(stage.name, other, j)
+        if problem is not None:
+            raise SpecError(field, f"{show(stage.name)} {problem[0]}", problem[1])
 
 
 def _check_source(spec: ChainSpec, i: int, stage: StageSpec, earlier: dict[str, int]) -> int | None:
