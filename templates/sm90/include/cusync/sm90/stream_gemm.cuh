@@ -67,6 +67,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdio>
 
 #include "cusync/ptx.cuh"
 #include "cusync/semaphore.cuh"
@@ -330,8 +331,7 @@ struct StreamGemm {
   }
 
   // Sum of the tile's pieces in fixed order, epilogue, store, post.
-  // A call (not inlined): it runs once per tile, and inlined it raised the hot loop's register pressure.
-  static __device__ __noinline__ void reduce_tile(StageArgs const& a, RunCtx const& ctx, int t, int64_t c_first,
+  static __device__ __forceinline__ void reduce_tile(StageArgs const& a, RunCtx const& ctx, int t, int64_t c_first,
                                                   int64_t c_last) {
     bool const swiglu = a.act == int(Act::kSwiglu);
     int const n0 = t * kBlkN;
@@ -580,6 +580,8 @@ __global__ void __launch_bounds__(kThreads, 2)
                         StreamState* state, SyncErrorInfo* error, uint64_t timeout_ns) {
   extern __shared__ __align__(128) char smem[];
   RunCtx const ctx{ptx::ld_relaxed_gpu(&state->epoch), error, timeout_ns};
+  // Two inlined copies of the stage loop (one copy selecting the args, or a call, spilled more at M_pad >= 64;
+  // this one spills ~12 bytes at M_pad = 128, outside the mma loop).
   StreamGemm<T, kMPad>::run(a1, ctx, int(blockIdx.x), int(gridDim.x), smem);
   StreamGemm<T, kMPad>::run(a2, ctx, int(blockIdx.x), int(gridDim.x), smem);
   close_run(state, ctx.epoch);
