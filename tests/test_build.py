@@ -438,18 +438,28 @@ def test_format_table() -> None:
     assert "yes" in text and "NO" in text and "stuck" in text and "graph" in text
 
 
-def test_format_table_sm90_baselines_and_floor() -> None:
+def test_format_table_sm90_leads_with_run_against_cublas() -> None:
+    """The first screen a Hopper user sees: run()'s time, mode and reason next to the cuBLAS chain, and a
+    plain statement where run() does not run the tile-synced kernels."""
     from rich.console import Console
 
     rows = [{"chain": "c", "floor_tflops": 771.2},
-            dict(ROW, stock_us=140.5, stock_pdl_us=139.0, cublas_us=-1.0)]  # -1: no cuBLAS in that build
+            dict(ROW, m=256, run_us=131.0, mode="cublaslt", mode_reason="default rule: gemm1 has few tiles",
+                 cublas_us=140.0, stock_us=150.0),
+            dict(ROW, m=1024, run_us=463.0, mode="overlap", mode_reason="dispatch table: M <= 2048",
+                 cublas_us=475.0),
+            dict(ROW, m=4096, run_us=1800.0, mode="pingpong", mode_reason="table", cublas_us=-1.0)]
     table = build.format_table(rows)
-    assert [c.header for c in table.columns][-3:] == ["CUTLASS us", "CUTLASS+PDL us", "cuBLAS us"]
-    assert table.row_count == 1  # the floor record is not a result row
-    console = Console(width=160, record=True)
+    headers = [c.header for c in table.columns]
+    assert headers[:5] == ["M", "run() us", "run() mode", "cuBLAS chain us", "run() vs cuBLAS"]
+    assert table.row_count == 3  # the floor record is not a result row
+    console = Console(width=220, record=True)
     console.print(table)
     text = console.export_text()
-    assert "140.5" in text and "139.0" in text and "771 TFLOP/s" in text and "-1.0" not in text
+    assert "131.0" in text and "cublaslt" in text and "1.07x" in text and "771 TFLOP/s" in text
+    assert "-1.0" not in text  # a baseline the bench could not run
+    assert "M = 256: run() took default rule: gemm1 has few tiles" in text
+    assert "At M = 256, 4096 run() does not run the tile-synced kernels" in text
 
 
 # --------------------------------------------------------------------------------------------------
