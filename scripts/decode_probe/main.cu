@@ -524,12 +524,34 @@ int main(int argc, char** argv) {
                                   {"llama65", 8192, 2816, 8192, Act::kSwiglu, true},
                                   {"llama3-8b", 4096, 14336, 4096, Act::kSwiglu, true}};
   std::vector<int> ms = quick ? std::vector<int>{1, 16, 128} : std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128};
+  // DECODE_PROBE_SHAPES=gpt3,llama65 and DECODE_PROBE_MS=1,64 pick points (e.g. for ncu);
+  // DECODE_PROBE_NO_EXTRA=1 skips the odd-M, host-reference and negative checks.
+  auto csv_list = [](char const* text) {
+    std::vector<std::string> out; std::string cur;
+    for (char const* c = text; ; ++c) {
+      if (*c == ',' || *c == 0) { if (!cur.empty()) out.push_back(cur); cur.clear(); if (!*c) break; }
+      else cur += *c;
+    }
+    return out;
+  };
+  if (char const* env = getenv("DECODE_PROBE_MS")) {
+    ms.clear();
+    for (auto const& v : csv_list(env)) ms.push_back(std::atoi(v.c_str()));
+  }
+  bool const no_extra = getenv("DECODE_PROBE_NO_EXTRA") != nullptr;
   std::vector<Row> rows; std::vector<std::string> extras;
+  if (char const* env = getenv("DECODE_PROBE_SHAPES")) {
+    auto want = csv_list(env);
+    std::vector<ShapeDef> kept;
+    for (auto const& sd : shapes)
+      for (auto const& w : want) if (w == sd.name) kept.push_back(sd);
+    shapes = kept;
+  }
   for (auto const& sd : shapes) {
     build_tables(sd.bf16);
     auto run = [&](auto probe) {
       probe.sd = sd; probe.sms = sms; probe.quick = quick; probe.setup();
-      extras.push_back(std::string(sd.name) + ": " + probe.extra_checks(log));
+      if (!no_extra) extras.push_back(std::string(sd.name) + ": " + probe.extra_checks(log));
       for (int m : ms) probe.point(m, rows, log);
       probe.teardown();
     };
