@@ -268,7 +268,7 @@ def _module_source(chain: str) -> str:
 
     base = _base_plan()
     plan = dataclasses.replace(base, name=chain, class_name=names.class_name(chain))
-    return render_project(plan, "cutlass", torch=True)[f"torch/{chain}_torch.py"]
+    return render_project(plan, torch=True)[f"torch/{chain}_torch.py"]
 
 
 _BASE: list[object] = []
