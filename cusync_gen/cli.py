@@ -51,20 +51,24 @@ def _err() -> Console:
 # Option parsing shared by commands
 # --------------------------------------------------------------------------------------------------
 
-def _parse_size(item: str, option: str, minimum: int, hint: str) -> int:
-    """One integer from minimum to spec.MAX_M (the largest M the generated library is built for)."""
+def _parse_size(item: str, option: str, minimum: int, hint: str, maximum: int | None = None,
+                limit_hint: str | None = None) -> int:
+    """One integer from minimum to `maximum` (default spec.MAX_M, the largest M the generated library is
+    built for): ASCII digits only, spaces around it allowed; anything else is one UsageError."""
     from cusync_gen.spec.limits import MAX_M
 
+    if maximum is None:
+        maximum = MAX_M
+        limit_hint = f"pass values of at most {MAX_M} (2^20, docs/spec-format.md, Limits)"
     item = item.strip()
     kind = "a positive integer" if minimum > 0 else "a non-negative integer"
     bad = UsageError(f"{option}: {item[:40]!r} is not {kind}", hint=hint)
     if not (item.isascii() and item.isdigit()):  # str.isdigit alone takes '²' and other Unicode digits
         raise bad
     digits = item.lstrip("0") or "0"
-    if len(digits) > len(str(MAX_M)) or int(digits) > MAX_M:  # int() refuses more than 4300 digits
+    if len(digits) > len(str(maximum)) or int(digits) > maximum:  # int() refuses more than 4300 digits
         shown = digits if len(digits) <= 20 else f"a {len(digits)}-digit number"
-        raise UsageError(f"{option}: {shown} is above the limit of {MAX_M}",
-                         hint=f"pass values of at most {MAX_M} (2^20, docs/spec-format.md, Limits)")
+        raise UsageError(f"{option}: {shown} is above the limit of {maximum}", hint=limit_hint or hint)
     if int(digits) < minimum:
         raise bad
     return int(digits)
@@ -83,6 +87,35 @@ def parse_count(text: str, option: str, minimum: int = 1, example: int = 1024) -
     if "," in text:
         raise UsageError(f"{option} takes one value, got {_shown(text)}", hint=hint)
     return _parse_size(text, option, minimum, hint)
+
+
+def parse_tiles(values: list[str]) -> dict[str, list[tuple[int, int, int]]]:
+    """`--tiles gemm1=128x128x32,128x256x32` (repeatable) -> {"gemm1": [(128, 128, 32), (128, 256, 32)]}.
+    Each number parses as --m's do (parse_ms), up to spec.MAX_TILE_DIM; a list longer than tune.MAX_VARIANTS
+    is refused before its numbers are read."""
+    from cusync_gen.spec.limits import MAX_TILE_DIM
+    from cusync_gen.tune import MAX_VARIANTS
+
+    example = "e.g. --tiles gemm1=128x128x32,128x256x32"
+    out: dict[str, list[tuple[int, int, int]]] = {}
+    for value in values:
+        name, sep, shapes = value.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise UsageError(f"--tiles {_shown(value)}: expected STAGE=MxNxK[,MxNxK...]", hint=example)
+        count = shapes.count(",") + 1
+        if count > MAX_VARIANTS:
+            raise UsageError(f"--tiles {_shown(value)}: {count} tiles for {name}, more than the limit of "
+                             f"{MAX_VARIANTS} variants", hint=f"pass at most {MAX_VARIANTS} tiles in all, {example}")
+        for shape in shapes.split(","):
+            parts = shape.lower().split("x")
+            if len(parts) != 3:
+                raise UsageError(f"--tiles {_shown(value)}: {_shown(shape)} is not MxNxK", hint=example)
+            m, n, k = (_parse_size(p, "--tiles", 1, f"pass three positive integers per tile, {example}",
+                                   MAX_TILE_DIM, f"a tile dimension is at most {MAX_TILE_DIM} "
+                                   "(docs/spec-format.md, Limits)") for p in parts)
+            out.setdefault(name, []).append((m, n, k))
+    return out
 
 
 def _shown(text: str) -> str:
@@ -423,17 +456,18 @@ def tune_cmd(
     cutlass_dir: CutlassOpt = None,
 ) -> None:
     """Build tile variants of a GEMM-chain spec, time them with every policy on the GPU, keep the fastest per M."""
-    import yaml
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from cusync_gen import build as builder
     from cusync_gen import tune
-    from cusync_gen.spec.loading import load_spec
+    from cusync_gen.spec.loading import parse_spec, read_spec_data
     from cusync_gen.spec.model import AttentionSpec
 
     ms = parse_ms(m)
+    choices = parse_tiles(tiles or [])
     spec_path = resolve_spec(spec)
-    loaded = load_spec(spec_path)
+    data = read_spec_data(spec_path)  # read once: what is tuned is what was checked
+    loaded = parse_spec(data, source=str(spec_path))
     if isinstance(loaded, AttentionSpec):
         raise UsageError("tune works on GEMM chains (stages:) for now", "for attention, compare tiles by hand "
                          "(benchmarks/NOTES.md a3 shows how)")
@@ -442,13 +476,13 @@ def tune_cmd(
         if o not in tune.ORDERS[loaded.arch]:
             raise UsageError(f"--orders: {o!r} is not an order of arch {loaded.arch.value}",
                              f"use some of: {','.join(tune.ORDERS[loaded.arch])}")
-    data = yaml.safe_load(spec_path.read_text())
-    variants, skipped = tune.make_variants(data, loaded, tune.parse_tiles(tiles or []))
+    tune.check_choices(loaded, choices)  # stage names and the number of combinations, before any work
+    if not builder.has_gpu():  # before the variants: each is a spec parsed and planned
+        raise NoGpuError("no CUDA device found", hint="tune builds and times variants on an NVIDIA GPU")
+    variants, skipped = tune.make_variants(data, loaded, choices)
     console = _err()
     for line in skipped:
         console.print(f"skipped {escape(line)}", style="dim")
-    if not builder.has_gpu():
-        raise NoGpuError("no CUDA device found", hint="tune builds and times variants on an NVIDIA GPU")
     target = arch or builder.gpu_arch()
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as bar:
@@ -505,7 +539,7 @@ def trace_cmd(
                          hint=f"use one of {', '.join(PICTURE_SUFFIXES[1:])} (none: .png), e.g. -o trace.png")
     for path in (png.with_suffix(".json"), png.with_suffix(".jsonl")):  # written beside it
         check_output_file(path, "-o", "trace.png")
-    if target.endswith(".jsonl") and Path(target).is_file():  # render a trace recorded earlier
+    if target.endswith(".jsonl"):  # render a trace recorded earlier (load_trace refuses a FIFO, a folder, ...)
         records = trace.load_trace(Path(target))
     else:
         if not builder.has_gpu():
