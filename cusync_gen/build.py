@@ -141,6 +141,8 @@ def read_manifest(project: Path) -> dict[str, Any]:
         if err.reason == "missing":
             raise UsageError(f"{project} is not a generated project (no manifest.json)",
                              hint="generate one with `cusync-gen generate SPEC -o DIR`") from None
+        if err.reason == "bad_path":
+            raise
         raise CusyncError(f"{err.message}", hint="regenerate the project with `cusync-gen generate`") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("name"), str):
         raise CusyncError(f"{path} has no project name",

@@ -35,8 +35,8 @@ _REGULAR_HINT = "pass the path of a regular file (not a pipe, socket, device or 
 
 class UserFileError(UsageError):
     """A file we did not write cannot be read or is not what it should be. `reason` says which:
-    "missing", "directory", "not_regular", "symlink", "unreadable", "too_large", "not_utf8", "too_deep",
-    "invalid_json"."""
+    "missing", "bad_path" (too long, a NUL), "directory", "not_regular", "symlink", "unreadable", "too_large",
+    "not_utf8", "too_deep", "invalid_json"."""
 
     def __init__(self, message: str, hint: str, path: str, reason: str) -> None:
         super().__init__(message, hint)
@@ -79,7 +79,7 @@ def _open_error(err: OSError, path: Path, what: str, follow_symlinks: bool) -> U
                              _REGULAR_HINT, shown, "not_regular")
     if err.errno == errno.ENAMETOOLONG:
         return UserFileError(f"{what} {shown[:60]}...: file name too long for the file system", "use a shorter path",
-                             shown, "unreadable")
+                             shown, "bad_path")
     return UserFileError(f"cannot read {what} {shown}: {err.strerror or err}", "check the file and its permissions",
                          shown, "unreadable")
 
@@ -95,7 +95,7 @@ def open_regular(path: Path | str, what: str, *, follow_symlinks: bool = True) -
         raise _open_error(err, path, what, follow_symlinks) from None
     except ValueError:  # a NUL in the path
         raise UserFileError(f"{what} {str(path)!r}: the path contains a NUL character", "check the path",
-                            str(path), "unreadable") from None
+                            str(path), "bad_path") from None
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
