@@ -7,7 +7,6 @@ a `ToolError` that keeps the command and the end of its output.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -23,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from cusync_gen import userfile
 from cusync_gen.errors import (
     CheckFailedError,
     CusyncError,
@@ -40,6 +40,7 @@ EXIT_BAD_ARGS = 2                     # exit codes of the generated bench (see R
 EXIT_NO_GPU = 3
 EXIT_SYNC_TIMEOUT = 4
 EXIT_CHECK_FAILED = 5
+MAX_BENCH_JSON_DEPTH = 8               # a row of the bench's JSON output is flat
 CUDA_ROOTS: tuple[str, ...] = ("/usr/local/cuda",)   # where nvcc is looked for after PATH, $CUDA_HOME, $CUDA_PATH
 GPU_DEVICE_NODE = Path("/dev/nvidia0")               # present when the NVIDIA driver has a device
 BACKENDS = ("auto", "sm80", "sm90")                  # run --backend: which version of an example
@@ -133,14 +134,16 @@ def build_architectures(manifest: dict[str, Any], target: str | None) -> str | N
 def read_manifest(project: Path) -> dict[str, Any]:
     """The project's manifest.json (see docs/interfaces.md)."""
     path = Path(project) / "manifest.json"
-    if not path.is_file():
-        raise UsageError(f"{project} is not a generated project (no manifest.json)",
-                         hint="generate one with `cusync-gen generate SPEC -o DIR`")
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise CusyncError(f"{path} is not readable JSON: {err}",
-                          hint="regenerate the project with `cusync-gen generate`") from err
+    try:  # never blocks (a FIFO is refused), bounded in size and nesting
+        manifest = userfile.read_json(path, "manifest", userfile.MAX_MANIFEST_BYTES, userfile.MAX_MANIFEST_DEPTH,
+                                      hint="regenerate the project with `cusync-gen generate`")
+    except userfile.UserFileError as err:
+        if err.reason == "missing":
+            raise UsageError(f"{project} is not a generated project (no manifest.json)",
+                             hint="generate one with `cusync-gen generate SPEC -o DIR`") from None
+        if err.reason == "bad_path":
+            raise
+        raise CusyncError(f"{err.message}", hint="regenerate the project with `cusync-gen generate`") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("name"), str):
         raise CusyncError(f"{path} has no project name",
                           hint="regenerate the project with `cusync-gen generate`")
@@ -393,11 +396,11 @@ def parse_bench_line(line: str) -> dict[str, Any] | None:
     if not text.startswith("{"):
         return None
     try:
-        obj = json.loads(text)
-    except ValueError as err:
+        obj = userfile.parse_json(text, "the bench's output", MAX_BENCH_JSON_DEPTH)
+    except userfile.UserFileError:
         raise ToolError(f"the bench printed a malformed JSON line: {text[:200]}",
                         hint="the generated bench and this cusync-gen are out of step: regenerate the project",
-                        ) from err
+                        ) from None
     if not isinstance(obj, dict):
         raise ToolError(f"the bench printed JSON that is not an object: {text[:200]}")
     return obj

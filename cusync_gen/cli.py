@@ -30,6 +30,7 @@ from cusync_gen.options import (  # noqa: F401  (parse_* and the limits: this mo
     parse_count,
     parse_ms,
     parse_policies,
+    parse_tiles,
     parse_target,
     resolve_spec,
 )
@@ -357,12 +358,13 @@ def tune_cmd(
     out_dir = options.merge_alias("--work-dir", work_dir, {"-o/--out-dir": work_alias}) or Path("build/tune")
     opts = options.tune_options(spec, m, tiles, orders, repeats, warmup, rounds, out_dir, write, value, jobs,
                                 cutlass_dir, option)
-    loaded, variants = opts.loaded, list(opts.variants)
-    console = _err()
-    for line in opts.skipped:
-        console.print(f"skipped {escape(line)}", style="dim")
-    if not builder.has_gpu():
+    if not builder.has_gpu():  # before the variants: each is a spec parsed and planned
         raise NoGpuError("no CUDA device found", hint="tune builds and times variants on an NVIDIA GPU")
+    loaded = opts.loaded
+    variants, skipped = tune.make_variants(opts.data, loaded, opts.choices)
+    console = _err()
+    for line in skipped:
+        console.print(f"skipped {escape(line)}", style="dim")
     target = opts.target or builder.gpu_arch()
     order_list = list(opts.orders) if opts.orders else None
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

@@ -24,7 +24,7 @@ import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from cusync_gen import fsio
+from cusync_gen import fsio, userfile
 from cusync_gen.errors import ToolError, UsageError
 from cusync_gen.paths import default_cutlass_dir
 
@@ -49,31 +49,31 @@ _HINT = (
 
 def is_fetched(dest: Path) -> bool:
     """True when `dest` holds the pinned headers (VERSION matches and cutlass.h exists)."""
-    version = dest / "VERSION"
-    return (
-        version.is_file()
-        and version.read_text().strip() == CUTLASS_PIN
-        and (dest / "include" / "cutlass" / "cutlass.h").is_file()
-    )
+    return _version(dest / "VERSION", True).strip() == CUTLASS_PIN and (dest / "include" / "cutlass" / "cutlass.h").is_file()
 
 
 def fetched_by_us(dest: Path) -> bool:
     """`dest` is a tree fetch-cutlass wrote (any pin): its VERSION names an nvidia-cutlass release."""
-    version = dest / "VERSION"
+    return _version(dest / "VERSION", False).startswith(_VERSION_PREFIX)
+
+
+def _version(path: Path, follow_symlinks: bool) -> str:
+    """The start of a VERSION file ("" when it is missing or not a regular file: a FIFO is never opened)."""
     try:
-        return version.is_file() and not version.is_symlink() and version.read_text(errors="replace").startswith(
-            _VERSION_PREFIX)
-    except OSError:
-        return False
+        return userfile.read_head(path, "VERSION file", 256, follow_symlinks=follow_symlinks).decode(errors="replace")
+    except userfile.UserFileError:
+        return ""
 
 
 def check_wheel(wheel: Path) -> None:
     """The wheel's sha256 must be one recorded for the pin (a ToolError naming both otherwise)."""
     digest = hashlib.sha256()
     try:
-        with open(wheel, "rb") as f:
+        with userfile.open_regular(wheel, "wheel") as f:  # a FIFO or device is refused, never blocks
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
+    except userfile.UserFileError as err:
+        raise ToolError(err.message, hint=_HINT) from None
     except OSError as err:
         raise ToolError(f"cannot read the wheel {wheel}: {err.strerror or err}", hint=_HINT) from err
     if digest.hexdigest() not in WHEEL_SHA256:

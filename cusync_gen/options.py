@@ -49,20 +49,24 @@ def shown(text: str) -> str:
     return repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
 
 
-def _parse_size(item: str, option: str, minimum: int, hint: str) -> int:
-    """One integer from minimum to spec.MAX_M (the largest M the generated library is built for)."""
+def _parse_size(item: str, option: str, minimum: int, hint: str, maximum: int | None = None,
+                limit_hint: str | None = None) -> int:
+    """One integer from minimum to `maximum` (default spec.MAX_M, the largest M the generated library is
+    built for): ASCII digits only, spaces around it allowed; anything else is one UsageError."""
     from cusync_gen.spec.limits import MAX_M
 
+    if maximum is None:
+        maximum = MAX_M
+        limit_hint = f"pass values of at most {MAX_M} (2^20, `cusync-gen docs spec-format`, Limits)"
     item = item.strip()
     kind = "a positive integer" if minimum > 0 else "a non-negative integer"
     bad = UsageError(f"{option}: {item[:40]!r} is not {kind}", hint=hint)
     if not (item.isascii() and item.isdigit()):  # str.isdigit alone takes '²' and other Unicode digits
         raise bad
     digits = item.lstrip("0") or "0"
-    if len(digits) > len(str(MAX_M)) or int(digits) > MAX_M:  # int() refuses more than 4300 digits
-        big = digits if len(digits) <= 20 else f"a {len(digits)}-digit number"
-        raise UsageError(f"{option}: {big} is above the limit of {MAX_M}",
-                         hint=f"pass values of at most {MAX_M} (2^20, `cusync-gen docs spec-format`, Limits)")
+    if len(digits) > len(str(maximum)) or int(digits) > maximum:  # int() refuses more than 4300 digits
+        shown_value = digits if len(digits) <= 20 else f"a {len(digits)}-digit number"
+        raise UsageError(f"{option}: {shown_value} is above the limit of {maximum}", hint=limit_hint or hint)
     if int(digits) < minimum:
         raise bad
     return int(digits)
@@ -80,6 +84,35 @@ def parse_count(text: str, option: str, minimum: int = 1, example: int = 1024) -
     if "," in text:
         raise UsageError(f"{option} takes one value, got {shown(text)}", hint=hint)
     return _parse_size(text, option, minimum, hint)
+
+
+def parse_tiles(values: list[str]) -> dict[str, list[tuple[int, int, int]]]:
+    """`--tiles gemm1=128x128x32,128x256x32` (repeatable) -> {"gemm1": [(128, 128, 32), (128, 256, 32)]}.
+    Each number parses as --m's do (parse_ms), up to spec.MAX_TILE_DIM; a list longer than tune.MAX_VARIANTS
+    is refused before its numbers are read."""
+    from cusync_gen.spec.limits import MAX_TILE_DIM
+    from cusync_gen.tune import MAX_VARIANTS
+
+    example = "e.g. --tiles gemm1=128x128x32,128x256x32"
+    out: dict[str, list[tuple[int, int, int]]] = {}
+    for value in values:
+        name, sep, shapes = value.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise UsageError(f"--tiles {shown(value)}: expected STAGE=MxNxK[,MxNxK...]", hint=example)
+        count = shapes.count(",") + 1
+        if count > MAX_VARIANTS:
+            raise UsageError(f"--tiles {shown(value)}: {count} tiles for {name}, more than the limit of "
+                             f"{MAX_VARIANTS} variants", hint=f"pass at most {MAX_VARIANTS} tiles in all, {example}")
+        for shape in shapes.split(","):
+            parts = shape.lower().split("x")
+            if len(parts) != 3:
+                raise UsageError(f"--tiles {shown(value)}: {shown(shape)} is not MxNxK", hint=example)
+            m, n, k = (_parse_size(p, "--tiles", 1, f"pass three positive integers per tile, {example}",
+                                   MAX_TILE_DIM, f"a tile dimension is at most {MAX_TILE_DIM} "
+                                   "(`cusync-gen docs spec-format`, Limits)") for p in parts)
+            out.setdefault(name, []).append((m, n, k))
+    return out
 
 
 def parse_target(value: str | None, option: str = "--target") -> str | None:
@@ -135,6 +168,8 @@ def check_output_file(path: Path | None, option: str, example: str) -> Path | No
     """A file the command will write: not a folder, not under a file. Checked before any work."""
     if path is None:
         return None
+    if "\0" in str(path):
+        raise UsageError(f"{option} {shown(str(path))} has a NUL character", hint=f"pass a plain file name for {option}")
     if str(path) == "" or path.is_dir():
         raise UsageError(f"{option} {path} is a folder", hint=f"pass a file name for {option}, e.g. {option} "
                          f"{path / example}")
@@ -410,7 +445,7 @@ def trace_options(target: str, m: str, picture: Path, arch: str | None, project:
                          hint=f"use one of {', '.join(PICTURE_SUFFIXES[1:])} (none: .png), e.g. -o trace.png")
     for path in (picture.with_suffix(".json"), picture.with_suffix(".jsonl")):  # written beside it
         check_output_file(path, "-o", "trace.png")
-    if target.endswith(".jsonl") and Path(target).is_file():
+    if target.endswith(".jsonl"):  # a trace recorded earlier (load_trace refuses a FIFO, a folder, ...)
         return TraceOptions(Path(target), None, None, None, rows, picture, force, jobs, cutlass_dir)
     subject = subject_of(target, project)
     if subject.kind == "attention":
@@ -424,8 +459,8 @@ def trace_options(target: str, m: str, picture: Path, arch: str | None, project:
 class TuneOptions:
     spec: Path
     loaded: Any             # the parsed ChainSpec
-    variants: tuple[Any, ...]  # tune.make_variants: the spec, then its tile variants
-    skipped: tuple[str, ...]   # variants the spec rules reject, "label: reason"
+    data: Any               # the spec file's data, read once (what is tuned is what was checked)
+    choices: dict[str, list[tuple[int, int, int]]]  # --tiles, counted against tune.MAX_VARIANTS
     ms: tuple[int, ...]
     m_text: str
     orders: tuple[str, ...] | None
@@ -443,9 +478,7 @@ def tune_options(spec: str, m: str, tiles: list[str] | None, orders: str | None,
                  rounds: int, work_dir: Path, write: Path | None, arch: str | None, jobs: int | None,
                  cutlass_dir: Path | None, option: str = "--target") -> TuneOptions:
     from cusync_gen import tune
-    import yaml
-
-    from cusync_gen.spec.loading import load_spec
+    from cusync_gen.spec.loading import parse_spec, read_spec_data
     from cusync_gen.spec.model import AttentionSpec
 
     ms = parse_ms(m)
@@ -453,13 +486,14 @@ def tune_options(spec: str, m: str, tiles: list[str] | None, orders: str | None,
                              (rounds, "--rounds", MAX_COUNT), (jobs, "--jobs", MAX_JOBS)):
         check_range(value, name, 1, top)
     arch = parse_target(arch, option)
-    tile_choices = tune.parse_tiles(tiles or [])
+    choices = parse_tiles(tiles or [])
     check_output_dir(work_dir, "--work-dir")
     spec_path = resolve_spec(spec)
-    loaded = load_spec(spec_path)
+    data = read_spec_data(spec_path)  # read once: what is tuned is what was checked
+    loaded = parse_spec(data, source=str(spec_path))
     if isinstance(loaded, AttentionSpec):
-        raise UsageError("tune works on GEMM chains (stages:) for now", "for attention, compare tiles by hand "
-                         "(benchmarks/NOTES.md a3 shows how)")
+        raise UsageError("tune works on GEMM chains (stages:) for now", "for attention, time versions of the spec "
+                         "with `cusync-gen run` by hand")
     if arch is not None:
         check_runs_on(loaded.arch.value, arch, option, str(spec_path))
     order_list = tuple(o.strip() for o in orders.split(",")) if orders else None
@@ -470,9 +504,9 @@ def tune_options(spec: str, m: str, tiles: list[str] | None, orders: str | None,
     dest = write or (spec_path.with_name(spec_path.stem + ".tuned.yaml") if Path(spec).exists()
                      else Path(f"{loaded.name}.tuned.yaml"))
     check_output_file(dest, "--write", f"{loaded.name}.tuned.yaml")
-    variants, skipped = tune.make_variants(yaml.safe_load(spec_path.read_text()), loaded, tile_choices)
-    return TuneOptions(spec_path, loaded, tuple(variants), tuple(skipped), tuple(ms), m, order_list, repeats, warmup,
-                       rounds, work_dir, dest, arch, jobs, cutlass_dir)
+    tune.check_choices(loaded, choices)  # stage names and the number of combinations, before any work
+    return TuneOptions(spec_path, loaded, data, choices, tuple(ms), m, order_list, repeats, warmup, rounds, work_dir,
+                       dest, arch, jobs, cutlass_dir)
 
 
 @dataclass(frozen=True)

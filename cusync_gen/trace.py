@@ -10,13 +10,26 @@ last wave being filled by consumer tiles.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cusync_gen import userfile
 from cusync_gen.errors import ToolError, UsageError
+from cusync_gen.spec.limits import MAX_M, MAX_NAME_LENGTH, MAX_STAGES
 
 MODES = ("sequential", "overlapped")
+#: What a trace may hold. The bench writes about 130 bytes per tile; GPT-3's MLP at M = 1024 on the H200 is
+#: 1152 tiles per mode. Loading and drawing the largest trace allowed takes seconds, not minutes.
+MAX_TRACE_BYTES = 32 << 20
+MAX_TRACE_RECORDS = 200_000   # lines with a tile record, complete or not
+MAX_TRACE_US = 1e9            # a time in the trace (us since the run's first ticket): 1000 s
+MAX_TRACE_SM = 1 << 12        # SM ids are below this (an H200 has 132 SMs)
+MAX_TRACE_TILE = (1 << 31) - 1
+NOT_RECORDED = -1.0           # the bench's time of a tile that never took its ticket or stored its tile
+_LINE_DEPTH = 4               # a record is one flat object: deeper is refused before json.loads
+_HINT = "pass the file the bench wrote with --trace"
 
 
 @dataclass(frozen=True)
@@ -31,25 +44,95 @@ class TileRecord:
     stored_us: float
 
 
+def _shown(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, float) or math.isfinite(value) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _int(row: dict[str, Any], key: str, low: int, high: int, where: str) -> int:
+    value = row[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise UsageError(f"{where}: {key} is {_shown(value)}, not an integer from {low} to {high}", _HINT)
+    return value
+
+
+def _time(row: dict[str, Any], key: str, where: str) -> float | None:
+    """A time in us, or None for the bench's NOT_RECORDED."""
+    value = row[key]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value == NOT_RECORDED:
+            return None
+        if math.isfinite(value) and 0 <= value <= MAX_TRACE_US:
+            return float(value)
+    raise UsageError(f"{where}: {key} is {_shown(value)}, not a time in us from 0 to {MAX_TRACE_US:.0e} "
+                     f"(or {NOT_RECORDED:g}: not recorded)", _HINT)
+
+
+def _name(row: dict[str, Any], key: str, where: str) -> str:
+    value = row[key]
+    if not isinstance(value, str) or not value or len(value) > MAX_NAME_LENGTH or not value.isprintable():
+        raise UsageError(f"{where}: {key} is {_shown(value)}, not a name of 1 to {MAX_NAME_LENGTH} printable "
+                         "characters", _HINT)
+    return value
+
+
+_FIELDS = ("m", "mode", "stage", "tile_m", "tile_n", "sm", "taken_us", "stored_us")
+
+
+def _record(row: Any, where: str) -> tuple[TileRecord, bool]:
+    """One trace line's record, and whether it is complete (both times recorded, stored after taken)."""
+    if not isinstance(row, dict):
+        raise UsageError(f"{where}: not a tile record (a JSON object), but {_shown(row)}", _HINT)
+    missing = [key for key in _FIELDS if key not in row]
+    if missing:
+        raise UsageError(f"{where}: not a tile record: no {', '.join(missing)}", _HINT)
+    taken, stored = _time(row, "taken_us", where), _time(row, "stored_us", where)
+    record = TileRecord(_int(row, "m", 1, MAX_M, where), _name(row, "mode", where), _name(row, "stage", where),
+                        _int(row, "tile_m", 0, MAX_TRACE_TILE, where), _int(row, "tile_n", 0, MAX_TRACE_TILE, where),
+                        _int(row, "sm", 0, MAX_TRACE_SM - 1, where),
+                        taken if taken is not None else NOT_RECORDED, stored if stored is not None else NOT_RECORDED)
+    return record, taken is not None and stored is not None and stored >= taken
+
+
 def load_trace(path: Path) -> list[TileRecord]:
-    """The bench's trace lines; tiles that never recorded an end (a timed-out run) are left out."""
-    records = []
+    """The bench's trace lines; tiles that never recorded an end (a timed-out run) are left out.
+
+    Any file: a FIFO or device is refused without blocking, at most MAX_TRACE_BYTES and MAX_TRACE_RECORDS,
+    every value checked (types, ranges, finite times), and modes other than MODES named; each problem is
+    one UsageError naming the file and line."""
+    path = Path(path)
     try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as err:
-        raise UsageError(f"cannot read trace {path}: {err}", "pass the file the bench wrote with --trace") from None
-    for number, line in enumerate(lines, 1):
+        text = userfile.read_text(path, "trace", MAX_TRACE_BYTES)
+    except userfile.UserFileError as err:
+        if err.reason == "too_large":
+            raise UsageError(err.message, "trace a smaller --m (or cut the file to the M you want to see)") from None
+        raise
+    records: list[TileRecord] = []
+    count = 0
+    first_line: dict[str, int] = {}  # mode -> first line
+    stages: set[str] = set()
+    for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
-        try:
-            row: dict[str, Any] = json.loads(line)
-            record = TileRecord(int(row["m"]), str(row["mode"]), str(row["stage"]), int(row["tile_m"]),
-                                int(row["tile_n"]), int(row["sm"]), float(row["taken_us"]), float(row["stored_us"]))
-        except (ValueError, KeyError, TypeError, OverflowError) as err:  # OverflowError: int(Infinity)
-            raise UsageError(f"{path}:{number}: not a tile trace line ({err})",
-                             "pass the file the bench wrote with --trace") from None
-        if record.taken_us >= 0 and record.stored_us >= record.taken_us:
+        count += 1
+        if count > MAX_TRACE_RECORDS:
+            raise UsageError(f"{path} holds more than {MAX_TRACE_RECORDS} tile records, the limit for a trace",
+                             "trace a smaller --m (or cut the file to the M you want to see)")
+        where = f"{path}:{number}"
+        record, complete = _record(userfile.parse_json(line, where, _LINE_DEPTH, _HINT), where)
+        first_line.setdefault(record.mode, number)
+        if record.stage not in stages:
+            stages.add(record.stage)
+            if len(stages) > MAX_STAGES:
+                raise UsageError(f"{where}: more than {MAX_STAGES} stages in one trace (a chain has at most "
+                                 f"{MAX_STAGES})", _HINT)
+        if complete:
             records.append(record)
+    unknown = [mode for mode in first_line if mode not in MODES]
+    if unknown:
+        present = ", ".join(repr(mode) for mode in sorted(first_line)[:8])
+        raise UsageError(f"{path}:{first_line[unknown[0]]}: unknown mode {unknown[0]!r}: trace draws the modes "
+                         f"{' and '.join(MODES)}", f"modes in this trace: {present}; {_HINT}")
     if not records:
         raise UsageError(f"{path} holds no complete tile records", "run the bench with --trace on a GPU first")
     return records
@@ -78,24 +161,36 @@ def gantt_png(records: list[TileRecord], path: Path, m: int | None = None) -> Pa
         from matplotlib.patches import Patch
     except ImportError:
         raise ToolError("matplotlib is not installed", hint="python3 -m pip install matplotlib") from None
+    import numpy as np
+    from matplotlib.collections import PolyCollection
+
     m = m if m is not None else records[0].m
-    panels = [mode for mode in MODES if any(r.mode == mode and r.m == m for r in records)]
-    if not panels:
-        raise UsageError(f"the trace has no tiles at M = {m}", f"use one of: {sorted({r.m for r in records})}")
-    stages = list(dict.fromkeys(r.stage for r in records if r.m == m))
+    at_m = [r for r in records if r.m == m]
+    if not at_m:
+        ms = sorted({r.m for r in records})
+        shown = ", ".join(map(str, ms[:10])) + (f", ... ({len(ms)} values)" if len(ms) > 10 else "")
+        raise UsageError(f"the trace has no tiles at M = {m}", f"use one of: {shown}")
+    panels = [mode for mode in MODES if any(r.mode == mode for r in at_m)]
+    stages = list(dict.fromkeys(r.stage for r in at_m))
     colors = {s: plt.get_cmap("tab10")(i % 10) for i, s in enumerate(stages)}
-    end = max(r.stored_us for r in records if r.m == m)
+    end = max(max(r.stored_us for r in at_m), 1.0)
+    top = max(r.sm for r in at_m)
     fig, axes = plt.subplots(len(panels), 1, figsize=(12, 3.2 * len(panels)), sharex=True, squeeze=False)
     for ax, mode in zip(axes[:, 0], panels):
-        tiles = [r for r in records if r.m == m and r.mode == mode]
-        for stage in stages:
-            bars = [(r.sm, r.taken_us, r.stored_us - r.taken_us) for r in tiles if r.stage == stage]
-            for sm, start, width in bars:
-                ax.broken_barh([(start, width)], (sm - 0.4, 0.8), facecolors=colors[stage], linewidth=0)
+        tiles = [r for r in at_m if r.mode == mode]
+        for stage in stages:  # one collection of rectangles per stage, not a call per tile
+            bars = np.array([(r.taken_us, r.stored_us, r.sm) for r in tiles if r.stage == stage], dtype=float)
+            if not len(bars):
+                continue
+            x0, x1, y = bars[:, 0], bars[:, 1], bars[:, 2]
+            corners = np.stack([np.column_stack((x0, y - 0.4)), np.column_stack((x0, y + 0.4)),
+                                np.column_stack((x1, y + 0.4)), np.column_stack((x1, y - 0.4))], axis=1)  # (tiles,4,2)
+            ax.add_collection(PolyCollection(corners, facecolors=colors[stage], linewidths=0))
         last = max(r.stored_us for r in tiles)
         ax.set_title(f"{mode}: {len(tiles)} tiles, last stored at {last:.0f} us")
         ax.set_ylabel("SM")
         ax.set_xlim(0, end * 1.02)
+        ax.set_ylim(-1, top + 1)
     axes[-1, 0].set_xlabel("us since the first tile was taken")
     fig.legend(handles=[Patch(color=colors[s], label=s) for s in stages], loc="upper right")
     fig.suptitle(f"tiles per SM at M = {m} (bar: ticket taken -> tile stored)")

@@ -41,6 +41,8 @@ DEFAULT_TILES: dict[Arch, tuple[Triple, ...]] = {
     Arch.SM80: ((128, 128, 32), (128, 256, 32), (256, 128, 32), (128, 128, 64)),
     Arch.SM90: ((128, 128, 64), (128, 256, 64), (256, 128, 64)),
 }
+#: The most tile combinations `--tiles` may give (each is a project generated, built and timed).
+MAX_VARIANTS = 64
 POLICY_RANK = {"spec": 0, "row": 1, "tile": 2}
 #: sm90 run() modes (cusync/sm90/dispatch.h) and the bench column that times each; "overlap" is the row's
 #: own overlapped time (its policy and order). Ties go to the simpler mode: CUTLASS's kernels as they are
@@ -68,19 +70,18 @@ class Variant:
     spec: ChainSpec = field(repr=False)
 
 
-def parse_tiles(values: list[str]) -> dict[str, list[Triple]]:
-    """`--tiles gemm1=128x128x32,128x256x32` (repeatable) -> {"gemm1": [(128, 128, 32), (128, 256, 32)]}."""
-    out: dict[str, list[Triple]] = {}
-    for value in values:
-        name, sep, shapes = value.partition("=")
-        if not sep or not name.strip():
-            raise UsageError(f"--tiles {value!r}: expected STAGE=MxNxK[,MxNxK...]", "e.g. --tiles gemm1=128x128x32,128x256x32")
-        for shape in shapes.split(","):
-            parts = shape.strip().lower().split("x")
-            if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-                raise UsageError(f"--tiles {value!r}: {shape!r} is not MxNxK", "e.g. --tiles gemm1=128x256x32")
-            out.setdefault(name.strip(), []).append((int(parts[0]), int(parts[1]), int(parts[2])))
-    return out
+def check_choices(spec: ChainSpec, choices: dict[str, list[Triple]]) -> None:
+    """--tiles names GEMM stages of the spec and gives at most MAX_VARIANTS combinations (counted, not
+    enumerated): a UsageError otherwise."""
+    gemms = [s.name for s in spec.stages if s.op is Op.GEMM]
+    for name in choices:
+        if name not in gemms:
+            raise UsageError(f"--tiles: '{name}' is not a GEMM stage of {spec.name}", f"GEMM stages: {', '.join(gemms)}")
+    count = math.prod(len(shapes) for shapes in choices.values())
+    if count > MAX_VARIANTS:
+        raise UsageError(f"--tiles gives {count} combinations of tiles, more than the limit of {MAX_VARIANTS} "
+                         "variants", "each variant is a project built and timed on the GPU: pass fewer tiles "
+                         "(the variants are the product of the --tiles lists)")
 
 
 def make_variants(data: dict[str, Any], spec: ChainSpec, choices: dict[str, list[Triple]] | None = None,
@@ -88,9 +89,7 @@ def make_variants(data: dict[str, Any], spec: ChainSpec, choices: dict[str, list
     """The spec itself, then one variant per tile combination; combinations the spec rules reject are
     returned as "label: reason" lines instead (e.g. a TileSync edge whose K no longer divides)."""
     gemms = [s.name for s in spec.stages if s.op is Op.GEMM]
-    for name in choices or {}:
-        if name not in gemms:
-            raise UsageError(f"--tiles: '{name}' is not a GEMM stage of {spec.name}", f"GEMM stages: {', '.join(gemms)}")
+    check_choices(spec, choices or {})
     if choices:
         names = list(choices)
         combos = [dict(zip(names, shapes)) for shapes in itertools.product(*(choices[n] for n in names))]

@@ -752,6 +752,130 @@ def test_mutated_specs_in_a_subprocess(spec: Any, command: list[str], small_proj
 
 
 # --------------------------------------------------------------------------------------------------
+# Trace input, tune --tiles strings and init arguments (tests/test_safety_readers.py has one test per case
+# these found): exit 0 or one `error:` line, never a traceback, within the time bound
+
+TRACE_VALUES: list[Any] = [0, 1, -1, -1.0, 0.5, 7, 256, 1024, 131, 4096, 1e9, 1e308, -1e308, float("inf"),
+                           float("-inf"), float("nan"), 10 ** 30, 2 ** 31, 2 ** 64, -(2 ** 63), True, False, None,
+                           "256", "", "x" * 100, "\x00", "é", [], {}, [[[[1]]]], {"a": 1}, "sequential", "overlapped",
+                           "fused", "gemm1", "gemm2"]
+
+
+@st.composite
+def trace_text(draw: st.DrawFn) -> bytes:
+    """A few lines of a bench trace, with values replaced, keys dropped, lines cut or nested, bytes inserted."""
+    lines: list[bytes] = []
+    for _ in range(draw(st.integers(0, 6))):
+        row: dict[str, Any] = dict(TRACE_ROW, mode=draw(st.sampled_from(["sequential", "overlapped"])),
+                                   stage=draw(st.sampled_from(["gemm1", "gemm2"])), sm=draw(st.integers(0, 131)))
+        row["stored_us"] = row["taken_us"] + draw(st.sampled_from([0.0, 1.0, 150.5]))
+        op = draw(st.sampled_from(["keep"] * 3 + ["replace"] * 4 + ["delete", "add", "list", "nest", "cut"]))
+        key = draw(st.sampled_from([*sorted(row), "taken_us", "stored_us", "stored_us", "sm", "m"]))
+        if op == "replace":
+            row[key] = draw(st.sampled_from(TRACE_VALUES))
+        elif op == "delete":
+            del row[key]
+        elif op == "add":
+            row[draw(text_args)] = draw(st.sampled_from(TRACE_VALUES))
+        line = json.dumps(row).encode()
+        if op == "list":
+            line = json.dumps(list(row.values())).encode()
+        elif op == "nest":
+            depth = draw(st.sampled_from([3, 5, 100, 20_000]))
+            line = line[:-1] + b', "x": ' + b"[" * depth + b"]" * depth + b"}"
+        elif op == "cut":
+            line = line[:draw(st.integers(0, len(line)))]
+        lines.append(line)
+        if draw(st.integers(0, 4)) == 0:
+            lines.append(draw(st.sampled_from([b"", b"   ", b"\r", b"null", b"[", b"\xff\xfe", b"\x00"])))
+    text = b"\n".join(lines)
+    if draw(st.integers(0, 5)) == 0:
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(st.binary(min_size=1, max_size=4)) + text[at:]
+    return text
+
+
+@fuzz(40)
+@given(text=trace_text(), m=st.sampled_from(["256"] * 6 + ["1024", "1", str(MAX_M)]) | st.sampled_from(M_VALUES))
+def test_trace_input(text: bytes, m: str) -> None:
+    with scratch() as root:
+        (root / "t.jsonl").write_bytes(text)
+        with time_bound(), watched_writes() as writes:
+            code, out, err = run_cli_in_process(["trace", "t.jsonl", "--m", m, "-o", "t.png"], root, False)
+        note(f"exit {code}\nstdout: {out[-2000:]}\nstderr: {err[-2000:]}")
+        assert_writes_inside(writes, [root / "t.png", root / "t.json"])
+        if code == 0:
+            assert (root / "t.png").is_file() and (root / "t.json").is_file() and "Traceback" not in out + err
+        else:
+            assert_one_error_line(code, out, err, (2,))
+
+
+TILE_NUMBERS = ["128", "64", "32", "256", "16", "0", "-1", "+8", "١٢٨", "²", "9" * 5000, "1e3", " 128", "128 ", "",
+                "00128", "512", "0x10", "1_0", "nan", str(MAX_M + 1)]
+
+
+@st.composite
+def tiles_values(draw: st.DrawFn) -> list[str]:
+    """--tiles values: well-formed STAGE=MxNxK[,...] lists (up to more combinations than tune takes) with at
+    most one hostile piece each: a number, a stage name, a separator or a shape."""
+    values = []
+    for stage in ["gemm1", "gemm2"][:draw(st.sampled_from([1, 2, 2]))]:
+        count = draw(st.sampled_from([1, 3, 9, 65, 600]))
+        shapes = [[draw(st.sampled_from(["64", "128", "256"])), draw(st.sampled_from(["64", "128", "256"])),
+                   draw(st.sampled_from(["32", "64"]))] for _ in range(count)]
+        hostile = draw(st.sampled_from(["none", "none", "number", "number", "number", "stage", "shape", "sep"]))
+        if hostile == "number":
+            shapes[draw(st.integers(0, count - 1))][draw(st.integers(0, 2))] = draw(st.sampled_from(TILE_NUMBERS) |
+                                                                                     text_args)
+        elif hostile == "stage":
+            stage = draw(st.sampled_from(["glu", "", " gemm1 ", "nope", "gemm1=gemm2"]) | text_args)
+        elif hostile == "shape":
+            shapes[draw(st.integers(0, count - 1))] = draw(st.sampled_from([["128"], ["128", "128"], [""] * 3,
+                                                                            ["1"] * 4]))
+        text = ",".join("x".join(shape) for shape in shapes)
+        values.append(f"{stage}{draw(st.sampled_from(['=', ':', '', '=='])) if hostile == 'sep' else '='}{text}")
+    return values
+
+
+@fuzz(60)
+@given(values=tiles_values())
+def test_tune_tiles_strings(values: list[str]) -> None:
+    with scratch() as root:
+        args = ["tune", "two_gemm", *[a for v in values for a in ("--tiles", v)], "-o", "t"]
+        with time_bound(3.0), watched_writes() as writes:  # no GPU: nothing is built or enumerated (~0.1 s)
+            code, out, err = run_cli_in_process(args, root, False)
+        note(f"exit {code}\nstderr: {err[-2000:]}")
+        assert not writes and not (root / "t").exists()
+        assert_one_error_line(code, out, err, (2, 3))
+
+
+init_paths = text_args.filter(lambda p: ".." not in p.split("/") and not p.startswith("/")) | st.sampled_from(
+    ["x.yaml", "sub/x.yaml", "sentinel.txt", "sentinel.txt/x", "sibling", "", ".", "x" * 300, "a\nb", "-x"])
+
+
+@fuzz(60)
+@given(name=st.sampled_from(EXAMPLES + ["nope", "", "--list", "../two_gemm", "two_gemm.yaml"]) | text_args,
+       output=st.none() | init_paths, force=st.booleans())
+def test_init_arguments(name: str, output: str | None, force: bool) -> None:
+    with scratch() as root:
+        cwd = root / "cwd"
+        cwd.mkdir()
+        (cwd / "sentinel.txt").write_text("sentinel")
+        (cwd / "sibling").mkdir()
+        before = snapshot(root)
+        args = ["init", name, *(["-o", output] if output is not None else []), *(["--force"] if force else [])]
+        with time_bound(), watched_writes() as writes:
+            code, out, err = run_cli_in_process(args, cwd, False)
+        note(f"exit {code}\nstdout: {out[-2000:]}\nstderr: {err[-2000:]}")
+        assert_writes_inside(writes, [cwd])
+        assert_unchanged_outside(before, snapshot(root), root, [cwd])
+        if code == 0:
+            assert "Traceback" not in out + err
+        else:
+            assert_one_error_line(code, out, err, (2,))
+
+
+# --------------------------------------------------------------------------------------------------
 # What the fuzzer found, one focused test each (each failed before its fix)
 
 

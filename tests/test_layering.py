@@ -13,12 +13,13 @@ PACKAGE = REPO / "cusync_gen"
 
 #: The spec package's modules, lowest first: each may import only those before it (and errors).
 SPEC_MODULES = ("limits", "system_names", "model", "messages", "names", "rules", "loading")
-#: What the spec package may import from the rest of cusync_gen.
-SPEC_MAY_IMPORT = {"cusync_gen.errors"}
+#: What the spec package may import from the rest of cusync_gen (userfile: reading a file we did not write).
+SPEC_MAY_IMPORT = {"cusync_gen.errors", "cusync_gen.userfile"}
+#: Modules below the spec package: each imports only what is listed for it.
+BELOW_SPEC = {"cusync_gen.errors": set(), "cusync_gen.userfile": {"cusync_gen.errors"}}
 #: Modules outside the spec package that read or write YAML, and why (keep this list from growing:
 #: the spec format belongs to cusync_gen.spec).
 YAML_OUTSIDE_SPEC = {
-    "cusync_gen.options": "tune_options passes the spec file's raw data to tune.make_variants",
     "cusync_gen.tune": "writes the tuned spec and each variant's spec file",
 }
 
@@ -96,5 +97,13 @@ def test_importing_the_spec_loads_no_module_above_it() -> None:
     code = ("import sys, cusync_gen.spec\n"
             "print(' '.join(m for m in sys.modules if m.startswith('cusync_gen')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
-    loaded = set(out.split()) - {"cusync_gen", "cusync_gen.errors"}
+    loaded = set(out.split()) - {"cusync_gen", *BELOW_SPEC}
     assert loaded == {"cusync_gen.spec", *(f"cusync_gen.spec.{m}" for m in SPEC_MODULES)}, loaded
+
+
+def test_the_modules_below_the_spec_import_only_their_list() -> None:
+    """errors and userfile sit below every layer (the spec's loader reads files through userfile)."""
+    for module, allowed in BELOW_SPEC.items():
+        path = PACKAGE.joinpath(*module.split(".")[1:]).with_suffix(".py")
+        own = _own(_imports(path)) - allowed
+        assert not own, f"{module} imports {sorted(own)}: it may import only {sorted(allowed) or 'nothing of ours'}"

@@ -27,11 +27,14 @@ def variants_of(name: str, choices: dict | None = None) -> tuple[list[tune.Varia
 
 
 def test_parse_tiles() -> None:
-    assert tune.parse_tiles(["gemm1=128x128x32,128X256x32", "gemm2=64x64x32"]) == {
+    """--tiles is parsed by the CLI, each number as --m's are (tests/test_safety_readers.py has the rest)."""
+    from cusync_gen.cli import parse_tiles
+
+    assert parse_tiles(["gemm1=128x128x32,128X256x32", "gemm2=64x64x32"]) == {
         "gemm1": [(128, 128, 32), (128, 256, 32)], "gemm2": [(64, 64, 32)]}
     for bad in ("gemm1", "gemm1=128x128", "=128x128x32", "gemm1=128x0x32"):
         with pytest.raises(UsageError):
-            tune.parse_tiles([bad])
+            parse_tiles([bad])
 
 
 @pytest.mark.parametrize("name", ["two_gemm", "gpt3_mlp", "llama_mlp", "gpt3_mlp_sm90", "llama_mlp_sm90"])

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from cusync_gen import userfile
 from cusync_gen.errors import SpecError, UsageError
 from cusync_gen.spec.limits import MAX_M, MAX_SPEC_BYTES, MAX_SPEC_DEPTH, MAX_SPEC_VALUES
 from cusync_gen.spec.messages import clip, from_validation_error, show, with_source
@@ -83,6 +84,11 @@ def load_spec(path: Path) -> ChainSpec:
 
     No file can make this hang or crash: its size, nesting and number of values (YAML aliases
     included) are capped before the spec model sees the data (LIMITS)."""
+    return parse_spec(read_spec_data(path), source=str(Path(path)))
+
+
+def read_spec_data(path: Path) -> Any:
+    """The raw data of a spec file (what `load_spec` parses), within the limits; `tune` edits it."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".yaml", ".yml", ".json"):
@@ -106,30 +112,27 @@ def load_spec(path: Path) -> ChainSpec:
         finally:
             loader.dispose()
     _check_size(data, path)
-    return parse_spec(data, source=str(path))
+    return data
 
 
 def _read_spec_text(path: Path) -> str:
+    """The file's text: a regular file (never a FIFO or device: userfile opens without blocking), within
+    MAX_SPEC_BYTES, UTF-8."""
     try:
-        with path.open("rb") as file:
-            raw = file.read(MAX_SPEC_BYTES + 1)
-    except FileNotFoundError:
-        raise UsageError(f"spec file {path} not found", "check the path (relative to the current directory)") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path} is a directory, not a spec file", "pass the path of a .yaml or .json file") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read spec file {path}: {exc}", "check the file's permissions") from None
-    if len(raw) > MAX_SPEC_BYTES:
-        raise UsageError(f"{path} is larger than 1 MiB, the limit for a spec file",
-                         "a spec is a few KiB: check that this is the spec (`cusync-gen docs spec-format`, Limits)")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"cannot read spec file {path}: {exc}", "save the file as UTF-8") from None
+        text = userfile.read_text(path, "spec file", MAX_SPEC_BYTES)
+    except userfile.UserFileError as err:
+        if err.reason == "too_large":
+            raise UsageError(f"{path} is larger than 1 MiB, the limit for a spec file",
+                             "a spec is a few KiB: check that this is the spec (`cusync-gen docs spec-format`, Limits)") from None
+        if err.reason == "directory":
+            raise UsageError(f"{path} is a directory, not a spec file", "pass the path of a .yaml or .json file") from None
+        raise
     return text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as text mode reads them
 
 
 def _load_json(path: Path, text: str) -> Any:
+    if userfile.json_too_deep(text, MAX_SPEC_DEPTH):  # before json.loads recurses once per level
+        raise _too_deep(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -139,6 +142,8 @@ def _load_json(path: Path, text: str) -> Any:
         ) from None
     except RecursionError:
         raise _too_deep(path) from None
+    except MemoryError:
+        raise UsageError(f"{path}: too large to parse", "a spec is a few KiB (docs/spec-format.md, Limits)") from None
     except ValueError as exc:  # an integer of more than 4300 digits
         raise UsageError(f"{path}: invalid JSON: {clip(str(exc))}", _NUMBER_HINT) from None
 
