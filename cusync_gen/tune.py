@@ -51,7 +51,7 @@ MODE_COLUMNS: dict[str, str] = {"stock": "stock_pdl_us", "pingpong": "pingpong_u
                                 "streamk": "streamk_us", "cublaslt": "cublaslt_us", "overlap": "overlapped_us"}
 MODE_RANK = {mode: rank for rank, mode in enumerate(MODE_COLUMNS)}
 #: Modes of one row were timed round robin in one binary: two timings of one graph there differ by under
-#: 1% (benchmarks/NOTES.md h2), so a narrower tie than TIE, which covers drift between binaries.
+#: 1% (benchmarks/NOTES.md h4), so a narrower tie than TIE, which covers drift between binaries.
 MODE_TIE = 0.01
 ORDERS: dict[Arch, tuple[str, ...]] = {
     Arch.SM80: ("spec", "ticket", "hw"),

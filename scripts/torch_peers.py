@@ -12,7 +12,7 @@ events around each replay and one synchronization per round, exactly as the benc
 Before timing each M the graphs run round robin for `--preheat` seconds (default 2): the bench's GPU has
 been busy for a while when it times a point, and an H200 fresh from idle (here: after Inductor's
 autotuning, which is mostly host work) runs a short burst of large GEMMs 15-20% faster than it runs them
-sustained (measured: benchmarks/NOTES.md h5; `--idle` reproduces it). The first results of issue 10
+sustained (measured: benchmarks/NOTES.md h6; `--idle` reproduces it). The first results of issue 10
 compared PyTorch timed that way with our chains timed sustained. Run on the GPU machine right after the bench, in the same
 call. One JSON line per (chain, M, variant) on stdout.
 
