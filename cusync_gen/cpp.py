@@ -18,12 +18,15 @@ EPILOGUE: dict[Epilogue, tuple[str, str]] = {  # functor template, header under 
     Epilogue.IDENTITY: ("cutlass::epilogue::thread::LinearCombination", "linear_combination.h"),
     Epilogue.RELU: ("cutlass::epilogue::thread::LinearCombinationRelu", "linear_combination_relu.h"),
     Epilogue.GELU: ("cutlass::epilogue::thread::LinearCombinationGELU", "linear_combination_gelu.h"),
+    # CUTLASS has no LinearCombination alias for its tanh GELU (GELU_taylor): cusync/sm80/gemm.cuh defines it
+    Epilogue.GELU_TANH: ("cusync::sm80::LinearCombinationGeluTanh", "linear_combination_generic.h"),
     Epilogue.SILU: ("cutlass::epilogue::thread::LinearCombinationSilu", "linear_combination_silu.h"),
 }
 ACTIVATION: dict[Epilogue, str] = {  # sm90: the activation of CUTLASS's LinCombEltAct fusion (EVT)
     Epilogue.IDENTITY: "cutlass::epilogue::thread::Identity",
     Epilogue.RELU: "cutlass::epilogue::thread::ReLu",
     Epilogue.GELU: "cutlass::epilogue::thread::GELU",
+    Epilogue.GELU_TANH: "cutlass::epilogue::thread::GELU_taylor",  # tanh GELU (CUTLASS's name for it)
     Epilogue.SILU: "cutlass::epilogue::thread::SiLu",
     Epilogue.SWIGLU: "cutlass::epilogue::thread::SiLu",  # of the gate (GatedEpilogue: silu(gate) * up)
 }
@@ -33,6 +36,7 @@ BENCH_ACTIVATION: dict[Epilogue, str] = {
     Epilogue.GELU: "bench::Activation::kGelu",
     Epilogue.SILU: "bench::Activation::kSilu",
     Epilogue.SWIGLU: "bench::Activation::kSwiglu",
+    Epilogue.GELU_TANH: "bench::Activation::kGeluTanh",
 }
 LAYOUT_B: dict[BLayout, str] = {BLayout.ROW: "cutlass::layout::RowMajor", BLayout.COL: "cutlass::layout::ColumnMajor"}
 POLICY: dict[Policy | None, str] = {

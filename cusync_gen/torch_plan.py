@@ -10,6 +10,7 @@ from __future__ import annotations
 import keyword
 from dataclasses import dataclass
 
+from cusync_gen.backends import backend_of
 from cusync_gen.errors import UsageError
 from cusync_gen.plan import ChainPlan
 from cusync_gen.spec.model import Arch, BLayout, Dtype, Epilogue, Mode, Op
@@ -51,6 +52,7 @@ class TorchWeight:
     n: int
     layout: BLayout
     roles: tuple[str, ...]       # the HF layers (ROLE_NAMES keys) concatenated along n; () if none fits
+    bias: str | None = None      # the op's bias argument and Arguments field (<stage>_bias, [n]) if the stage has one
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -88,6 +90,21 @@ class TorchPlan:
     min_cached_m: int
     role_names: tuple[tuple[str, tuple[str, ...]], ...]   # ROLE_NAMES, for the Python module
     torch_dtype: str             # the Python spelling (the C++ one: the aten_dtype filter of cpp.py)
+    sources: tuple[str, ...]     # the chain library's units (project paths) that torch/setup.py compiles as they are
+    gdc_units: tuple[tuple[str, str], ...]   # (torch/gdc/<unit>, src/<unit>): the units CMake compiles with
+                                             # CUTLASS_ENABLE_GDC_FOR_SM90=1, wrapped by setup.py in a unit that defines it
+    gencode: str                 # nvcc's -gencode of the spec's target (setup.py; $CUSYNC_CUDA_ARCH overrides)
+    cublaslt: bool               # the library has run() mode cublaslt: setup.py links cuBLASLt
+    arch_fixed: bool             # sm90: the kernels need exactly plan.cuda_arch (90a); setup.py refuses another
+
+    @property
+    def has_bias(self) -> bool:
+        return any(w.bias for w in self.weights)
+
+    @property
+    def tensor_args(self) -> tuple[str, ...]:
+        """The op's tensor arguments after x, in order: each GEMM's weight, then its bias if it has one."""
+        return tuple(a for w in self.weights for a in (w.arg, w.bias) if a is not None)
 
     @property
     def returned(self) -> TorchOutput:
@@ -96,7 +113,7 @@ class TorchPlan:
     @property
     def signature(self) -> str:
         """The op's TORCH_LIBRARY schema."""
-        weights = "".join(f", Tensor {w.arg}" for w in self.weights)
+        weights = "".join(f", Tensor {a}" for a in self.tensor_args)
         return f'{self.op}(Tensor x{weights}, str mode="auto") -> Tensor'
 
 
@@ -114,13 +131,6 @@ def torch_problem(plan: object) -> UsageError | None:
             f"--torch: the chain's name `{plan.name}` (spec field `name`) is a Python keyword or a name the "
             f"generated module {plan.name}_torch.py already uses, so its function {plan.name}() cannot be defined",
             hint=f"rename the chain (e.g. name: {plan.name}_mlp) and generate again")
-    biased = [s for s in plan.stages if s.bias]
-    if biased:
-        return UsageError(
-            f"--torch: stages[{biased[0].index}].bias: the PyTorch op takes no bias vectors yet (`{biased[0].name}` "
-            "has `bias: true`)",
-            hint=f"generate without --torch and pass {biased[0].name}_bias to the C++ class or the C ABI, or drop "
-                 "`bias` from the spec")
     return None
 
 
@@ -151,9 +161,13 @@ def make_torch_plan(plan: ChainPlan) -> TorchPlan:
         raise problem
     kind, roles = _mlp_kind(plan)
     weights = tuple(
-        TorchWeight(st.name, f"{st.name}_weight", st.k, st.gemm_n, st.b_layout, roles.get(st.name, ()))
+        TorchWeight(st.name, f"{st.name}_weight", st.k, st.gemm_n, st.b_layout, roles.get(st.name, ()),
+                    f"{st.name}_bias" if st.bias else None)
         for st in plan.stages if st.op is Op.GEMM
     )
+    units = [f.path for f in backend_of(plan).files(plan) if f.path.startswith("src/") and f.path.endswith((".cu", ".cpp"))]
+    gdc = tuple(u for u in units if plan.arch is Arch.SM90 and u.endswith("_stock.cu"))  # see sm90/cmake/parts.cmake.j2
+    arch = plan.cuda_arch
     outputs = tuple(TorchOutput(st.name, f"{st.name}_out", st.n) for st in plan.stages)
     backend = tuple((m.value, m) for m in Mode if m is not Mode.OVERLAP) if plan.arch is Arch.SM90 else ()
     return TorchPlan(
@@ -171,11 +185,17 @@ def make_torch_plan(plan: ChainPlan) -> TorchPlan:
         min_cached_m=MIN_CACHED_M,
         role_names=tuple(ROLE_NAMES.items()),
         torch_dtype=TORCH_DTYPE[plan.dtype],
+        sources=tuple(u for u in units if u not in gdc),
+        gdc_units=tuple((f"torch/gdc/{u.rsplit('/', 1)[-1]}", u) for u in gdc),
+        gencode=f"-gencode=arch=compute_{arch},code=sm_{arch}",
+        cublaslt=plan.arch is Arch.SM90,
+        arch_fixed=plan.arch is Arch.SM90,
     )
 
 
 #: The extension's files: (path in the project, template under templates/). Rendered with `plan` (the
-#: chain) and `torch` (the TorchPlan) by render.render_project when generate is given torch=True.
+#: chain), `torch` (the TorchPlan) and `path` (the file's own) by render.render_project when generate is
+#: given torch=True.
 def torch_files(tplan: TorchPlan) -> list[tuple[str, str]]:
     name = tplan.chain.name
     return [
@@ -183,4 +203,6 @@ def torch_files(tplan: TorchPlan) -> list[tuple[str, str]]:
         ("torch/README.md", "torch/README.md.j2"),
         (f"torch/{name}_op.cpp", "torch/op.cpp.j2"),
         (f"torch/{name}_torch.py", "torch/module.py.j2"),
+        ("torch/setup.py", "torch/setup.py.j2"),
+        *((unit, "torch/gdc_unit.cu.j2") for unit, _source in tplan.gdc_units),
     ]

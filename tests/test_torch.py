@@ -25,7 +25,7 @@ from cusync_gen.plan import make_plan
 from cusync_gen.render import render_project
 from cusync_gen.spec import load_spec, parse_spec
 from cusync_gen.spec.model import BLayout, Op
-from cusync_gen.torch_plan import make_torch_plan
+from cusync_gen.torch_plan import make_torch_plan, torch_files
 
 EXAMPLES = REPO / "cusync_gen" / "examples"
 TORCH_EXAMPLE = REPO / "examples" / "torch"
@@ -48,8 +48,10 @@ def test_torch_adds_only_its_folder_and_manifest_entries(name: str) -> None:
     plan = _plan(name)
     plain, with_torch = _render(plan, torch=False), _render(plan)
     added = sorted(set(with_torch) - set(plain))
+    stock = [f"torch/gdc/stage_{st.name}_stock.cu" for st in plan.stages if name.endswith("sm90") and st.op is Op.GEMM]
     assert added == sorted([f"torch/{name}_op.cpp", f"torch/{name}_torch.py", "torch/CMakeLists.txt",
-                            "torch/README.md"])
+                            "torch/README.md", "torch/setup.py", *stock])
+    assert added == sorted(path for path, _ in torch_files(make_torch_plan(plan)))
     assert {p: t for p, t in with_torch.items() if p in plain and p != "manifest.json"} == \
         {p: t for p, t in plain.items() if p != "manifest.json"}
     manifest = json.loads(with_torch["manifest.json"])
@@ -214,7 +216,10 @@ SMALL = {  # small chains of each MLP pattern and layout (sm80 rules: tiles of 1
     "tiny_gated_row": ("gated", "row", None),
     "tiny_gated_col": ("gated", "col", None),
     "tiny_split": ("gated_split", "row", None),
+    "tiny_gpt2_row": ("mlp", "row", "gelu_new"),      # GPT-2 as it is: Conv1D [in, out], bias, tanh GELU
+    "tiny_gpt2_col": ("mlp", "col", "gelu_tanh"),
 }
+BIASED = {"tiny_gpt2_row", "tiny_gpt2_col"}
 HIDDEN, INTERMEDIATE = 256, 384
 TILE = {"threadblock": [128, 128, 32]}
 
@@ -223,7 +228,7 @@ def _small_spec(name: str) -> dict:
     kind, layout, act = SMALL[name]
     def gemm(stage: str, a: str, n: int, k: int, sync: str | None, epilogue: str = "identity") -> dict:
         return {"name": stage, "op": "gemm", "a": a, "n": n, "k": k, "b_layout": layout, "epilogue": epilogue,
-                "tile": TILE, **({"sync": sync} if sync else {})}
+                "tile": TILE, **({"sync": sync} if sync else {}), **({"bias": True} if name in BIASED else {})}
     if kind == "mlp":
         stages = [gemm("fc1", "input", INTERMEDIATE, HIDDEN, None, act), gemm("fc2", "fc1", HIDDEN, INTERMEDIATE, "row")]
     elif kind == "gated":
@@ -271,7 +276,9 @@ def _chain_module(name: str, tmp_path: Path, torch) -> tuple[ModuleType, object]
             if st.op is Op.GEMM:
                 w = next(it).float()
                 h = a.float() @ (w if st.b_layout is BLayout.ROW else w.t())
-                h = {"identity": h, "relu": torch.relu(h), "gelu": F.gelu(h), "silu": F.silu(h)}[st.epilogue.value]
+                h = h + next(it).float() if st.bias else h
+                h = {"identity": h, "relu": torch.relu(h), "gelu": F.gelu(h), "silu": F.silu(h),
+                     "gelu_tanh": F.gelu(h, approximate="tanh")}[st.epilogue.value]
             elif st.input_b is None:
                 h = F.silu(a[:, :st.n].float()) * a[:, st.n:].float()
             else:
@@ -298,7 +305,12 @@ def test_from_mlp_matches_the_module(name: str, tmp_path: Path, torch_module) ->
     chain, _plan_ = _chain_module(name, tmp_path, torch)
     torch.manual_seed(0)
     kind, _layout, act = SMALL[name]
-    if kind == "mlp":
+    if kind == "mlp" and name in BIASED:
+        mlp = example.GPT2MLP(INTERMEDIATE, HIDDEN, torch.nn.GELU(approximate="tanh"))
+        with torch.no_grad():
+            mlp.c_fc.bias.normal_()
+            mlp.c_proj.bias.normal_()
+    elif kind == "mlp":
         mlp = example.GPT2MLP(INTERMEDIATE, HIDDEN) if act == "gelu" else \
             example.LinearMLP(HIDDEN, INTERMEDIATE, torch.nn.ReLU())
     else:
@@ -314,6 +326,23 @@ def test_from_mlp_matches_the_module(name: str, tmp_path: Path, torch_module) ->
         got, want = swapped(x.half()), mlp(x)
     assert got.shape == (3, 5, HIDDEN) and got.dtype == torch.float16
     assert ((got.float() - want).norm() / want.norm()).item() < 1e-2
+    if name in BIASED:  # the biases are arguments of the op, [n]
+        assert [tuple(b.shape) for n_, b in swapped.named_buffers() if n_.endswith("_bias")] == [(INTERMEDIATE,), (HIDDEN,)]
+
+
+def test_from_mlp_takes_gpt2_conv1d_weights_without_a_copy(tmp_path: Path, torch_module) -> None:
+    """b_layout row is Conv1D's own [in, out]: in the chain's dtype, the module's buffers are the model's."""
+    torch = torch_module
+    example = _example()
+    chain, _plan_ = _chain_module("tiny_gpt2_row", tmp_path, torch)
+    mlp = example.GPT2MLP(INTERMEDIATE, HIDDEN, torch.nn.GELU(approximate="tanh")).half()
+    swapped = chain.Module.from_mlp(mlp, device="cpu")
+    assert swapped.fc1_weight.data_ptr() == mlp.c_fc.weight.data_ptr()
+    assert swapped.fc2_weight.data_ptr() == mlp.c_proj.weight.data_ptr()
+    assert swapped.fc1_bias.data_ptr() == mlp.c_fc.bias.data_ptr()
+    x = torch.randn(4, HIDDEN)  # fp32 in, fp32 out: the module casts to the chain's dtype and back
+    with torch.no_grad():
+        assert swapped(x).dtype == torch.float32
 
 
 def test_from_mlp_refuses_what_the_chain_does_not_compute(tmp_path: Path, torch_module) -> None:
@@ -342,9 +371,55 @@ def test_from_mlp_refuses_what_the_chain_does_not_compute(tmp_path: Path, torch_
         gelu.Module(*[getattr(swapped, w[0]) for w in gelu.WEIGHTS], mode="fast")
 
 
-def test_torch_on_a_bias_spec_is_a_usage_error(tmp_path: Path) -> None:
-    """The op takes weights only: a spec with `bias: true` names the stage and the way out."""
+def test_bias_stages_are_arguments_of_the_op(tmp_path: Path) -> None:
+    """`bias: true` on a GEMM: the op takes `<stage>_bias` [n] after its weight, checks it and passes it on."""
     from conftest import bias_spec
 
-    with pytest.raises(UsageError, match=r"stages\[0\]\.bias"):
-        render_project(make_plan(load_spec(bias_spec("two_gemm", tmp_path))), torch=True)
+    plan = make_plan(load_spec(bias_spec("two_gemm", tmp_path)))
+    tplan = make_torch_plan(plan)
+    assert tplan.signature == ("two_gemm_bias(Tensor x, Tensor gemm1_weight, Tensor gemm1_bias, Tensor gemm2_weight, "
+                               'Tensor gemm2_bias, str mode="auto") -> Tensor')
+    op = _render(plan)["torch/two_gemm_bias_op.cpp"]
+    n = plan.stages[0].n
+    assert f'check_bias(gemm1_bias, "gemm1_bias", {n}, device);' in op
+    assert "args.gemm1_bias = data_of<Element const>(gemm1_bias);" in op
+    assert "check_bias" not in _render(_plan("two_gemm"))["torch/two_gemm_op.cpp"]
+
+
+def test_gelu_tanh_epilogue_in_both_backends() -> None:
+    """`gelu_tanh` (also spelled `gelu_new`): CUTLASS's GELU_taylor on sm90, its LinearCombination on sm80."""
+    for spelling in ("gelu_tanh", "gelu_new"):
+        spec = parse_spec(_small_spec("tiny_gelu_col") | {"stages": [
+            {**st, "epilogue": spelling} if st["name"] == "fc1" else st for st in _small_spec("tiny_gelu_col")["stages"]]})
+        assert spec.stages[0].epilogue.value == "gelu_tanh"
+    sm80 = render_project(make_plan(load_spec(TORCH_EXAMPLE / "gpt2_mlp.yaml")))
+    assert "using EpilogueOp = cusync::sm80::LinearCombinationGeluTanh<Element," in sm80["src/stage_fc1.cu"]
+    assert "using LinearCombinationGeluTanh =" in sm80["include/cusync/sm80/gemm.cuh"]
+    sm90 = render_project(make_plan(load_spec(TORCH_EXAMPLE / "gpt2_mlp_sm90.yaml")))
+    assert "cutlass::epilogue::thread::GELU_taylor" in sm90["src/stage_fc1.cu"]
+    assert "bench::Activation::kGeluTanh" in sm90["bench/gpt2_mlp_sm90_bench.cu"]
+    assert "case Activation::kGeluTanh:" in sm90["bench/reference.cuh"]
+
+
+@pytest.mark.parametrize("name", ["gpt2_mlp_sm90", "gpt2_mlp", "llama_mlp_split"])
+def test_setup_py_builds_the_op_with_cpp_extension(name: str) -> None:
+    """torch/setup.py: every unit of the chain's library (the GDC ones through torch/gdc/) and the op, the
+    target's -gencode, CUTLASS from $CUTLASS_DIR; valid Python."""
+    plan = _plan(name)
+    files = _render(plan)
+    setup = files["torch/setup.py"]
+    compile(setup, "setup.py", "exec")
+    cmake = files["CMakeLists.txt"]
+    units = [line.strip() for line in cmake.split("add_library(")[1].split(")")[0].splitlines()[1:] if line.strip()]
+    for unit in units:
+        wrapped = f"torch/gdc/{unit.removeprefix('src/')}"
+        assert (f'"{unit}",' in setup) != (f'"{wrapped}",' in setup), unit
+        if wrapped in files:
+            assert "#define CUTLASS_ENABLE_GDC_FOR_SM90 1" in files[wrapped]
+            assert f'#include "../../{unit}"' in files[wrapped]
+            assert unit in cmake.split("PROPERTIES COMPILE_DEFINITIONS CUTLASS_ENABLE_GDC_FOR_SM90=1")[0].split("set_source_files_properties(")[1]
+    assert f'"torch/{name}_op.cpp",' in setup and 'os.environ.get("CUTLASS_DIR")' in setup
+    assert f'os.environ.get("CUSYNC_CUDA_ARCH", "{plan.cuda_arch}")' in setup
+    assert "CUDAExtension(" in setup and f'name="{name}_torch_ext"' in setup and f'py_modules=["{name}_torch"]' in setup
+    assert ('"cublasLt"' in setup) == name.endswith("sm90") and "-std=c++20" in setup
+    assert "-print-file-name=libstdc++.so" in setup  # the one-C++-runtime rule of the CMake route

@@ -48,11 +48,18 @@ class Op(str, Enum):
 class Epilogue(str, Enum):
     IDENTITY = "identity"
     RELU = "relu"
-    GELU = "gelu"
+    GELU = "gelu"            # exact GELU, 0.5 x (1 + erf(x / sqrt 2)): nn.GELU(), Hugging Face "gelu"
+    # the tanh approximation, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))): GPT-2's "gelu_new",
+    # nn.GELU(approximate="tanh"); the spec also takes the spelling `gelu_new` (EPILOGUE_ALIASES)
+    GELU_TANH = "gelu_tanh"
     SILU = "silu"
     # sm90 GEMM only, the fused gated MLP: B holds [gate | up] (2n columns), the output is
     # silu(A x gate) * (A x up), [M, n] (templates/sm90/include/cusync/sm90/gated_epilogue.cuh).
     SWIGLU = "swiglu"
+
+
+#: Other spellings of an epilogue the spec accepts (Hugging Face's activation names), read as the value.
+EPILOGUE_ALIASES: dict[str, Epilogue] = {"gelu_new": Epilogue.GELU_TANH, "gelu_pytorch_tanh": Epilogue.GELU_TANH}
 
 
 class Policy(str, Enum):
@@ -249,6 +256,12 @@ class StageSpec(BaseModel):
         if isinstance(tb, (list, tuple)) and len(tb) == 2:
             return {**data, "tile": {**tile, "threadblock": [*tb, 1]}}
         return data
+
+    @field_validator("epilogue", mode="before")
+    @classmethod
+    def _epilogue_alias(cls, value: Any) -> Any:
+        """`gelu_new` (GPT-2's name) and `gelu_pytorch_tanh` are the tanh GELU, `gelu_tanh`."""
+        return EPILOGUE_ALIASES[value].value if isinstance(value, str) and value in EPILOGUE_ALIASES else value
 
 
 class TileConfigSpec(BaseModel):

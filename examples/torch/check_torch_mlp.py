@@ -51,13 +51,13 @@ class Conv1D(nn.Module):
 
 
 class GPT2MLP(nn.Module):
-    """transformers' GPT2MLP with activation_function="gelu" (the exact GELU)."""
+    """transformers' GPT2MLP: activation_function "gelu" (exact, the default here) or "gelu_new" (tanh)."""
 
-    def __init__(self, intermediate_size: int, hidden_size: int) -> None:
+    def __init__(self, intermediate_size: int, hidden_size: int, act: nn.Module | None = None) -> None:
         super().__init__()
         self.c_fc = Conv1D(intermediate_size, hidden_size)
         self.c_proj = Conv1D(hidden_size, intermediate_size)
-        self.act = nn.GELU()
+        self.act = act if act is not None else nn.GELU()
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.c_proj(self.act(self.c_fc(hidden_states)))
@@ -90,7 +90,8 @@ class LlamaMLP(nn.Module):
         return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
 
 
-ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "identity": nn.Identity}
+ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "identity": nn.Identity,
+               "gelu_tanh": lambda: nn.GELU(approximate="tanh")}
 
 
 def hf_mlp_for(chain: ModuleType) -> nn.Module:
@@ -99,8 +100,13 @@ def hf_mlp_for(chain: ModuleType) -> nn.Module:
     hidden = chain.INPUT_WIDTH
     if chain.MLP == "mlp":
         intermediate = widths[chain.WEIGHTS[0][0]][1]
-        if chain.ACTIVATION == "gelu":
-            return GPT2MLP(intermediate, hidden)
+        if chain.ACTIVATION in ("gelu", "gelu_tanh"):
+            mlp = GPT2MLP(intermediate, hidden, ACTIVATIONS[chain.ACTIVATION]())
+            if any(bias is not None for bias in getattr(chain, "_BIASES", {}).values()):
+                with torch.no_grad():  # GPT-2's biases start at zero, which would test nothing
+                    mlp.c_fc.bias.normal_(0.0, 0.02)
+                    mlp.c_proj.bias.normal_(0.0, 0.02)
+            return mlp
         return LinearMLP(hidden, intermediate, ACTIVATIONS[chain.ACTIVATION]())
     if chain.MLP in ("gated", "gated_split"):
         down_k = widths[chain.WEIGHTS[-1][0]][0]
@@ -203,10 +209,11 @@ def check_project(project: Path, ms: list[int], checks: Checks) -> None:
     with torch.inference_mode():
         checks.close(f"{chain.NAME} eager M={too_many} after that (initializes)", ops["auto"](big), reference(big), tol)
 
-    # A wrong argument names itself.
+    # A wrong argument names itself (the op; the module casts x to the chain's dtype).
+    buffers = list(ops["auto"].buffers())
     try:
         with torch.inference_mode():
-            ops["auto"].forward(torch.randn(4, chain.INPUT_WIDTH, device="cuda", dtype=torch.float32))
+            chain.__dict__[chain.NAME](torch.randn(4, chain.INPUT_WIDTH, device="cuda", dtype=torch.float32), *buffers)
         raised = ""
     except (TypeError, ValueError) as err:
         raised = str(err)
@@ -215,7 +222,7 @@ def check_project(project: Path, ms: list[int], checks: Checks) -> None:
     try:
         with torch.inference_mode():
             chain.__dict__[chain.NAME](torch.randn(4, chain.INPUT_WIDTH, dtype=dtype),
-                                       *[getattr(ops["auto"], w[0]).cpu() for w in chain.WEIGHTS])
+                                       *[b.cpu() for b in buffers])
         raised = ""
     except ValueError as err:
         raised = str(err)

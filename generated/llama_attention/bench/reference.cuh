@@ -12,12 +12,14 @@
 namespace bench {
 
 // kSwiglu: a gated GEMM (epilogue swiglu): B holds [gate | up], 2n columns, and out = silu(gate) * up.
-enum class Activation : int { kIdentity = 0, kRelu = 1, kGelu = 2, kSilu = 3, kSwiglu = 4 };
+// kGeluTanh: the tanh approximation of GELU (epilogue gelu_tanh, GPT-2's gelu_new), with the exact tanhf.
+enum class Activation : int { kIdentity = 0, kRelu = 1, kGelu = 2, kSilu = 3, kSwiglu = 4, kGeluTanh = 5 };
 
 __device__ __forceinline__ float activate(Activation act, float x) {
   switch (act) {
     case Activation::kRelu: return x > 0.0f ? x : 0.0f;
     case Activation::kGelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case Activation::kGeluTanh: return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
     case Activation::kSilu:
     case Activation::kSwiglu: return x / (1.0f + expf(-x));
     default: return x;

@@ -12,6 +12,8 @@
 #include <cuda_runtime.h>
 
 #include "cutlass/cutlass.h"
+#include "cutlass/epilogue/thread/activation.h"
+#include "cutlass/epilogue/thread/linear_combination_generic.h"
 #include "cutlass/gemm/gemm.h"
 #include "cutlass/gemm/kernel/default_gemm_universal.h"
 #include "cutlass/gemm/kernel/gemm_universal.h"
@@ -23,6 +25,17 @@
 #include "cusync/sm80/waiting_iterator.cuh"
 
 namespace cusync::sm80 {
+
+// D = gelu_tanh(alpha * accumulator + beta * source): the epilogue `gelu_tanh` (GPT-2's gelu_new), built as
+// CUTLASS builds LinearCombinationGELU (its erf GELU) but with CUTLASS's tanh GELU, GELU_taylor, which the
+// sm90 backend uses too. CUTLASS has no alias of its own for it.
+template <typename ElementOutput, int Count, typename ElementAccumulator = ElementOutput,
+          typename ElementCompute = ElementOutput>
+using LinearCombinationGeluTanh =
+    cutlass::epilogue::thread::LinearCombinationGeneric<cutlass::epilogue::thread::GELU_taylor, ElementOutput, Count,
+                                                        ElementAccumulator, ElementCompute,
+                                                        cutlass::epilogue::thread::ScaleType::Default,
+                                                        cutlass::FloatRoundStyle::round_to_nearest, true>;
 
 // Hands run_with_swizzle the tile that begin_tile() chose; host-side grid math is CUTLASS's identity.
 struct AssignedTileSwizzle : cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<1> {
