@@ -1,7 +1,9 @@
 // decode_probe: decode-size MLP chains Y = act(X @ W1 [+ b1]) @ W2 on one GPU, cuBLAS / cuBLASLt chains against
-// the weight-streaming kernels of cusync/sm90/stream_gemm.cuh (back to back, PDL + K-range tile sync,
-// persistent). Checks, then times (CUDA graphs of kRunsPerGraph chain runs, round robin, median).
-// Usage: decode_probe OUT_DIR   (env DECODE_PROBE_QUICK=1: fewer M and repetitions)
+// the weight-streaming kernels of cusync/sm90/stream_gemm.cuh (v1: back to back, PDL + K-range tile sync,
+// persistent) and the warp-specialized persistent chain of cusync/sm90/stream_chain_ws.cuh (v2, "ws", f = rounds).
+// Checks, then times (CUDA graphs of kRunsPerGraph chain runs, round robin, median).
+// Usage: decode_probe OUT_DIR   (env DECODE_PROBE_QUICK=1: fewer M and repetitions;
+//   DECODE_PROBE_VARIANTS=ws,b2b: time only these of our variants (checks still run all))
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -17,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cusync/sm90/stream_chain_ws.cuh"
 #include "cusync/sm90/stream_gemm.cuh"
 
 using namespace cusync::stream;
@@ -114,11 +117,17 @@ static ErrStat compare(std::vector<uint16_t> const& a, std::vector<uint16_t> con
 
 struct ShapeDef { char const* name; int k1, n1, n2; Act act; bool bf16; };
 
-enum Variant { kB2B = 0, kSync = 1, kPers = 2 };
-static char const* kVarName[] = {"b2b", "sync", "pers"};
+enum Variant { kB2B = 0, kSync = 1, kPers = 2, kWS = 3 };
+static char const* kVarName[] = {"b2b", "sync", "pers", "ws"};
+static std::vector<std::string> g_variant_filter;  // DECODE_PROBE_VARIANTS (empty: all)
+static bool variant_timed(Variant v) {
+  if (g_variant_filter.empty()) return true;
+  for (auto const& n : g_variant_filter) if (n == kVarName[v]) return true;
+  return false;
+}
 
 struct Row {
-  std::string shape; int m; double floor_us, cublas_us, lt_us, b2b_us, sync_us, pers_us;
+  std::string shape; int m; double floor_us, cublas_us, lt_us, b2b_us, sync_us, pers_us, ws_us;
   std::string best_cfg; double best_us; std::string checks; double rel_l2;
 };
 
@@ -169,7 +178,11 @@ struct Probe {
     CK(cudaMemsetAsync(sem1, 0, tiles_of(n1w) * 8, st));
     CK(cudaMalloc(&state, sizeof(StreamState))); CK(cudaMemsetAsync(state, 0, sizeof(StreamState), st));
     CK(cudaMalloc(&err, sizeof(SyncErrorInfo))); CK(cudaMemsetAsync(err, 0, sizeof(SyncErrorInfo), st));
-    for (int mp : {8, 16, 32, 64, 128}) with_mpad(mp, [&](auto mc) { CK((prepare_kernels<T, decltype(mc)::value>())); });
+    for (int mp : {8, 16, 32, 64, 128})
+      with_mpad(mp, [&](auto mc) {
+        CK((prepare_kernels<T, decltype(mc)::value>()));
+        CK((ws::prepare_chain_ws<T, decltype(mc)::value>()));
+      });
     CK(cudaStreamSynchronize(st));
   }
   void teardown() {
@@ -267,6 +280,11 @@ struct Probe {
     return a;
   }
   int grid_of(Variant v, int f, int mpad) {
+    if (v == kWS) {  // one co-resident wave; f is the number of rounds
+      int occ = 0;
+      with_mpad(mpad, [&](auto mc) { occ = ws::chain_ws_occupancy<T, decltype(mc)::value>(); });
+      return std::max(1, occ) * sms;
+    }
     if (v == kPers) {
       int occ = 0;
       with_mpad(mpad, [&](auto mc) { occ = chain_occupancy<T, decltype(mc)::value>(); });
@@ -286,6 +304,11 @@ struct Probe {
       if (v == kB2B) {
         CK((launch_stage<T, MP>(a1, grid, state, err, timeout_ns, 0, false, st)));
         CK((launch_stage<T, MP>(a2, grid, state, err, timeout_ns, kClosesRun, false, st)));
+      } else if (v == kWS) {
+        ws::ChainParams p;
+        char const* bad = ws::make_chain_ws<T, MP>(a1, a2, f, grid, &p);
+        if (bad) { fprintf(stderr, "make_chain_ws: %s\n", bad); exit(1); }
+        CK((ws::launch_chain_ws<T, MP>(p, grid, state, err, timeout_ns, st)));
       } else if (v == kSync) {
         CK((launch_stage<T, MP>(a1, grid, state, err, timeout_ns, kTriggerDependents, false, st)));
         CK((launch_stage<T, MP>(a2, grid, state, err, timeout_ns, kClosesRun, true, st)));
@@ -367,7 +390,7 @@ struct Probe {
 
     // our variants and configs
     struct Cfg { Variant v; int f; };
-    std::vector<Cfg> cfgs = {{kB2B, 1}, {kB2B, 2}, {kSync, 1}, {kSync, 2}, {kPers, 1}, {kPers, 2}};
+    std::vector<Cfg> cfgs = {{kB2B, 1}, {kB2B, 2}, {kSync, 1}, {kSync, 2}, {kPers, 1}, {kPers, 2}, {kWS, 1}, {kWS, 2}};
     double worst = 0;
     std::vector<std::vector<uint16_t>> outs(cfgs.size());
     for (size_t i = 0; i < cfgs.size(); ++i) {
@@ -392,6 +415,8 @@ struct Probe {
     for (int r = 0; r < 10; ++r) {
       poison(y, ny); ours(kSync, 2, m, 0); det &= fetch(y, ny) == outs[3];
       poison(y, ny); ours(kPers, 2, m, 0); det &= fetch(y, ny) == outs[5];
+      poison(y, ny); ours(kWS, 1, m, 0); det &= fetch(y, ny) == outs[6];  // v2 against itself
+      poison(y, ny); ours(kWS, 2, m, 0); det &= fetch(y, ny) == outs[7];
     }
     checks += det ? " det" : " DET!";
     all_ok &= bit && det;
@@ -401,6 +426,7 @@ struct Probe {
     std::vector<cudaGraphExec_t> ge(nv, nullptr);
     for (int v = 0; v < nv; ++v) {
       if (v == 1 && !lt_ok) continue;
+      if (v >= 2 && !variant_timed(cfgs[v - 2].v)) continue;
       cudaGraph_t g;
       CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
       for (int r = 0; r < kRunsPerGraph; ++r) {
@@ -431,11 +457,17 @@ struct Probe {
     std::vector<double> med(nv);
     for (int v = 0; v < nv; ++v) med[v] = t[v].empty() ? 0 : median(t[v]);
     row.cublas_us = med[0]; row.lt_us = med[1];
-    row.b2b_us = std::min(med[2], med[3]); row.sync_us = std::min(med[4], med[5]); row.pers_us = std::min(med[6], med[7]);
-    int best = 2;
-    for (int v = 2; v < nv; ++v) if (med[v] < med[best]) best = v;
+    auto pair_min = [&](int a, int b) {  // 0 where not timed
+      double x = med[a] > 0 ? med[a] : 1e30, y2 = med[b] > 0 ? med[b] : 1e30, r = std::min(x, y2);
+      return r >= 1e30 ? 0.0 : r;
+    };
+    row.b2b_us = pair_min(2, 3); row.sync_us = pair_min(4, 5); row.pers_us = pair_min(6, 7); row.ws_us = pair_min(8, 9);
+    int best = -1;
+    for (int v = 2; v < nv; ++v) if (med[v] > 0 && (best < 0 || med[v] < med[best])) best = v;
+    if (best < 0) best = 2;
     row.best_us = med[best];
     row.best_cfg = std::string(kVarName[cfgs[best - 2].v]) + "/G=" + std::to_string(grid_of(cfgs[best - 2].v, cfgs[best - 2].f, m_pad_for(m)));
+    if (cfgs[best - 2].v == kWS) row.best_cfg += "/R=" + std::to_string(cfgs[best - 2].f);
     for (int v = 0; v < nv; ++v)
       fprintf(log, "%s M=%d timing v=%d (%s) median=%.2f us\n", sd.name, m, v,
               v == 0 ? "cublas" : v == 1 ? "lt" : (std::string(kVarName[cfgs[v - 2].v]) + " f=" + std::to_string(cfgs[v - 2].f)).c_str(), med[v]);
@@ -451,7 +483,7 @@ struct Probe {
     for (int m : {1, 3, 17, 100, 127}) {
       size_t const ny = size_t(m) * sd.n2;
       poison(yc, ny); cublas_chain(m, 0); auto ref = fetch(yc, ny);
-      for (Variant v : {kB2B, kSync, kPers})
+      for (Variant v : {kB2B, kSync, kPers, kWS})
         for (int f : {1, 2}) {
           poison(y, ny); ours(v, f, m, 0); auto got = fetch(y, ny);
           ErrStat e = compare(got, ref, ny);
@@ -467,12 +499,15 @@ struct Probe {
       double r1 = host_check(m, true, {0, 4}, 48, got);
       poison(y, size_t(m) * sd.n2); ours(kPers, 2, m, 0, false); got = fetch(y, size_t(m) * sd.n2);
       double r2 = host_check(m, false, {1, 3}, 48, got);
-      bool good = r1 < 2e-2 && r2 < 2e-2 && sync_error_clear();
-      fprintf(log, "%s host fp32 ref: sync+bias max_rel=%.3e pers max_rel=%.3e %s\n", sd.name, r1, r2, good ? "ok" : "FAIL");
+      poison(y, size_t(m) * sd.n2); ours(kWS, 2, m, 0, true); got = fetch(y, size_t(m) * sd.n2);
+      double r3 = host_check(m, true, {2, 4}, 48, got);
+      bool good = r1 < 2e-2 && r2 < 2e-2 && r3 < 2e-2 && sync_error_clear();
+      fprintf(log, "%s host fp32 ref: sync+bias max_rel=%.3e pers max_rel=%.3e ws+bias max_rel=%.3e %s\n", sd.name, r1, r2,
+              r3, good ? "ok" : "FAIL");
       s += good ? ", host ok" : ", host FAIL"; ok &= good;
     }
     // negative: gemm1's last tile never posts -> gemm2 must time out, record it and return
-    for (Variant v : {kSync, kPers}) {
+    for (Variant v : {kSync, kPers, kWS}) {
       int const skip = tiles_of(n1w) - 1;
       auto t0 = std::chrono::steady_clock::now();
       ours(v, 1, 4, 0, false, skip, 50000000ull);  // 50 ms
@@ -539,6 +574,7 @@ int main(int argc, char** argv) {
     for (auto const& v : csv_list(env)) ms.push_back(std::atoi(v.c_str()));
   }
   bool const no_extra = getenv("DECODE_PROBE_NO_EXTRA") != nullptr;
+  if (char const* env = getenv("DECODE_PROBE_VARIANTS")) g_variant_filter = csv_list(env);
   std::vector<Row> rows; std::vector<std::string> extras;
   if (char const* env = getenv("DECODE_PROBE_SHAPES")) {
     auto want = csv_list(env);
@@ -561,27 +597,27 @@ int main(int argc, char** argv) {
 
   FILE* csv = fopen((out + "/decode_probe.csv").c_str(), "w");
   FILE* js = fopen((out + "/decode_probe.json").c_str(), "w");
-  if (csv) fprintf(csv, "shape,M,floor_us,cublas_us,lt_us,ours_b2b_us,ours_sync_us,ours_pers_us,best_cfg,best_us,x_floor,speedup_vs_cublas,rel_l2,checks\n");
+  if (csv) fprintf(csv, "shape,M,floor_us,cublas_us,lt_us,ours_b2b_us,ours_sync_us,ours_pers_us,ours_ws_us,best_cfg,best_us,x_floor,speedup_vs_cublas,rel_l2,checks\n");
   if (js) fprintf(js, "{\"stream_read_tbps\": %.4f, \"extra_checks\": [", bw / 1e12);
   for (size_t i = 0; js && i < extras.size(); ++i) fprintf(js, "%s\"%s\"", i ? ", " : "", extras[i].c_str());
   if (js) fprintf(js, "], \"rows\": [\n");
   printf("\nstream-read %.2f TB/s; floor = bytes / 4.8 TB/s; speedup = min(cublas, lt) / best ours\n", bw / 1e12);
   for (auto& e : extras) printf("%s\n", e.c_str());
-  printf("%-10s %4s %8s %8s %8s %8s %8s %8s %-14s %6s %6s  %s\n", "shape", "M", "floor", "cublas", "lt", "b2b", "sync", "pers",
-         "best", "xfloor", "speedup", "checks");
+  printf("%-10s %4s %8s %8s %8s %8s %8s %8s %8s %-14s %6s %6s  %s\n", "shape", "M", "floor", "cublas", "lt", "b2b", "sync",
+         "pers", "ws", "best", "xfloor", "speedup", "checks");
   for (size_t i = 0; i < rows.size(); ++i) {
     Row& r = rows[i];
     double peer = r.lt_us > 0 ? std::min(r.cublas_us, r.lt_us) : r.cublas_us;
     double xf = r.best_us / r.floor_us, sp = peer / r.best_us;
-    printf("%-10s %4d %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %-14s %6.2f %6.2f  %s\n", r.shape.c_str(), r.m, r.floor_us,
-           r.cublas_us, r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.best_cfg.c_str(), xf, sp, r.checks.c_str());
-    if (csv) fprintf(csv, "%s,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%s,%.3f,%.4f,%.4f,%.3e,%s\n", r.shape.c_str(), r.m, r.floor_us, r.cublas_us,
-                     r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.best_cfg.c_str(), r.best_us, xf, sp, r.rel_l2, r.checks.c_str());
+    printf("%-10s %4d %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %-14s %6.2f %6.2f  %s\n", r.shape.c_str(), r.m, r.floor_us,
+           r.cublas_us, r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.ws_us, r.best_cfg.c_str(), xf, sp, r.checks.c_str());
+    if (csv) fprintf(csv, "%s,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%s,%.3f,%.4f,%.4f,%.3e,%s\n", r.shape.c_str(), r.m, r.floor_us, r.cublas_us,
+                     r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.ws_us, r.best_cfg.c_str(), r.best_us, xf, sp, r.rel_l2, r.checks.c_str());
     if (js) fprintf(js, "%s{\"shape\":\"%s\",\"M\":%d,\"floor_us\":%.3f,\"cublas_us\":%.3f,\"lt_us\":%.3f,\"b2b_us\":%.3f,"
-                    "\"sync_us\":%.3f,\"pers_us\":%.3f,\"best\":\"%s\",\"best_us\":%.3f,\"x_floor\":%.4f,\"speedup\":%.4f,"
+                    "\"sync_us\":%.3f,\"pers_us\":%.3f,\"ws_us\":%.3f,\"best\":\"%s\",\"best_us\":%.3f,\"x_floor\":%.4f,\"speedup\":%.4f,"
                     "\"rel_l2\":%.3e,\"checks\":\"%s\"}",
                     i ? ",\n" : "", r.shape.c_str(), r.m, r.floor_us, r.cublas_us, r.lt_us, r.b2b_us, r.sync_us, r.pers_us,
-                    r.best_cfg.c_str(), r.best_us, xf, sp, r.rel_l2, r.checks.c_str());
+                    r.ws_us, r.best_cfg.c_str(), r.best_us, xf, sp, r.rel_l2, r.checks.c_str());
   }
   if (js) { fprintf(js, "\n]}\n"); fclose(js); }
   if (csv) fclose(csv);

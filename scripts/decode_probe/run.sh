@@ -2,6 +2,7 @@
 # Builds and runs the decode-size MLP chain probe (cuBLAS/cuBLASLt vs cusync stream kernels) on one GPU.
 # Usage: bash scripts/decode_probe/run.sh OUT_DIR
 #   DECODE_PROBE_QUICK=1: M in {1,16,128}, fewer repetitions; DEBUG=1: device checks (-DCUSYNC_STREAM_DEBUG);
+#   DECODE_PROBE_VARIANTS=ws,b2b: time only these of our variants (v2 = "ws"); DECODE_PROBE_SHAPES / DECODE_PROBE_MS pick points;
 #   EXTRA_FLAGS="-I.../include -L.../lib": where cuBLAS is not in the toolkit (e.g. the nvidia-cublas wheel).
 set -euo pipefail
 OUT=${1:-/tmp/decode_probe_out}
