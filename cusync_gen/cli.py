@@ -449,7 +449,10 @@ def _report_rows(rows: list[dict[str, Any]] | None, out: Path | None) -> None:
         return
     from cusync_gen.build import format_table
 
-    _out().print(format_table(rows))
+    console = _out()
+    if not console.is_terminal:  # a log or a pipe: the table's full width rather than 80 columns of cut headers
+        console = Console(highlight=False, soft_wrap=True, width=200)
+    console.print(format_table(rows))
     if out is not None:
         try:
             out.parent.mkdir(parents=True, exist_ok=True)

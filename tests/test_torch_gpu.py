@@ -111,6 +111,8 @@ def test_hf_mlp_swap_pip_installed_on_gpu(name: str, tmp_path: Path, cutlass_dir
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     assert (site / f"{name}_torch.py").is_file() and list(site.glob(f"{name}_torch_ext*.so"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
-    out = _run([sys.executable, str(TORCH_EXAMPLE / "check_hf_mlp.py"), name], 900, env=env, cwd=tmp_path)
+    # the installed module by name (tmp_path/<name> is the generated project, which check_hf_mlp.py would
+    # import from its folder instead)
+    out = _run([sys.executable, str(TORCH_EXAMPLE / "check_hf_mlp.py"), f"{name}_torch"], 900, env=env, cwd=site)
     print(out.stdout)
     assert out.returncode == 0 and "all checks passed" in out.stdout, out.stdout[-6000:] + out.stderr[-3000:]
