@@ -30,8 +30,20 @@
 // partials and the counters stay in L2. Tensor maps are __grid_constant__ params, encoded on the host with
 // cuTensorMapEncodeTiled fetched through cudaGetDriverEntryPointByVersion (no -lcuda).
 //
-// DEPENDENCY (gemm2 reads H). The producer issues an H box only after an ld.acquire.gpu of the gemm1 tile
-// semaphore covering that k-block saw (epoch, 1), then fence.proxy.async.global (H was written by generic
+// PIPELINE (v2.1). Producer: each loop pass issues W boxes into EVERY free W slot (the empty test fails only
+// when the ring is full), then X/H boxes into every free X slot whose H tile is ready; it sleeps only when
+// neither moved. Consumers: after a stage's full waits, the fragment loads of kAhead k-steps (all 4 at
+// M_pad <= 32, 2 at 64) are issued back to back, and k-step kk issues the loads of kk + kAhead before its
+// mma's, so the ldmatrix latency is paid about once per stage instead of once per k-step (M_pad 128 keeps
+// v2's per-k-step order: 168-register cap). The mma order per accumulator is unchanged (bitwise v2 results).
+// The slots are released (one arrive per warp) right after the stage's last mma is ISSUED: the mma's read
+// the fragment registers, so every ldmatrix of the stage has completed; nothing waits for an mma result.
+// At a piece end, thread 0 issues the tile arrival first and computes the reduction ranges while it flies.
+// DEPENDENCY (gemm2 reads H). The producer issues an H box only after the gemm1 tile semaphore covering that
+// k-block was seen at (epoch, 1) by a BATCHED poll: kPoll (16) relaxed loads of the semaphores of tiles
+// pt..pt+15 issued back to back (one round trip instead of one blocking ld.acquire per tile, during which no
+// W box was issued), every ready tile marked, then fence.acq_rel.gpu (acquire pattern) and
+// fence.proxy.async.global (H was written by generic
 // stores in other CTAs; the TMA reads through the async proxy). Polls are non-blocking inside the producer's
 // loop (W issue continues meanwhile); a shared-memory bitmap remembers acquired tiles so each is polled until
 // ready once per CTA. A wait is bounded by %globaltimer: on timeout it records a SyncErrorInfo (stage 1, the
@@ -90,6 +102,7 @@ constexpr int kMaxHTiles = 4096;                        // bitmap of acquired ge
 constexpr int kWBytes = kBlkK * kBlkN * 2;              // 16 KB: (BLK_K, BLK_N) as 2 x (64 k, 64 n) boxes
 constexpr int kHalfBytes = kWBytes / 2;                 // one (64 k, 64 n) SWIZZLE_128B box
 constexpr int kNamedBarConsumers = 1;                   // bar.sync id for the consumer warps
+constexpr int kPoll = 16;                              // gemm1 tile semaphores read per producer poll
 
 struct Seg {
   int gemm;          // 0: gemm1, 1: gemm2
@@ -105,6 +118,7 @@ struct ChainParams {  // 64-byte aligned through CUtensorMap
   Seg seg[kMaxSegs];    // gemm1 segments, then gemm2 segments
   int nseg;
   int h_kb_per_tile;    // gemm2 k-blocks per gemm1 H tile (out_tile_cols(act1) / 64)
+  int h_tiles;          // gemm1 tiles (= entries of h_sems)
   uint64_t const* h_sems;  // gemm1 tile semaphores (= g[0].post_sems)
 };
 
@@ -119,6 +133,11 @@ struct Cfg {
   static constexpr int kWM = kMPad / kWarpsM;                          // batch rows per warp
   static constexpr int kNSub = kWN / 16;                               // m16 (weight) sub-tiles
   static constexpr int kMSub = kWM / 8;                                // n8 (batch) sub-tiles
+  static constexpr int kBFrags = kMSub == 1 ? 1 : kMSub / 2;           // B fragments (x2, or x4 per n8 pair)
+  // k-steps (of 4) whose fragments are loaded ahead of the mma's: all 4 for M_pad <= 32 (24..48 regs),
+  // 2 at 64 (48 regs in flight). 0 at 128 (load k-step kk, then its mma's, as before): 9 warps = 3 per SMSP
+  // cap ptxas at 168 registers, and 64 accumulators + a second fragment set (24 regs) spill there.
+  static constexpr int kAhead = kMPad <= 32 ? 4 : kMPad <= 64 ? 2 : 0;
   static constexpr int kSlotFloats = kBlkN * kMPad;                    // (M_pad, BLK_N) fp32 partial
   // layout: [W ring][X ring][full/empty barriers][reduce ranges][flag][H bitmap], plus 1 KB alignment slack
   static constexpr int kBarOff = kWStages * kWBytes + kXStages * kXBytes;
@@ -347,45 +366,8 @@ struct ChainWS {
     bool failed = false;  // a wait timed out (here or anywhere): no more waiting
     while (!wc.done(p) || !xc.done(p)) {
       bool progress = false;
-      // activations first: they gate the consumers
-      if (!xc.done(p) && dev::mbar_test(x_empty + xs * 8, xph ^ 1u)) {
-        bool ready = true;
-        if (xc.gemm == 1) {
-          int const pt = xc.kb / p.h_kb_per_tile;  // gemm1 H tile holding k-block kb
-          uint32_t const bit = 1u << (pt & 31);
-          if (!(hbits[pt >> 5] & bit)) {
-            uint64_t const* sem = p.h_sems + pt;
-            uint64_t const seen = failed ? expected : ptx::ld_acquire_gpu(sem);
-            if (seen < expected) {
-              ready = false;
-              uint64_t const now = ptx::globaltimer_ns();
-              if (wait_start == 0) wait_start = now;
-              bool const other_failed = ctx.error != nullptr && ptx::ld_relaxed_gpu(&ctx.error->flag) != 0u;
-              if (other_failed || now - wait_start > ctx.timeout_ns) {
-                WaitSite const site{p.g[1].stage_id, p.g[0].stage_id, 0, xc.t, 0, pt, pt};
-                record_timeout_inline(ctx.error, site, expected, seen);
-                failed = true;
-                ready = true;  // go on: results undefined, the host reads the error record
-              }
-            }
-            if (ready) {
-              hbits[pt >> 5] |= bit;
-              wait_start = 0;
-              dev::fence_proxy_async_global();  // the acquired generic-proxy H stores, before the TMA read
-            }
-          }
-        }
-        if (ready) {
-          uint32_t const bar = x_full + xs * 8;
-          dev::mbar_expect_tx(bar, C::kXBytes);
-          dev::tma_load_2d(x_ring + xs * C::kXBytes, &p.tm_x[xc.gemm], bar, xc.kb * kBlkK, 0);
-          xc.advance(p, cta, grid);
-          if (++xs == C::kXStages) { xs = 0; xph ^= 1u; }
-          progress = true;
-        }
-      }
-      // weights: whenever a slot is free, across the gemm1 -> gemm2 boundary
-      if (!wc.done(p) && dev::mbar_test(w_empty + ws * 8, wph ^ 1u)) {
+      // weights first, as many as there are free slots (the empty test fails only when the ring is full)
+      for (int i = 0; i < C::kWStages && !wc.done(p) && dev::mbar_test(w_empty + ws * 8, wph ^ 1u); ++i) {
         uint32_t const bar = w_full + ws * 8;
         uint32_t const dst = w_ring + ws * kWBytes;
         int const n0 = wc.t * kBlkN, k0 = wc.kb * kBlkK;
@@ -396,7 +378,108 @@ struct ChainWS {
         if (++ws == C::kWStages) { ws = 0; wph ^= 1u; }
         progress = true;
       }
+      // activations, as many as there are free slots and ready H tiles
+      for (int i = 0; i < C::kXStages && !xc.done(p) && dev::mbar_test(x_empty + xs * 8, xph ^ 1u); ++i) {
+        bool ready = true;
+        if (xc.gemm == 1) {
+          int const pt = xc.kb / p.h_kb_per_tile;  // gemm1 H tile holding k-block kb
+          uint32_t const bit = 1u << (pt & 31);
+          if (!(hbits[pt >> 5] & bit)) {
+            uint64_t seen = expected;
+            if (!failed) {
+              // Batched poll: the semaphores of tiles pt .. pt+kPoll-1 are loaded back to back (relaxed, one
+              // round trip for all), every ready one is marked, and one fence.acq_rel.gpu after the loads
+              // makes them acquires (fence-based synchronization with the post_store release).
+              uint64_t v[kPoll];
+#pragma unroll
+              for (int j = 0; j < kPoll; ++j)
+                v[j] = pt + j < p.h_tiles ? ptx::ld_relaxed_gpu(p.h_sems + pt + j) : uint64_t(0);
+              seen = v[0];
+              bool any = false;
+#pragma unroll
+              for (int j = 0; j < kPoll; ++j) {
+                if (pt + j < p.h_tiles && v[j] >= expected) {
+                  hbits[(pt + j) >> 5] |= 1u << ((pt + j) & 31);
+                  any = true;
+                }
+              }
+              if (any) {
+                ptx::fence_acq_rel_gpu();          // acquire: the H stores of every tile marked above
+                dev::fence_proxy_async_global();   // generic-proxy H stores, before the TMA reads
+              }
+            }
+            if (!(hbits[pt >> 5] & bit)) {
+              ready = false;
+              if (!failed) {
+                uint64_t const now = ptx::globaltimer_ns();
+                if (wait_start == 0) wait_start = now;
+                bool const other_failed = ctx.error != nullptr && ptx::ld_relaxed_gpu(&ctx.error->flag) != 0u;
+                if (other_failed || now - wait_start > ctx.timeout_ns) {
+                  WaitSite const site{p.g[1].stage_id, p.g[0].stage_id, 0, xc.t, 0, pt, pt};
+                  record_timeout_inline(ctx.error, site, expected, seen);
+                  failed = true;
+                }
+              }
+              if (failed) {  // go on without waiting: results undefined, the host reads the error record
+                hbits[pt >> 5] |= bit;
+                ready = true;
+              }
+            }
+            if (ready) wait_start = 0;
+          }
+        }
+        if (!ready) break;
+        uint32_t const bar = x_full + xs * 8;
+        dev::mbar_expect_tx(bar, C::kXBytes);
+        dev::tma_load_2d(x_ring + xs * C::kXBytes, &p.tm_x[xc.gemm], bar, xc.kb * kBlkK, 0);
+        xc.advance(p, cta, grid);
+        if (++xs == C::kXStages) { xs = 0; xph ^= 1u; }
+        progress = true;
+      }
       if (!progress) __nanosleep(64);
+    }
+  }
+
+  static constexpr int kKSteps = kBlkK / 16;  // m16n8k16 k-steps per k-block
+
+  // Fragments of k-step kk of a stage: kNSub weight (A) fragments (ldmatrix.x4.trans) and the batch (B)
+  // fragments (x2 for kMSub == 1, else one x4 per pair of n8 batch sub-tiles that has rows).
+  static __device__ __forceinline__ void load_frags(uint32_t (&af)[C::kNSub][4], uint32_t (&bf)[C::kBFrags][4],
+                                                    uint32_t wsb, uint32_t xsb, uint32_t const (&a_off)[C::kNSub],
+                                                    int kk, int wm0, int lj, int lr, int m_rows) {
+#pragma unroll
+    for (int ns = 0; ns < C::kNSub; ++ns) detail::ldmatrix_x4_trans(af[ns], wsb + a_off[ns] + kk * 16 * 128);
+    int const ch = kk * 2 + (lj & 1);  // 16-byte chunk of k in the (M_pad, 64) X box
+    if constexpr (C::kMSub == 1) {
+      int const m = wm0 + lr;
+      detail::ldmatrix_x2(bf[0][0], bf[0][1], xsb + uint32_t(m * 128 + ((ch ^ lr) << 4)));
+    } else {
+#pragma unroll
+      for (int ms2 = 0; ms2 < C::kMSub / 2; ++ms2) {
+        if (wm0 + ms2 * 16 < m_rows) {  // batch rows that do not exist: no load, no mma (warp-uniform)
+          int const m = wm0 + ms2 * 16 + (lj >> 1) * 8 + lr;
+          detail::ldmatrix_x4(bf[ms2], xsb + uint32_t(m * 128 + ((ch ^ lr) << 4)));
+        }
+      }
+    }
+  }
+  static __device__ __forceinline__ void mma_frags(float (&acc)[C::kNSub][C::kMSub][4],
+                                                   uint32_t const (&af)[C::kNSub][4],
+                                                   uint32_t const (&bf)[C::kBFrags][4], int wm0, int m_rows) {
+    if constexpr (C::kMSub == 1) {
+#pragma unroll
+      for (int ns = 0; ns < C::kNSub; ++ns) detail::Mma<T>::run(acc[ns][0], af[ns], bf[0][0], bf[0][1]);
+    } else {
+#pragma unroll
+      for (int ms2 = 0; ms2 < C::kMSub / 2; ++ms2) {
+        if (wm0 + ms2 * 16 < m_rows) {
+#pragma unroll
+          for (int ns = 0; ns < C::kNSub; ++ns) {
+            detail::Mma<T>::run(acc[ns][2 * ms2], af[ns], bf[ms2][0], bf[ms2][1]);
+            detail::Mma<T>::run(acc[ns][2 * ms2 + 1], af[ns], bf[ms2][2], bf[ms2][3]);
+          }
+        }
+      }
     }
   }
 
@@ -438,22 +521,31 @@ struct ChainWS {
       dev::mbar_wait(x_full + xs * 8, xph);
       uint32_t const wsb = w_ring + ws * kWBytes;
       uint32_t const xsb = x_ring + xs * C::kXBytes;
+      // Software-pipelined fragments: the loads of k-steps [0, kAhead) are issued back to back right after the
+      // full waits, then k-step kk issues the loads of kk + kAhead before its mma's (asm volatile keeps this
+      // issue order). Fully unrolled: af/bf are indexed by constants only and stay in registers. The mma
+      // order per accumulator (kk increasing, then ns, ms as before) is unchanged: results are bitwise v2's.
+      if constexpr (C::kAhead > 0) {
+        uint32_t af[kKSteps][C::kNSub][4];
+        uint32_t bf[kKSteps][C::kBFrags][4];
 #pragma unroll
-      for (int kk = 0; kk < kBlkK / 16; ++kk) {
-        uint32_t af[C::kNSub][4];  // each weight fragment loaded once per k-step, used by every batch sub-tile
+        for (int kk = 0; kk < C::kAhead; ++kk) load_frags(af[kk], bf[kk], wsb, xsb, a_off, kk, wm0, lj, lr, m_rows);
 #pragma unroll
-        for (int ns = 0; ns < C::kNSub; ++ns) detail::ldmatrix_x4_trans(af[ns], wsb + a_off[ns] + kk * 16 * 128);
-        int const ch = kk * 2 + (lj & 1);  // 16-byte chunk of k in the (M_pad, 64) X box
-        if constexpr (C::kMSub == 1) {
-          int const m = wm0 + lr;
-          uint32_t b0, b1;
-          detail::ldmatrix_x2(b0, b1, xsb + uint32_t(m * 128 + ((ch ^ lr) << 4)));
+        for (int kk = 0; kk < kKSteps; ++kk) {
+          if (kk + C::kAhead < kKSteps)
+            load_frags(af[kk + C::kAhead], bf[kk + C::kAhead], wsb, xsb, a_off, kk + C::kAhead, wm0, lj, lr, m_rows);
+          mma_frags(acc, af[kk], bf[kk], wm0, m_rows);
+        }
+      } else {  // M_pad = 128: v2's order (A of the k-step, then each B pair and its mma's), register-bound
 #pragma unroll
-          for (int ns = 0; ns < C::kNSub; ++ns) detail::Mma<T>::run(acc[ns][0], af[ns], b0, b1);
-        } else {
+        for (int kk = 0; kk < kKSteps; ++kk) {
+          uint32_t af[C::kNSub][4];
+#pragma unroll
+          for (int ns = 0; ns < C::kNSub; ++ns) detail::ldmatrix_x4_trans(af[ns], wsb + a_off[ns] + kk * 16 * 128);
+          int const ch = kk * 2 + (lj & 1);
 #pragma unroll
           for (int ms2 = 0; ms2 < C::kMSub / 2; ++ms2) {
-            if (wm0 + ms2 * 16 < m_rows) {  // skip batch rows that do not exist (warp-uniform)
+            if (wm0 + ms2 * 16 < m_rows) {
               int const m = wm0 + ms2 * 16 + (lj >> 1) * 8 + lr;
               uint32_t b[4];
               detail::ldmatrix_x4(b, xsb + uint32_t(m * 128 + ((ch ^ lr) << 4)));
@@ -466,6 +558,8 @@ struct ChainWS {
           }
         }
       }
+      // The last mma's read the last fragments' registers, so every ldmatrix of this stage has completed here;
+      // the release below frees the slots without waiting for any mma to finish.
       __syncwarp();
       if (lane == 0) {  // release the slots (arrive has .release.cta semantics: our ldmatrix reads come first)
         dev::mbar_arrive(w_empty + ws * 8);
@@ -501,6 +595,8 @@ struct ChainWS {
           }
         dev::consumer_bar();  // the slot's stores, before thread 0's release
         if (threadIdx.x == 0) {
+          // Arrive first: the ranges below are computed while the atomic is in flight.
+          uint32_t const before = detail::arrive(a.arrivals + t, ctx.epoch);
           // The tile's pieces over this GEMM's segments, in the fixed reduction order.
           int nr = 0;
           int64_t total = 0;
@@ -514,7 +610,6 @@ struct ChainWS {
             total += cl - cf + 1;
             ++nr;
           }
-          uint32_t const before = detail::arrive(a.arrivals + t, ctx.epoch);
           CUSYNC_STREAM_CHECK(before < uint32_t(total));
           bool const last = before == uint32_t(total - 1);
           if (last) ptx::fence_acq_rel_gpu();  // acquire: the other pieces' slots
@@ -696,6 +791,7 @@ inline char const* make_chain_ws(StageArgs const& a1, StageArgs const& a2, int r
   p->g[0] = a1;
   p->g[1] = a2;
   p->h_kb_per_tile = out_tile_cols(a1.act) / kBlkK;
+  p->h_tiles = t1;
   p->h_sems = a1.post_sems;
   if (!encode_2d<T>(&p->tm_w[0], a1.w, a1.k, a1.n, a1.ldw, kBlkK, true) ||
       !encode_2d<T>(&p->tm_w[1], a2.w, a2.k, a2.n, a2.ldw, kBlkK, true) ||
