@@ -455,8 +455,7 @@ def _report_rows(rows: list[dict[str, Any]] | None, out: Path | None) -> None:
     console.print(format_table(rows))
     if out is not None:
         try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(rows, indent=2) + "\n")
+            fsio.write_file(out, (json.dumps(rows, indent=2) + "\n").encode(), "--results", overwrite=True)
         except OSError as err:
             raise _write_error(err, out, "--results") from err
         _out().print(f"wrote {escape(str(out))}")

@@ -9,13 +9,14 @@ last wave being filled by consumer tiles.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cusync_gen import userfile
+from cusync_gen import fsio, userfile
 from cusync_gen.errors import ToolError, UsageError
 from cusync_gen.spec.limits import MAX_M, MAX_NAME_LENGTH, MAX_STAGES
 
@@ -196,15 +197,19 @@ def gantt_png(records: list[TileRecord], path: Path, m: int | None = None) -> Pa
     fig.suptitle(f"tiles per SM at M = {m} (bar: ticket taken -> tile stored)")
     fig.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    if not path.suffix:  # as matplotlib names a file given without one
+        path = path.with_name(path.name + ".png")
+    picture = io.BytesIO()
+    fig.savefig(picture, dpi=110, format=path.suffix.lstrip(".").lower())
     plt.close(fig)
+    fsio.write_file(path, picture.getvalue(), "-o", overwrite=True)  # replaces a link, never writes through it
     return path
 
 
 def write_outputs(records: list[TileRecord], png: Path, m: int | None = None) -> tuple[Path, Path]:
     """The Gantt PNG and, beside it, the Chrome trace JSON (same name, .json)."""
-    gantt_png(records, png, m)
+    picture = gantt_png(records, png, m)
     chrome = Path(png).with_suffix(".json")
-    chrome.write_text(json.dumps(chrome_trace([r for r in records if m is None or r.m == m])))
-    return Path(png), chrome
+    fsio.write_file(chrome, json.dumps(chrome_trace([r for r in records if m is None or r.m == m])).encode(), "-o",
+                    overwrite=True)
+    return picture, chrome

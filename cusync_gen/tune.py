@@ -17,6 +17,7 @@ specs have one tile configuration, so they get the variant that is best over all
 from __future__ import annotations
 
 import copy
+import io
 import itertools
 import json
 import math
@@ -28,6 +29,7 @@ from typing import Any, Callable
 
 import yaml
 
+from cusync_gen import fsio
 from cusync_gen.errors import CusyncError, SpecError, UsageError
 from cusync_gen.plan import ChainPlan, make_plan
 from cusync_gen.spec.loading import parse_spec
@@ -157,8 +159,7 @@ def generate_and_build(variants: list[Variant], out_dir: Path, jobs: int | None,
         project = out_dir / f"{v.spec.name}-{spec_hash(v.spec)}"
         if not (project / "manifest.json").is_file():
             spec_file = out_dir / f"{v.spec.name}-{spec_hash(v.spec)}.yaml"
-            spec_file.parent.mkdir(parents=True, exist_ok=True)
-            spec_file.write_text(yaml.safe_dump(v.data, sort_keys=False))
+            fsio.write_file(spec_file, yaml.safe_dump(v.data, sort_keys=False).encode(), "--work-dir", overwrite=True)
             generate(spec_file, project, cutlass_dir=cutlass_dir)
         projects.append(project)
     workers = max(1, min(len(projects), 4))
@@ -384,7 +385,7 @@ def header_lines(gpu: str, ms: str, winners: dict[int, dict[str, Any]]) -> list[
 def write_spec(path: Path, data: dict[str, Any], header: list[str]) -> None:
     text = "".join(f"# {line}\n" for line in header) + yaml.safe_dump(data, sort_keys=False)
     parse_spec(yaml.safe_load(text), source=str(path))  # never write a spec we would reject
-    path.write_text(text)
+    fsio.write_file(path, text.encode(), "--write", overwrite=True)
 
 
 def write_plot(rows: list[dict[str, Any]], png: Path, title: str) -> Path:
@@ -414,12 +415,12 @@ def write_plot(rows: list[dict[str, Any]], png: Path, title: str) -> Path:
     ax_s.legend(fontsize=7, loc="best")
     fig.suptitle(title)
     fig.tight_layout()
-    png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=110)
+    picture = io.BytesIO()
+    fig.savefig(picture, dpi=110, format="png")
     plt.close(fig)
+    fsio.write_file(png, picture.getvalue(), "--work-dir", overwrite=True)
     return png
 
 
 def save_rows(rows: list[dict[str, Any]], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    fsio.write_file(path, "".join(json.dumps(r) + "\n" for r in rows).encode(), "--work-dir", overwrite=True)

@@ -273,3 +273,16 @@ def test_staging_files_are_never_written_through_a_link(tmp_path: Path) -> None:
     with pytest.raises(FileExistsError):
         fsio.write_new(staging / "a.txt", b"x")
     assert not (tmp_path / "outside.txt").exists()
+
+
+def test_single_file_outputs_replace_a_link_instead_of_writing_through_it(tmp_path: Path) -> None:
+    """run --results, trace -o and tune's outputs go through fsio.write_file: a link planted at the
+    output path is replaced by the file, and what it pointed at stays untouched."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    link = tmp_path / "results.json"
+    link.symlink_to(outside)
+    fsio.write_file(link, b"[]\n", "--results", overwrite=True)
+    assert outside.read_text() == "keep me"
+    assert not link.is_symlink() and link.read_bytes() == b"[]\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outside.txt", "results.json"]  # no temporary left
