@@ -10,14 +10,11 @@ FIFO tests run the CLI in a subprocess under a timeout, so a regression fails in
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +22,7 @@ import pytest
 
 from conftest import REPO
 from cusync_gen import build, cli, render
-from cusync_gen.errors import CusyncError, UsageError
+from cusync_gen.errors import UsageError
 
 EXAMPLES_DIR = REPO / "cusync_gen" / "examples"
 TIMEOUT_S = 20
@@ -40,22 +37,7 @@ NO_GPU_LAUNCHER = ("import sys; from cusync_gen import build, cli; build.has_gpu
 # Helpers
 
 
-class Hang(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def time_bound(seconds: float = 10.0) -> Iterator[None]:
-    def on_alarm(signum: int, frame: object) -> None:
-        raise Hang(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+from test_fuzz import time_bound  # noqa: E402  (one bounded-time helper for both fuzz files)
 
 
 def cli_subprocess(args: list[str], cwd: Path, no_gpu: bool = False) -> tuple[int, str, str]:
