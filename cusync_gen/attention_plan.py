@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cusync_gen.errors import UsageError
-from cusync_gen.plan import DEFAULT_SMS, TilePlan, json_identity, tile_json, tile_plan
+from cusync_gen.plan import DEFAULT_SMS, TilePlan, tile_plan
+from cusync_gen.plan_describe import json_identity, tile_json
 from cusync_gen.spec.model import (
     ATTENTION_GEMMS,
     TARGETS,

@@ -46,11 +46,11 @@ def test_epoch_wrap_driver_compiles(name: str, arch: str, driver: str, tmp_path:
 
 
 def test_default_mode_rule_is_the_same_in_python_and_cpp(tmp_path: Path) -> None:
-    """`validate` explains run()'s mode with plan.default_mode; the library decides with
+    """`validate` explains run()'s mode with run_modes.default_mode; the library decides with
     cusync::default_mode (dispatch.h). Both see the same cases and must say the same, reason included."""
     import shutil as _shutil
 
-    from cusync_gen.plan import PINGPONG_TILE, PINGPONG_TILES_PER_SM, default_mode
+    from cusync_gen.run_modes import PINGPONG_TILE, PINGPONG_TILES_PER_SM, default_mode
 
     cxx = _shutil.which("g++") or _shutil.which("c++")
     if cxx is None:
