@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from cusync_gen.spec.model import BLayout, Dtype, Epilogue, Mode, Order, Policy
+from cusync_gen.spec.model import BLayout, Dtype, Epilogue, Mode, Order, Policy, Schedule
 
 CUTLASS_ELEMENT: dict[Dtype, str] = {Dtype.FP16: "cutlass::half_t", Dtype.BF16: "cutlass::bfloat16_t"}
 CUDA_ELEMENT: dict[Dtype, str] = {Dtype.FP16: "__half", Dtype.BF16: "__nv_bfloat16"}
@@ -52,8 +52,10 @@ ORDER: dict[Order, str] = {
     Order.BANDED: "cusync::TileOrder::kBanded",
     Order.COLUMN_BANDED: "cusync::TileOrder::kColumnBanded",
 }
-
-
+SCHEDULE: dict[Schedule, str] = {  # sm90: the synced GEMM's configuration (include/cusync/sm90/gemm.cuh)
+    Schedule.COOPERATIVE: "cusync::sm90::GemmConfig",
+    Schedule.PINGPONG: "cusync::sm90::SyncedPingpongConfig",
+}
 MODE: dict[Mode, str] = {
     Mode.OVERLAP: "cusync::Mode::kOverlap",
     Mode.STOCK: "cusync::Mode::kStock",
@@ -103,5 +105,6 @@ FILTERS: dict[str, Callable[..., str]] = {
     "cpp_bool": cpp_bool,
     "cmake_string": cmake_string,
     "cpp_mode": MODE.__getitem__,
+    "cpp_schedule": SCHEDULE.__getitem__,
     "cpp_string": cpp_string,
 }

@@ -14,7 +14,6 @@ from cusync_gen import dependency, plan_describe, run_modes  # noqa: I001 - depe
 from cusync_gen.errors import SpecError, UsageError
 from cusync_gen.spec.limits import MAX_M
 from cusync_gen.spec.model import (
-    SM90_SCHEDULES,
     TARGETS,
     Mode,
     Arch,
@@ -26,6 +25,7 @@ from cusync_gen.spec.model import (
     Optimizations,
     Order,
     Policy,
+    Schedule,
     StageSpec,
     config_spec,
     consumers_of,
@@ -66,7 +66,7 @@ class TilePlan:
     stages: int
     threads: int
     smem_bytes: int
-    schedule: str = "cooperative"  # sm90 GEMMs: the kernel schedule (spec tile.schedule)
+    schedule: Schedule = Schedule.COOPERATIVE  # sm90 GEMMs: the kernel schedule (spec tile.schedule)
 
 
 @dataclass(frozen=True)
@@ -399,7 +399,7 @@ def tile_plan(i: int, stage: StageSpec, target: str, arch: Arch = Arch.SM80, bas
         # semaphores and waits all count output tiles.
         n = tb[1] // 2 if stage.op is Op.GEMM and stage.epilogue is Epilogue.SWIGLU else tb[1]
         return TilePlan(tb[0], n, tb[2], (0, 0, 0), (0, 0, 0), 0, SM90_THREADS, SMEM_PER_SM[target],
-                        stage.tile.schedule or SM90_SCHEDULES[0])
+                        Schedule(stage.tile.schedule or Schedule.COOPERATIVE))
     warp, inst, pipe = stage.tile.warp, stage.tile.instruction, stage.tile.stages
     if warp is None or inst is None or pipe is None:  # resolve_defaults ran; keeps the type checker honest
         raise SpecError(base, "tile defaults were not resolved", "report this as a cusync-gen bug")

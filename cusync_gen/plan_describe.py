@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cusync_gen.errors import UsageError
-from cusync_gen.spec.model import Arch, Op, Order, Policy
+from cusync_gen.spec.model import Arch, Op, Order, Policy, Schedule
 
 if TYPE_CHECKING:
     from cusync_gen.plan import ChainPlan, EdgePlan, StagePlan, TilePlan
@@ -100,7 +100,8 @@ def _waves(plan: ChainPlan, s: StagePlan, m: int) -> tuple[int, int, int, float,
 
 
 #: How `explain` names an sm90 schedule.
-_SCHEDULE_TEXT = {"cooperative": "cooperative", "pingpong": "ping-pong (math warp groups on alternate tiles)"}
+_SCHEDULE_TEXT = {Schedule.COOPERATIVE: "cooperative",
+                  Schedule.PINGPONG: "ping-pong (math warp groups on alternate tiles)"}
 
 
 def _describe_stage(plan: ChainPlan, s: StagePlan, m: int) -> list[str]:
@@ -273,7 +274,7 @@ def tile_json(t: TilePlan, gemm: bool = True) -> dict[str, Any]:
         "pipeline_stages": t.stages if warp_level else None,
         "threads": t.threads,
         "smem_bytes": t.smem_bytes,
-        "schedule": t.schedule if gemm and not warp_level else None,  # sm90 GEMMs: cooperative or pingpong
+        "schedule": t.schedule.value if gemm and not warp_level else None,  # sm90 GEMMs: cooperative or pingpong
     }
 
 

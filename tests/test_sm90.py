@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
+from cusync_gen.cpp import SCHEDULE
 from cusync_gen.errors import SpecError
 from cusync_gen.plan import make_plan
 from cusync_gen.render import output_files as project_files, render_project
-from cusync_gen.spec import Arch, load_spec, parse_spec
+from cusync_gen.spec import Arch, Schedule, load_spec, parse_spec
 
 from conftest import REPO
 
@@ -139,6 +140,9 @@ def test_pingpong_schedule_plans_and_renders() -> None:
     stage = render_project(mixed)["src/stage_g1.cu"]
     assert stage.index("Gemm0 = cusync::sm90::SyncedGemm<cusync::sm90::SyncedPingpongConfig<") < stage.index(
         "Gemm1 = cusync::sm90::SyncedGemm<cusync::sm90::GemmConfig<")
+    # the spellings the stage unit uses are cpp.SCHEDULE's (the template spells them by the same test)
+    assert (f"SyncedGemm<{SCHEDULE[Schedule.PINGPONG]}<" in files["src/stage_g1.cu"]
+            and f"SyncedGemm<{SCHEDULE[Schedule.COOPERATIVE]}<" in files["src/stage_g2.cu"])
     # a schedule only where a kernel has one
     glu = load_spec(REPO / "cusync_gen" / "examples" / "llama_mlp_sm90.yaml").model_dump(mode="json")
     glu["tile_configs"] = [{"m_max": 512, "tiles": {}, "schedules": {"glu": "pingpong"}}]

@@ -45,6 +45,13 @@ class Op(str, Enum):
     SWIGLU = "swiglu"
 
 
+class Schedule(str, Enum):
+    """The kernel schedule of a synced sm90 GEMM (spec `tile.schedule`; C++ spelling: cpp.SCHEDULE)."""
+
+    COOPERATIVE = "cooperative"  # both math warp groups on each tile (the default)
+    PINGPONG = "pingpong"        # the groups on alternate tiles, one's epilogue under the other's MMAs
+
+
 class Epilogue(str, Enum):
     IDENTITY = "identity"
     RELU = "relu"
@@ -142,9 +149,8 @@ ALIGNMENT = 8  # 8 x 16-bit elements = one 16-byte vector access
 SM90_TILE_M: tuple[int, ...] = (128, 256)
 SM90_TILE_N: tuple[int, ...] = (64, 128, 192, 256)
 SM90_TILE_K: tuple[int, ...] = (64,)
-#: Kernel schedules of a synced sm90 GEMM: cooperative (both math warp groups on each tile, the first is
-#: the default) or ping-pong (the groups on alternate tiles, one's epilogue under the other's MMAs).
-SM90_SCHEDULES: tuple[str, ...] = ("cooperative", "pingpong")
+#: The spellings of Schedule in a spec, the default first.
+SM90_SCHEDULES: tuple[str, ...] = tuple(s.value for s in Schedule)
 #: Ping-pong tiles: one warp group holds a whole tile's fp32 accumulators, so BLK_M is 128 and BLK_N at
 #: most 128 (128 registers a thread; CUTLASS's own ping-pong configurations stop there too).
 SM90_PINGPONG_TILE_M: tuple[int, ...] = (128,)
@@ -189,7 +195,9 @@ class TileSpec(BaseModel):
     instruction: Triple | None = None
     stages: PipelineStages | None = None
     cluster: Triple | None = None      # sm90 only: thread block cluster shape
-    schedule: str | None = None        # sm90 only: kernel schedule (cooperative)
+    # sm90 only: a Schedule's spelling (default cooperative). Read as text, so that spec/rules checks it after
+    # the Hopper-only rule, with its message and the field path of the stage or tile configuration.
+    schedule: str | None = None
 
 
 class Optimizations(BaseModel):

@@ -38,6 +38,7 @@ from cusync_gen.spec.model import (
     Op,
     Order,
     Policy,
+    Schedule,
     StageSpec,
     consumers_of,
     default_warp,
@@ -292,7 +293,7 @@ def _check_sm90_gemm_tile(i: int, stage: StageSpec) -> None:
             f"use one of: {', '.join(SM90_SCHEDULES)} (or omit it: {SM90_SCHEDULES[0]})",
         )
     m, n, k = tile.threadblock
-    if tile.schedule == "pingpong":
+    if tile.schedule == Schedule.PINGPONG:
         for value, allowed, dim in ((m, SM90_PINGPONG_TILE_M, "M"), (n, SM90_PINGPONG_TILE_N, "N")):
             if value not in allowed:
                 raise SpecError(
