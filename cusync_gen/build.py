@@ -43,7 +43,7 @@ EXIT_CHECK_FAILED = 5
 MAX_BENCH_JSON_DEPTH = 8               # a row of the bench's JSON output is flat
 CUDA_ROOTS: tuple[str, ...] = ("/usr/local/cuda",)   # where nvcc is looked for after PATH, $CUDA_HOME, $CUDA_PATH
 GPU_DEVICE_NODE = Path("/dev/nvidia0")               # present when the NVIDIA driver has a device
-BACKENDS = ("auto", "sm80", "sm90")                  # run --backend: which version of an example
+BACKEND_CHOICES = ("auto", "sm80", "sm90")           # run --backend: which version of an example
 SM90_SUFFIX = "_sm90"                                # example X's Hopper version is X_sm90
 
 _TOOL_HINTS = {
@@ -330,9 +330,9 @@ def is_hopper(target: str | None) -> bool:
 
 
 def check_backend(backend: str) -> str:
-    """run --backend: one of BACKENDS."""
-    if backend not in BACKENDS:
-        raise UsageError(f"--backend {backend[:40]!r} is not a backend", hint=f"use one of: {', '.join(BACKENDS)}")
+    """run --backend: one of BACKEND_CHOICES."""
+    if backend not in BACKEND_CHOICES:
+        raise UsageError(f"--backend {backend[:40]!r} is not a backend", hint=f"use one of: {', '.join(BACKEND_CHOICES)}")
     return backend
 
 

@@ -34,7 +34,6 @@ MAX_AUTOTUNE = 200   # run --autotune: rounds (the sm90 bench's limit)
 PICTURE_SUFFIXES = ("", ".png", ".svg", ".pdf")  # trace -o
 DEFAULT_RUN_MS = "1,256,1024"
 DEFAULT_ATTENTION_MS = "512,1024,2048"  # prompt lengths (batch 1, no cache)
-BACKENDS = ("auto", "sm80", "sm90")  # run --backend
 #: run --policies: what the bench of each kind of chain takes (templates/runtime/include/cusync/bench/).
 BENCH_POLICIES: dict[str, tuple[str, ...]] = {"chain": ("spec", "row", "tile"), "attention": ("spec", "row")}
 _BUILD_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
