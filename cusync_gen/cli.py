@@ -361,7 +361,7 @@ def tune_cmd(
     if not builder.has_gpu():  # before the variants: each is a spec parsed and planned
         raise NoGpuError("no CUDA device found", hint="tune builds and times variants on an NVIDIA GPU")
     loaded = opts.loaded
-    variants, skipped = tune.make_variants(opts.data, loaded, opts.choices)
+    variants, skipped = tune.make_variants(loaded, opts.choices)
     console = _err()
     for line in skipped:
         console.print(f"skipped {escape(line)}", style="dim")

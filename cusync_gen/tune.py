@@ -33,7 +33,7 @@ from cusync_gen import fsio
 from cusync_gen.errors import CusyncError, SpecError, UsageError
 from cusync_gen.plan import ChainPlan, make_plan
 from cusync_gen.spec.loading import parse_spec
-from cusync_gen.spec.model import Arch, ChainSpec, Op, spec_hash
+from cusync_gen.spec.model import Arch, ChainSpec, Op, spec_data, spec_hash, with_tiles
 
 #: Relative time difference within which two candidates tie (run-to-run drift between binaries).
 TIE = 0.02
@@ -63,7 +63,8 @@ ORDERS: dict[Arch, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class Variant:
-    """One tile choice: `tiles` maps GEMM stages to threadblocks (empty: the spec as written)."""
+    """One tile choice: `tiles` maps GEMM stages to threadblocks (empty: the spec as written); `data` is
+    its spec's data form (spec.model.spec_data), what its spec file holds."""
 
     index: int
     label: str
@@ -86,7 +87,7 @@ def check_choices(spec: ChainSpec, choices: dict[str, list[Triple]]) -> None:
                          "(the variants are the product of the --tiles lists)")
 
 
-def make_variants(data: dict[str, Any], spec: ChainSpec, choices: dict[str, list[Triple]] | None = None,
+def make_variants(spec: ChainSpec, choices: dict[str, list[Triple]] | None = None,
                   ) -> tuple[list[Variant], list[str]]:
     """The spec itself, then one variant per tile combination; combinations the spec rules reject are
     returned as "label: reason" lines instead (e.g. a TileSync edge whose K no longer divides)."""
@@ -97,14 +98,14 @@ def make_variants(data: dict[str, Any], spec: ChainSpec, choices: dict[str, list
         combos = [dict(zip(names, shapes)) for shapes in itertools.product(*(choices[n] for n in names))]
     else:
         combos = [{name: tile for name in gemms} for tile in DEFAULT_TILES[spec.arch]]
-    variants = [Variant(0, "spec", {}, data, spec)]
+    variants = [Variant(0, "spec", {}, spec_data(spec), spec)]
     seen = {spec_hash(spec)}
     skipped: list[str] = []
     for combo in combos:
         label = ",".join(f"{name}={'x'.join(map(str, tb))}" for name, tb in combo.items())
-        candidate = _with_tiles(data, spec, combo)
+        candidate = spec_data(variant_spec(spec, combo))
         try:
-            parsed = parse_spec(candidate, source=label)
+            parsed = parse_spec(candidate, source=label)  # the rules, on the variant's data as it will be written
             make_plan(parsed)  # thread and shared-memory limits
         except SpecError as err:
             skipped.append(f"{label}: {err.message} ({err.field})")
@@ -116,25 +117,29 @@ def make_variants(data: dict[str, Any], spec: ChainSpec, choices: dict[str, list
     return variants, skipped
 
 
-def _with_tiles(data: dict[str, Any], spec: ChainSpec, combo: dict[str, Triple]) -> dict[str, Any]:
-    """The raw spec with the given GEMM threadblocks (warp and pipeline back to their defaults), no
-    tile_configs, and each swiglu tile following its neighbours (cols = producer's N, rows = consumer's M)."""
-    new = copy.deepcopy(data)
-    new.pop("tile_configs", None)
-    tb = {s.name: tuple(combo.get(s.name, s.tile.threadblock)) for s in spec.stages}
-    for stage in new["stages"]:
-        name = stage["name"]
-        if name in combo:
-            stage["tile"] = {"threadblock": list(combo[name])}
-            if spec.arch is Arch.SM80:  # 4 stages for 128x128x32 (the examples' choice); 3 fit larger tiles
-                stage["tile"]["stages"] = 4 if combo[name][2] == 32 and max(combo[name][:2]) == 128 else 3
-    for stage in new["stages"]:
-        if stage.get("op") != Op.SWIGLU.value:
+def variant_spec(spec: ChainSpec, combo: dict[str, Triple]) -> ChainSpec:
+    """The spec with the given GEMM threadblocks (spec.model.with_tiles: no tile_configs), their warp,
+    pipeline, cluster and schedule back to their defaults (sm80: 4 pipeline stages for 128x128x32, the
+    examples' choice, else 3), and each swiglu tile following its neighbours (cols = producer's N, rows =
+    consumer's M). Not checked: parse its spec_data to check it."""
+    tiles = {s.name: tuple(combo.get(s.name, s.tile.threadblock)) for s in spec.stages}
+    moved = dict(combo)
+    for stage in spec.stages:
+        if stage.op is not Op.SWIGLU:
             continue
-        consumer = next((s for s in new["stages"] if s.get("a") == stage["name"] and s.get("op") == Op.GEMM.value), None)
-        rows = tb[consumer["name"]][0] if consumer is not None else stage["tile"]["threadblock"][0]
-        stage["tile"] = {"threadblock": [rows, tb[stage["a"]][1]]}
-    return new
+        consumer = next((s for s in spec.stages if s.a == stage.name and s.op is Op.GEMM), None)
+        rows = tiles[consumer.name][0] if consumer is not None else stage.tile.threadblock[0]
+        moved[stage.name] = (rows, tiles[stage.a][1], 1)
+    spec = with_tiles(spec, moved)
+    stages = []
+    for stage in spec.stages:
+        if stage.name in combo and stage.op is Op.GEMM:
+            tb = combo[stage.name]
+            pipeline = (4 if tb[2] == 32 and max(tb[:2]) == 128 else 3) if spec.arch is Arch.SM80 else None
+            stage = stage.model_copy(update={"tile": stage.tile.model_copy(update={
+                "warp": None, "instruction": None, "stages": pipeline, "cluster": None, "schedule": None})})
+        stages.append(stage)
+    return spec.model_copy(update={"stages": stages})
 
 
 def policies_for(plan: ChainPlan) -> list[str]:
@@ -350,8 +355,7 @@ def _per_m_tiles(variants: list[Variant], winners: dict[int, dict[str, Any]]) ->
             runs[-1] = (m, tiles)
         else:
             runs.append((m, tiles))
-    base = variants[0]
-    data = _with_tiles(base.data, base.spec, runs[-1][1])
+    data = spec_data(variant_spec(variants[0].spec, runs[-1][1]))
     if len(runs) > 1:
         data["tile_configs"] = [{"m_max": m, "tiles": {name: list(tb) for name, tb in tiles.items()}}
                                 for m, tiles in runs[:-1]]

@@ -23,7 +23,7 @@ EXAMPLES = REPO / "cusync_gen" / "examples"
 
 def variants_of(name: str, choices: dict | None = None) -> tuple[list[tune.Variant], list[str]]:
     path = EXAMPLES / f"{name}.yaml"
-    return tune.make_variants(yaml.safe_load(path.read_text()), load_spec(path), choices)
+    return tune.make_variants(load_spec(path), choices)
 
 
 def test_parse_tiles() -> None:

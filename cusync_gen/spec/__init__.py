@@ -88,6 +88,7 @@ from cusync_gen.spec.model import (
     output_policy,
     producer_width,
     resolve_defaults,
+    spec_data,
     spec_hash,
     stage_index,
     config_spec,
@@ -113,6 +114,6 @@ __all__ = [
     "PipelineStages", "Policy", "PosInt", "ReadsSpec", "Rows", "Schedule", "SmCount", "StageSpec", "StridedCols", "Target",
     "TileConfigSpec", "TileDim", "TileSpec", "Triple",
     "attention_gemm_shape", "check_attention_rules", "check_rules", "consumers_of", "default_warp", "edge_policy",
-    "load_spec", "output_policy", "parse_spec", "policy_problem", "producer_width", "resolve_defaults",
+    "load_spec", "output_policy", "parse_spec", "policy_problem", "producer_width", "resolve_defaults", "spec_data",
     "config_spec", "spec_hash", "stage_index", "with_tiles",
 ]

@@ -479,6 +479,19 @@ def with_tiles(spec: ChainSpec, tiles: dict[str, tuple[int, int, int]],
     return spec.model_copy(update={"stages": stages, "tile_configs": []})
 
 
+def spec_data(spec: ChainSpec) -> dict[str, Any]:
+    """The spec as the data of a spec file (what `tune` writes): values left at their defaults are left out,
+    name, arch, target and dtype always kept, a swiglu tile spelled [rows, cols]. Parsing it gives the spec
+    back (with its defaults resolved)."""
+    data = spec.model_dump(mode="json", exclude_defaults=True)
+    head = {key: getattr(spec, key) for key in ("name", "arch", "target", "dtype")}
+    data = {**{k: v.value if isinstance(v, Enum) else v for k, v in head.items()}, **data}
+    for stage in data["stages"]:
+        if stage["op"] == Op.SWIGLU.value:
+            stage["tile"]["threadblock"] = stage["tile"]["threadblock"][:2]
+    return data
+
+
 def config_spec(spec: ChainSpec, config: TileConfigSpec) -> ChainSpec:
     """The chain a tile configuration runs: the spec with that configuration's tiles and schedules."""
     return with_tiles(spec, dict(config.tiles), dict(config.schedules))
