@@ -265,11 +265,20 @@ def _move(src_root: Path, dst_root: Path, rel: str) -> None:
         os.rename(name, name, src_dir_fd=src, dst_dir_fd=dst)
 
 
-def _move_back(staging: Path, target: Path, entries: list[str]) -> None:
-    """Return kept entries from a staging folder to the target (those still in staging, not in target)."""
+def _move_back(staging: Path, target: Path, entries: list[str]) -> list[str]:
+    """Return kept entries from a staging folder to the target; the ones that are still in staging
+    because something now stands at their place in the target."""
+    stuck = []
     for rel in entries:
-        with contextlib.suppress(FileNotFoundError, FileExistsError):
+        if not os.path.lexists(staging / rel):
+            continue  # never moved in (or already back)
+        try:
             _move(staging, target, rel)
+        except FileNotFoundError:
+            pass  # never moved in (or already back)
+        except FileExistsError:
+            stuck.append(rel)
+    return stuck
 
 
 # --------------------------------------------------------------------------------------------------
@@ -542,7 +551,9 @@ def _roll_back(staging: Path, target: Path, aside: Path, keep: list[str]) -> Non
         os.rename(target, staging)
     if os.path.lexists(aside):
         os.rename(aside, target)
-    _move_back(staging, target, list(reversed(keep)))
+    if _move_back(staging, target, list(reversed(keep))):  # a user entry could not go back: never delete it
+        os.rename(staging, target.parent / f"{target.name}{KEPT_TAG}{secrets.token_hex(4)}")
+        return
     _remove_ours(staging)
 
 

@@ -458,7 +458,6 @@ def trace_options(target: str, m: str, picture: Path, arch: str | None, project:
 class TuneOptions:
     spec: Path
     loaded: Any             # the parsed ChainSpec
-    data: Any               # the spec file's data, read once (what is tuned is what was checked)
     choices: dict[str, list[tuple[int, int, int]]]  # --tiles, counted against tune.MAX_VARIANTS
     ms: tuple[int, ...]
     m_text: str
@@ -488,8 +487,7 @@ def tune_options(spec: str, m: str, tiles: list[str] | None, orders: str | None,
     choices = parse_tiles(tiles or [])
     check_output_dir(work_dir, "--work-dir")
     spec_path = resolve_spec(spec)
-    data = read_spec_data(spec_path)  # read once: what is tuned is what was checked
-    loaded = parse_spec(data, source=str(spec_path))
+    loaded = parse_spec(read_spec_data(spec_path), source=str(spec_path))  # read once: tuned is what was checked
     if isinstance(loaded, AttentionSpec):
         raise UsageError("tune works on GEMM chains (stages:) for now", "for attention, time versions of the spec "
                          "with `cusync-gen run` by hand")
@@ -504,7 +502,7 @@ def tune_options(spec: str, m: str, tiles: list[str] | None, orders: str | None,
                      else Path(f"{loaded.name}.tuned.yaml"))
     check_output_file(dest, "--write", f"{loaded.name}.tuned.yaml")
     tune.check_choices(loaded, choices)  # stage names and the number of combinations, before any work
-    return TuneOptions(spec_path, loaded, data, choices, tuple(ms), m, order_list, repeats, warmup, rounds, work_dir,
+    return TuneOptions(spec_path, loaded, choices, tuple(ms), m, order_list, repeats, warmup, rounds, work_dir,
                        dest, arch, jobs, cutlass_dir)
 
 

@@ -286,3 +286,25 @@ def test_single_file_outputs_replace_a_link_instead_of_writing_through_it(tmp_pa
     assert outside.read_text() == "keep me"
     assert not link.is_symlink() and link.read_bytes() == b"[]\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["outside.txt", "results.json"]  # no temporary left
+
+
+def test_a_rolled_back_swap_never_deletes_a_user_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C mid-swap rolls back; a kept entry that cannot go back (something took its place meanwhile)
+    is kept in a visible sibling folder instead of being deleted with the staging folder."""
+    proj = _project(tmp_path)
+    real_rename = os.rename
+    calls = [0]
+
+    def rename(src, dst, **kwargs):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        real_rename(src, dst, **kwargs)
+        if calls[0] == 1:  # notes.txt moved into staging: the user writes a new notes.txt, then Ctrl-C
+            (proj / "notes.txt").write_text("new notes")
+            raise KeyboardInterrupt
+    monkeypatch.setattr(os, "rename", rename)
+    with pytest.raises(fsio.Interrupted):
+        render.generate(GPT3, proj)
+    monkeypatch.undo()
+    assert (proj / "notes.txt").read_text() == "new notes"
+    kept = [p for p in tmp_path.iterdir() if fsio.KEPT_TAG in p.name]
+    assert len(kept) == 1 and (kept[0] / "notes.txt").read_text() == "my notes"
