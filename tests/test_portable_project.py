@@ -151,3 +151,25 @@ def test_the_committed_projects_carry_no_checkout_path() -> None:
             if f.is_file() and "build" not in f.relative_to(REPO / "generated" / name).parts:
                 text = f.read_text()
                 assert "third_party" not in text and "../.." not in text and str(REPO) not in text, f
+
+
+@pytest.mark.nvcc
+def test_a_moved_project_configures_for_real(tmp_path: Path) -> None:
+    """CMake with nvcc (configure only, no compile) of a project generated in one folder and moved to
+    another, pointed at CUTLASS through $CUTLASS_DIR as documented: it configures and finds CUTLASS there."""
+    from sass import find_tool  # the tests' one lookup of nvcc (PATH, /usr/local/cuda/bin, the nvidia wheels)
+
+    nvcc = find_tool("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    cutlass = _cutlass()
+    first = generate(REPO / "cusync_gen" / "examples" / "two_gemm.yaml", tmp_path / "here" / "two_gemm")
+    moved = tmp_path / "elsewhere" / "two_gemm"
+    moved.parent.mkdir()
+    shutil.move(str(first), moved)
+    env = {**os.environ, "CUTLASS_DIR": str(cutlass), "CUDACXX": nvcc}
+    out = subprocess.run([_cmake(), "-S", str(moved), "-B", str(tmp_path / "build"), "-DCMAKE_CUDA_ARCHITECTURES=80"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert f"CUTLASS 4.2: {cutlass} (from the environment variable CUTLASS_DIR)" in out.stdout
+    assert str(tmp_path / "here") not in (tmp_path / "build" / "CMakeCache.txt").read_text()
