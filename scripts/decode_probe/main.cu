@@ -21,6 +21,7 @@
 
 #include "cusync/sm90/stream_chain_ws.cuh"
 #include "cusync/sm90/stream_gemm.cuh"
+#include "cusync/sm90/reg_stream.cuh"
 
 using namespace cusync::stream;
 using cusync::SyncErrorInfo;
@@ -117,9 +118,13 @@ static ErrStat compare(std::vector<uint16_t> const& a, std::vector<uint16_t> con
 
 struct ShapeDef { char const* name; int k1, n1, n2; Act act; bool bf16; };
 
-enum Variant { kB2B = 0, kSync = 1, kPers = 2, kWS = 3 };
-static char const* kVarName[] = {"b2b", "sync", "pers", "ws"};
-static std::vector<std::string> g_variant_filter;  // DECODE_PROBE_VARIANTS (empty: all)
+enum Variant { kB2B = 0, kSync = 1, kPers = 2, kWS = 3, kReg = 4, kRegSync = 5 };
+static char const* kVarName[] = {"b2b", "sync", "pers", "ws", "reg", "regs"};
+static std::vector<std::string> g_variant_filter;
+static int g_reg_cfg = 0;                  // DECODE_PROBE_REG_CFG: v3 shape, see with_wn (0: 1 warp along N)
+static int g_reg_wn = 1;                   // warps side by side along N (1, 2, 4) of that shape
+static bool g_reg_g1_split_major = false;  // DECODE_PROBE_REG_G1_SPLIT_MAJOR=1: gemm1 CTAs split by split
+static int g_reg_f[2] = {1, 2};            // DECODE_PROBE_REG_F=a,b: v3 CTAs = f x occupancy x SMs
 static bool variant_timed(Variant v) {
   if (g_variant_filter.empty()) return true;
   for (auto const& n : g_variant_filter) if (n == kVarName[v]) return true;
@@ -127,7 +132,7 @@ static bool variant_timed(Variant v) {
 }
 
 struct Row {
-  std::string shape; int m; double floor_us, cublas_us, lt_us, b2b_us, sync_us, pers_us, ws_us;
+  std::string shape; int m; double floor_us, cublas_us, lt_us, b2b_us, sync_us, pers_us, ws_us, reg_us, regs_us;
   std::string best_cfg; double best_us; std::string checks; double rel_l2;
 };
 
@@ -139,6 +144,26 @@ struct Probe {
   StreamState* state; SyncErrorInfo* err; uint64_t *arr1, *arr2, *sem1; float *ws1, *ws2; int64_t slots1, slots2;
   int grid_max;
   bool quick;
+  // v3 (reg_stream.cuh): its own workspaces, counters and semaphores (64-column tiles)
+  float *wsr1, *wsr2; int64_t wsr1_floats, wsr2_floats; uint64_t *arrr1, *arrr2, *semr1; int reg_occ = 4;
+
+  template <typename F>
+  static void with_mpad_reg(int mpad, F&& f) {
+    switch (mpad) {
+      case 8: f(std::integral_constant<int, 8>{}); break;
+      case 16: f(std::integral_constant<int, 16>{}); break;
+      default: f(std::integral_constant<int, 32>{}); break;
+    }
+  }
+  // v3 shapes (DECODE_PROBE_REG_CFG): 0, 1, 2 = 1, 2, 4 warps side by side along N
+  template <typename F>
+  static void with_wn(int cfg, F&& f) {
+    switch (cfg) {
+      case 1: f(std::integral_constant<int, 2>{}); break;
+      case 2: f(std::integral_constant<int, 4>{}); break;
+      default: f(std::integral_constant<int, 1>{}); break;
+    }
+  }
 
   template <typename F>
   static void with_mpad(int mpad, F&& f) {
@@ -176,6 +201,26 @@ struct Probe {
     CK(cudaMalloc(&arr1, tiles_of(n1w) * 8)); CK(cudaMalloc(&arr2, tiles_of(sd.n2) * 8)); CK(cudaMalloc(&sem1, tiles_of(n1w) * 8));
     CK(cudaMemsetAsync(arr1, 0, tiles_of(n1w) * 8, st)); CK(cudaMemsetAsync(arr2, 0, tiles_of(sd.n2) * 8, st));
     CK(cudaMemsetAsync(sem1, 0, tiles_of(n1w) * 8, st));
+    {
+      int occ = 99;
+      for (int mp : {8, 16, 32})
+        with_mpad_reg(mp, [&](auto mc) {
+          with_wn(g_reg_cfg, [&](auto wc) {
+            constexpr int MP = decltype(mc)::value, WN = decltype(wc)::value;
+            CK((reg::reg_prepare<T, MP, WN>()));
+            occ = std::min(occ, reg::reg_occupancy<T, MP, WN>());
+          });
+        });
+      reg_occ = std::max(1, occ);
+      printf("reg_stream occupancy: %d CTAs per SM\n", reg_occ);
+      int const target = std::max(g_reg_f[0], g_reg_f[1]) * reg_occ * sms;
+      wsr1_floats = reg::reg_ws_floats(n1w, target);
+      wsr2_floats = reg::reg_ws_floats(sd.n2, target);
+      CK(cudaMalloc(&wsr1, wsr1_floats * 4)); CK(cudaMalloc(&wsr2, wsr2_floats * 4));
+      size_t const t1 = reg::tiles_of(n1w, reg::kWarpN) * 8, t2 = reg::tiles_of(sd.n2, reg::kWarpN) * 8;
+      CK(cudaMalloc(&arrr1, t1)); CK(cudaMalloc(&semr1, t1)); CK(cudaMalloc(&arrr2, t2));
+      CK(cudaMemsetAsync(arrr1, 0, t1, st)); CK(cudaMemsetAsync(semr1, 0, t1, st)); CK(cudaMemsetAsync(arrr2, 0, t2, st));
+    }
     CK(cudaMalloc(&state, sizeof(StreamState))); CK(cudaMemsetAsync(state, 0, sizeof(StreamState), st));
     CK(cudaMalloc(&err, sizeof(SyncErrorInfo))); CK(cudaMemsetAsync(err, 0, sizeof(SyncErrorInfo), st));
     for (int mp : {8, 16, 32, 64, 128})
@@ -189,7 +234,8 @@ struct Probe {
     for (auto p : w1) cudaFree(p);
     for (auto p : w2) cudaFree(p);
     for (void* p : {(void*)x, (void*)bias1, (void*)h, (void*)y, (void*)hc, (void*)h2, (void*)yc, lt_ws, (void*)ws1,
-                    (void*)ws2, (void*)arr1, (void*)arr2, (void*)sem1, (void*)state, (void*)err})
+                    (void*)ws2, (void*)arr1, (void*)arr2, (void*)sem1, (void*)state, (void*)err, (void*)wsr1, (void*)wsr2,
+                    (void*)arrr1, (void*)arrr2, (void*)semr1})
       cudaFree(p);
     cublasDestroy(cb); cublasLtDestroy(lt); cudaStreamDestroy(st);
   }
@@ -280,6 +326,12 @@ struct Probe {
     return a;
   }
   int grid_of(Variant v, int f, int mpad) {
+    if (v == kReg || v == kRegSync) {
+      StageArgs a1 = args1(1, 0, false, -1);
+      reg::RegStage s; a1.ws = wsr1; a1.ws_slots = wsr1_floats / (reg::cta_n_of(g_reg_wn) * mpad);
+      reg::reg_make(a1, mpad, g_reg_wn, f * reg_occ * sms, false, &s);
+      return s.tiles * s.splits;
+    }
     if (v == kWS) {  // one co-resident wave; f is the number of rounds
       int occ = 0;
       with_mpad(mpad, [&](auto mc) { occ = ws::chain_ws_occupancy<T, decltype(mc)::value>(); });
@@ -294,6 +346,28 @@ struct Probe {
   }
   void ours(Variant v, int f, int m, int set, bool bias = false, int skip = -1, uint64_t timeout_ns = 2000000000ull) {
     int const mpad = m_pad_for(m);
+    if (v == kReg || v == kRegSync) {
+      StageArgs a1 = args1(m, set, bias, skip), a2 = args2(m, set, v == kRegSync);
+      int const cta_n = reg::cta_n_of(g_reg_wn);
+      a1.ws = wsr1; a1.ws_slots = wsr1_floats / (cta_n * mpad); a1.arrivals = arrr1; a1.post_sems = semr1;
+      a2.ws = wsr2; a2.ws_slots = wsr2_floats / (cta_n * mpad); a2.arrivals = arrr2;
+      a2.wait_sems = v == kRegSync ? semr1 : nullptr; a2.wait_tile_cols = reg::out_tile_cols(int(sd.act), cta_n);
+      a2.wait_tiles = reg::tiles_of(n1w, cta_n);
+      reg::RegStage s1, s2;
+      int const target = f * reg_occ * sms;
+      char const* why = reg::reg_make(a1, mpad, g_reg_wn, target, g_reg_g1_split_major, &s1);
+      if (!why) why = reg::reg_make(a2, mpad, g_reg_wn, target, true, &s2);
+      if (why) { fprintf(stderr, "reg_make: %s\n", why); exit(1); }
+      with_mpad_reg(mpad, [&](auto mc) {
+        with_wn(g_reg_cfg, [&](auto wc) {
+          constexpr int MP = decltype(mc)::value, WN = decltype(wc)::value;
+          bool const sync = v == kRegSync;
+          CK((reg::reg_launch<T, MP, WN>(s1, state, err, timeout_ns, sync ? kTriggerDependents : 0, false, st)));
+          CK((reg::reg_launch<T, MP, WN>(s2, state, err, timeout_ns, kClosesRun, sync, st)));
+        });
+      });
+      return;
+    }
     int const grid = grid_of(v, f, mpad);
     StageArgs a1 = args1(m, set, bias, skip), a2 = args2(m, set, v != kB2B);
     char const* why = check_stage(a1, grid, mpad);
@@ -391,6 +465,10 @@ struct Probe {
     // our variants and configs
     struct Cfg { Variant v; int f; };
     std::vector<Cfg> cfgs = {{kB2B, 1}, {kB2B, 2}, {kSync, 1}, {kSync, 2}, {kPers, 1}, {kPers, 2}, {kWS, 1}, {kWS, 2}};
+    bool const reg_ok = m <= 32;  // v3 covers M_pad 8..32
+    if (reg_ok)
+      for (Cfg c : {Cfg{kReg, g_reg_f[0]}, Cfg{kReg, g_reg_f[1]}, Cfg{kRegSync, g_reg_f[0]}, Cfg{kRegSync, g_reg_f[1]}})
+        cfgs.push_back(c);
     double worst = 0;
     std::vector<std::vector<uint16_t>> outs(cfgs.size());
     for (size_t i = 0; i < cfgs.size(); ++i) {
@@ -407,6 +485,7 @@ struct Probe {
     checks += all_ok ? "ref" : "REF!";
     // bitwise: b2b == sync at the same grid; pers == b2b when their grids match
     bool bit = outs[0] == outs[2] && outs[1] == outs[3];
+    if (reg_ok) bit &= outs[8] == outs[10] && outs[9] == outs[11];
     if (grid_of(kPers, 1, m_pad_for(m)) == sms) bit &= outs[4] == outs[0];
     if (grid_of(kPers, 2, m_pad_for(m)) == 2 * sms) bit &= outs[5] == outs[1];
     checks += bit ? " bit" : " BIT!";
@@ -417,6 +496,7 @@ struct Probe {
       poison(y, ny); ours(kPers, 2, m, 0); det &= fetch(y, ny) == outs[5];
       poison(y, ny); ours(kWS, 1, m, 0); det &= fetch(y, ny) == outs[6];  // v2 against itself
       poison(y, ny); ours(kWS, 2, m, 0); det &= fetch(y, ny) == outs[7];
+      if (reg_ok) { poison(y, ny); ours(kRegSync, g_reg_f[1], m, 0); det &= fetch(y, ny) == outs[11]; }
     }
     checks += det ? " det" : " DET!";
     all_ok &= bit && det;
@@ -462,6 +542,7 @@ struct Probe {
       return r >= 1e30 ? 0.0 : r;
     };
     row.b2b_us = pair_min(2, 3); row.sync_us = pair_min(4, 5); row.pers_us = pair_min(6, 7); row.ws_us = pair_min(8, 9);
+    row.reg_us = reg_ok ? pair_min(10, 11) : 0; row.regs_us = reg_ok ? pair_min(12, 13) : 0;
     int best = -1;
     for (int v = 2; v < nv; ++v) if (med[v] > 0 && (best < 0 || med[v] < med[best])) best = v;
     if (best < 0) best = 2;
@@ -483,8 +564,9 @@ struct Probe {
     for (int m : {1, 3, 17, 100, 127}) {
       size_t const ny = size_t(m) * sd.n2;
       poison(yc, ny); cublas_chain(m, 0); auto ref = fetch(yc, ny);
-      for (Variant v : {kB2B, kSync, kPers, kWS})
+      for (Variant v : {kB2B, kSync, kPers, kWS, kReg, kRegSync})
         for (int f : {1, 2}) {
+          if ((v == kReg || v == kRegSync) && m > 32) continue;
           poison(y, ny); ours(v, f, m, 0); auto got = fetch(y, ny);
           ErrStat e = compare(got, ref, ny);
           bool good = e.nans == 0 && e.rel_l2 < tol() && sync_error_clear();
@@ -501,14 +583,17 @@ struct Probe {
       double r2 = host_check(m, false, {1, 3}, 48, got);
       poison(y, size_t(m) * sd.n2); ours(kWS, 2, m, 0, true); got = fetch(y, size_t(m) * sd.n2);
       double r3 = host_check(m, true, {2, 4}, 48, got);
-      bool good = r1 < 2e-2 && r2 < 2e-2 && r3 < 2e-2 && sync_error_clear();
+      poison(y, size_t(m) * sd.n2); ours(kRegSync, 1, m, 0, true); got = fetch(y, size_t(m) * sd.n2);
+      double r4 = host_check(m, true, {0, 3}, 48, got);
+      fprintf(log, "%s host fp32 ref: regs+bias max_rel=%.3e\n", sd.name, r4);
+      bool good = r1 < 2e-2 && r2 < 2e-2 && r3 < 2e-2 && r4 < 2e-2 && sync_error_clear();
       fprintf(log, "%s host fp32 ref: sync+bias max_rel=%.3e pers max_rel=%.3e ws+bias max_rel=%.3e %s\n", sd.name, r1, r2,
               r3, good ? "ok" : "FAIL");
       s += good ? ", host ok" : ", host FAIL"; ok &= good;
     }
     // negative: gemm1's last tile never posts -> gemm2 must time out, record it and return
-    for (Variant v : {kSync, kPers, kWS}) {
-      int const skip = tiles_of(n1w) - 1;
+    for (Variant v : {kSync, kPers, kWS, kRegSync}) {
+      int const skip = v == kRegSync ? reg::tiles_of(n1w, reg::cta_n_of(g_reg_wn)) - 1 : tiles_of(n1w) - 1;
       auto t0 = std::chrono::steady_clock::now();
       ours(v, 1, 4, 0, false, skip, 50000000ull);  // 50 ms
       SyncErrorInfo e; sync_error_clear(&e);
@@ -575,6 +660,15 @@ int main(int argc, char** argv) {
   }
   bool const no_extra = getenv("DECODE_PROBE_NO_EXTRA") != nullptr;
   if (char const* env = getenv("DECODE_PROBE_VARIANTS")) g_variant_filter = csv_list(env);
+  if (char const* env = getenv("DECODE_PROBE_REG_CFG")) g_reg_cfg = std::atoi(env);
+  g_reg_wn = g_reg_cfg == 1 ? 2 : g_reg_cfg == 2 ? 4 : 1;
+  g_reg_g1_split_major = getenv("DECODE_PROBE_REG_G1_SPLIT_MAJOR") != nullptr;
+  if (char const* env = getenv("DECODE_PROBE_REG_F")) {
+    auto v = csv_list(env);
+    if (v.size() == 2) { g_reg_f[0] = std::max(1, std::atoi(v[0].c_str())); g_reg_f[1] = std::max(1, std::atoi(v[1].c_str())); }
+  }
+  printf("v3: shape %d (warps along N %d), gemm1 CTA order %s, f %d,%d\n", g_reg_cfg, g_reg_wn,
+         g_reg_g1_split_major ? "split-major" : "tile-major", g_reg_f[0], g_reg_f[1]);
   std::vector<Row> rows; std::vector<std::string> extras;
   if (char const* env = getenv("DECODE_PROBE_SHAPES")) {
     auto want = csv_list(env);
@@ -597,27 +691,27 @@ int main(int argc, char** argv) {
 
   FILE* csv = fopen((out + "/decode_probe.csv").c_str(), "w");
   FILE* js = fopen((out + "/decode_probe.json").c_str(), "w");
-  if (csv) fprintf(csv, "shape,M,floor_us,cublas_us,lt_us,ours_b2b_us,ours_sync_us,ours_pers_us,ours_ws_us,best_cfg,best_us,x_floor,speedup_vs_cublas,rel_l2,checks\n");
+  if (csv) fprintf(csv, "shape,M,floor_us,cublas_us,lt_us,ours_b2b_us,ours_sync_us,ours_pers_us,ours_ws_us,ours_reg_us,ours_regs_us,best_cfg,best_us,x_floor,speedup_vs_cublas,rel_l2,checks\n");
   if (js) fprintf(js, "{\"stream_read_tbps\": %.4f, \"extra_checks\": [", bw / 1e12);
   for (size_t i = 0; js && i < extras.size(); ++i) fprintf(js, "%s\"%s\"", i ? ", " : "", extras[i].c_str());
   if (js) fprintf(js, "], \"rows\": [\n");
   printf("\nstream-read %.2f TB/s; floor = bytes / 4.8 TB/s; speedup = min(cublas, lt) / best ours\n", bw / 1e12);
   for (auto& e : extras) printf("%s\n", e.c_str());
-  printf("%-10s %4s %8s %8s %8s %8s %8s %8s %8s %-14s %6s %6s  %s\n", "shape", "M", "floor", "cublas", "lt", "b2b", "sync",
-         "pers", "ws", "best", "xfloor", "speedup", "checks");
+  printf("%-10s %4s %8s %8s %8s %8s %8s %8s %8s %8s %8s %-14s %6s %6s  %s\n", "shape", "M", "floor", "cublas", "lt", "b2b", "sync",
+         "pers", "ws", "reg", "regs", "best", "xfloor", "speedup", "checks");
   for (size_t i = 0; i < rows.size(); ++i) {
     Row& r = rows[i];
     double peer = r.lt_us > 0 ? std::min(r.cublas_us, r.lt_us) : r.cublas_us;
     double xf = r.best_us / r.floor_us, sp = peer / r.best_us;
-    printf("%-10s %4d %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %-14s %6.2f %6.2f  %s\n", r.shape.c_str(), r.m, r.floor_us,
-           r.cublas_us, r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.ws_us, r.best_cfg.c_str(), xf, sp, r.checks.c_str());
-    if (csv) fprintf(csv, "%s,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%s,%.3f,%.4f,%.4f,%.3e,%s\n", r.shape.c_str(), r.m, r.floor_us, r.cublas_us,
-                     r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.ws_us, r.best_cfg.c_str(), r.best_us, xf, sp, r.rel_l2, r.checks.c_str());
+    printf("%-10s %4d %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %-14s %6.2f %6.2f  %s\n", r.shape.c_str(), r.m, r.floor_us,
+           r.cublas_us, r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.ws_us, r.reg_us, r.regs_us, r.best_cfg.c_str(), xf, sp, r.checks.c_str());
+    if (csv) fprintf(csv, "%s,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%s,%.3f,%.4f,%.4f,%.3e,%s\n", r.shape.c_str(), r.m, r.floor_us, r.cublas_us,
+                     r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.ws_us, r.reg_us, r.regs_us, r.best_cfg.c_str(), r.best_us, xf, sp, r.rel_l2, r.checks.c_str());
     if (js) fprintf(js, "%s{\"shape\":\"%s\",\"M\":%d,\"floor_us\":%.3f,\"cublas_us\":%.3f,\"lt_us\":%.3f,\"b2b_us\":%.3f,"
-                    "\"sync_us\":%.3f,\"pers_us\":%.3f,\"ws_us\":%.3f,\"best\":\"%s\",\"best_us\":%.3f,\"x_floor\":%.4f,\"speedup\":%.4f,"
+                    "\"sync_us\":%.3f,\"pers_us\":%.3f,\"ws_us\":%.3f,\"reg_us\":%.3f,\"regs_us\":%.3f,\"best\":\"%s\",\"best_us\":%.3f,\"x_floor\":%.4f,\"speedup\":%.4f,"
                     "\"rel_l2\":%.3e,\"checks\":\"%s\"}",
                     i ? ",\n" : "", r.shape.c_str(), r.m, r.floor_us, r.cublas_us, r.lt_us, r.b2b_us, r.sync_us, r.pers_us,
-                    r.ws_us, r.best_cfg.c_str(), r.best_us, xf, sp, r.rel_l2, r.checks.c_str());
+                    r.ws_us, r.reg_us, r.regs_us, r.best_cfg.c_str(), r.best_us, xf, sp, r.rel_l2, r.checks.c_str());
   }
   if (js) { fprintf(js, "\n]}\n"); fclose(js); }
   if (csv) fclose(csv);

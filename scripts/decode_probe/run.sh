@@ -4,6 +4,8 @@
 #   DECODE_PROBE_QUICK=1: M in {1,16,128}, fewer repetitions; DEBUG=1: device checks (-DCUSYNC_STREAM_DEBUG);
 #   DECODE_PROBE_VARIANTS=ws,b2b: time only these of our variants (v2 = "ws"); DECODE_PROBE_SHAPES / DECODE_PROBE_MS pick points;
 #   EXTRA_FLAGS="-I.../include -L.../lib": where cuBLAS is not in the toolkit (e.g. the nvidia-cublas wheel).
+#   v3 (reg_stream.cuh, variants "reg" and "regs", M <= 32): DECODE_PROBE_REG_CFG=0|1|2 (1, 2, 4 warps along N),
+#   DECODE_PROBE_REG_F=a,b (CTAs = f x occupancy x SMs), DECODE_PROBE_REG_G1_SPLIT_MAJOR=1. sweep.sh runs several.
 set -euo pipefail
 OUT=${1:-/tmp/decode_probe_out}
 mkdir -p "$OUT"

@@ -208,6 +208,50 @@ __device__ __forceinline__ uint32_t arrive(uint64_t* counter, uint32_t epoch) {
 __device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + __expf(-x)); }
 
+// v += 8 partial sums at src (and, for SwiGLU, u += the 8 up-projection sums that follow them). cg: the
+// partials were written by other CTAs (L1 bypassed); otherwise they are this CTA's shared memory.
+__device__ __forceinline__ void add_8(float (&v)[8], float (&u)[8], float const* src, bool swiglu, bool cg) {
+  auto ld = [cg](float const* p) {
+    return cg ? __ldcg(reinterpret_cast<float4 const*>(p)) : *reinterpret_cast<float4 const*>(p);
+  };
+  float4 const p0 = ld(src), p1 = ld(src + 4);
+  v[0] += p0.x; v[1] += p0.y; v[2] += p0.z; v[3] += p0.w;
+  v[4] += p1.x; v[5] += p1.y; v[6] += p1.z; v[7] += p1.w;
+  if (swiglu) {
+    float4 const q0 = ld(src + 8), q1 = ld(src + 12);
+    u[0] += q0.x; u[1] += q0.y; u[2] += q0.z; u[3] += q0.w;
+    u[4] += q1.x; u[5] += q1.y; u[6] += q1.z; u[7] += q1.w;
+  }
+}
+
+// The epilogue of 8 outputs: bias (columns bias_col.., and bias_col + 8.. for SwiGLU's up half), the
+// activation, one 16-byte store at dst.
+template <typename T>
+__device__ __forceinline__ void finish_8(int act, T const* bias, int bias_col, float (&v)[8], float (&u)[8], T* dst) {
+  bool const swiglu = act == int(Act::kSwiglu);
+  if (bias != nullptr) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] += to_f(bias[bias_col + j]);
+    if (swiglu) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) u[j] += to_f(bias[bias_col + 8 + j]);
+    }
+  }
+  alignas(16) T o[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    float r = v[j];
+    switch (act) {
+      case int(Act::kRelu): r = fmaxf(r, 0.f); break;
+      case int(Act::kGelu): r = gelu_erf(r); break;
+      case int(Act::kSwiglu): r = silu(r) * u[j]; break;
+      default: break;
+    }
+    o[j] = from_f<T>(r);
+  }
+  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<uint4 const*>(o);
+}
+
 #if defined(CUSYNC_STREAM_DEBUG)
 #define CUSYNC_STREAM_CHECK(cond)                                                                       \
   do {                                                                                                  \
@@ -345,41 +389,10 @@ struct StreamGemm {
       float v[8], u[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j) v[j] = u[j] = 0.f;
-      for (int64_t c = c_first; c <= c_last; ++c) {
-        float const* src = a.ws + (c + t) * int64_t(kSlotFloats) + m * kBlkN + col;  // (M_pad,BLK_N) slot
-        float4 const p0 = __ldcg(reinterpret_cast<float4 const*>(src));
-        float4 const p1 = __ldcg(reinterpret_cast<float4 const*>(src + 4));
-        v[0] += p0.x; v[1] += p0.y; v[2] += p0.z; v[3] += p0.w;
-        v[4] += p1.x; v[5] += p1.y; v[6] += p1.z; v[7] += p1.w;
-        if (swiglu) {
-          float4 const q0 = __ldcg(reinterpret_cast<float4 const*>(src + 8));
-          float4 const q1 = __ldcg(reinterpret_cast<float4 const*>(src + 12));
-          u[0] += q0.x; u[1] += q0.y; u[2] += q0.z; u[3] += q0.w;
-          u[4] += q1.x; u[5] += q1.y; u[6] += q1.z; u[7] += q1.w;
-        }
-      }
-      if (bias != nullptr) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) v[j] += detail::to_f(bias[n0 + col + j]);
-        if (swiglu) {
-#pragma unroll
-          for (int j = 0; j < 8; ++j) u[j] += detail::to_f(bias[n0 + col + 8 + j]);
-        }
-      }
-      alignas(16) T o[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        float r = v[j];
-        switch (a.act) {
-          case int(Act::kRelu): r = fmaxf(r, 0.f); break;
-          case int(Act::kGelu): r = detail::gelu_erf(r); break;
-          case int(Act::kSwiglu): r = detail::silu(r) * u[j]; break;
-          default: break;
-        }
-        o[j] = detail::from_f<T>(r);
-      }
+      for (int64_t c = c_first; c <= c_last; ++c)  // (M_pad,BLK_N) slots
+        detail::add_8(v, u, a.ws + (c + t) * int64_t(kSlotFloats) + m * kBlkN + col, swiglu, true);
       int const out_col = swiglu ? n0 / 2 + g * 8 : n0 + g * 8;
-      *reinterpret_cast<uint4*>(out + int64_t(m) * a.ldo + out_col) = *reinterpret_cast<uint4 const*>(o);
+      detail::finish_8<T>(a.act, bias, n0 + col, v, u, out + int64_t(m) * a.ldo + out_col);
     }
     if (a.post_sems != nullptr) {
       __syncthreads();  // every thread's stores of the tile, before thread 0's release
@@ -620,20 +633,27 @@ inline cudaError_t prepare_kernels() {
                               StreamGemm<T, kMPad>::kSmemBytes);
 }
 
-// pdl: launch with programmatic stream serialization (a consumer of a kTriggerDependents producer).
+// A launch of `grid` x `threads`; pdl: with programmatic stream serialization (a consumer of a
+// kTriggerDependents producer). attr must outlive the launch call.
+inline cudaLaunchConfig_t launch_config(int grid, int threads, int smem, cudaStream_t stream, bool pdl,
+                                        cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(grid));
+  cfg.blockDim = dim3(unsigned(threads));
+  cfg.dynamicSmemBytes = size_t(smem);
+  cfg.stream = stream;
+  attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr->val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cfg;
+}
+
 template <typename T, int kMPad>
 inline cudaError_t launch_stage(StageArgs const& a, int grid, StreamState* state, SyncErrorInfo* error,
                                 uint64_t timeout_ns, int flags, bool pdl, cudaStream_t stream) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(grid));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = StreamGemm<T, kMPad>::kSmemBytes;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t const cfg = launch_config(grid, kThreads, StreamGemm<T, kMPad>::kSmemBytes, stream, pdl, &attr);
   return cudaLaunchKernelEx(&cfg, stream_gemm_kernel<T, kMPad>, a, state, error, timeout_ns, flags);
 }
 
