@@ -12,6 +12,7 @@ from typing import Any
 
 from cusync_gen import dependency, plan_describe, run_modes  # noqa: I001 - dependency imports spec, as this module does
 from cusync_gen.errors import SpecError, UsageError
+from cusync_gen.spec.archs import ARCHS, DEFAULT_ARCH, ArchFacts
 from cusync_gen.spec.limits import MAX_M
 from cusync_gen.spec.model import (
     TARGETS,
@@ -47,7 +48,6 @@ MAX_THREADS_PER_BLOCK = 1024
 WARP_SIZE = 32
 SWIGLU_THREADS = 512  # the elementwise kernel's block (cusync::SwiGluStage::kThreads, checked there)
 ELEMENT_BYTES = 2  # fp16 and bf16
-SM90_THREADS = 384  # warp-specialized (cooperative or ping-pong): a load warp group and two math warp groups
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -177,6 +177,11 @@ class ChainPlan:
         return next(c for c in self.configs if c.m_max is None or m <= c.m_max)
 
     @property
+    def facts(self) -> ArchFacts:
+        """What the plan's architecture is (spec.archs.ARCHS): the plan and its describe text ask this."""
+        return ARCHS[self.arch]
+
+    @property
     def backend(self) -> str:
         """The row of cusync_gen.backends.BACKENDS that emits this plan's project: the spec's arch."""
         return self.arch.value
@@ -229,7 +234,7 @@ class ChainPlan:
         """What the plan flags at this M: a choice of the spec that does not do what it says (describe
         prints each as a WARNING line)."""
         opt = self.optimizations
-        if self.arch is Arch.SM80 and opt.avoid_wait_kernel and not self.coresident(m)[0]:
+        if self.facts.wait_kernel and opt.avoid_wait_kernel and not self.coresident(m)[0]:
             return [f"avoid_wait_kernel is on but not legal at M={m}: without the wait kernel consumer blocks "
                     "could fill the GPU while producer blocks wait for an SM, so run() checks the same condition and "
                     "keeps the wait kernel at this M (the optimization buys nothing here)"]
@@ -274,8 +279,7 @@ def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
         dtype=spec.dtype,
         arch=spec.arch,
         target=spec.target,
-        # wgmma and setmaxnreg exist only in the architecture-specific sm_90a target
-        cuda_arch=spec.target.removeprefix("sm_") + ("a" if spec.arch is Arch.SM90 else ""),
+        cuda_arch=ARCHS[spec.arch].cuda_arch(spec.target),
         sms=spec.sms if spec.sms is not None else DEFAULT_SMS[spec.target],
         optimizations=spec.optimizations,
         stages=stages,
@@ -386,19 +390,20 @@ def _stage_plans(spec: ChainSpec) -> tuple[StagePlan, ...]:
 # Derivations
 
 
-def tile_plan(i: int, stage: StageSpec, target: str, arch: Arch = Arch.SM80, base: str | None = None) -> TilePlan:
+def tile_plan(i: int, stage: StageSpec, target: str, arch: Arch = DEFAULT_ARCH, base: str | None = None) -> TilePlan:
     """A stage's tile with its thread count and shared memory; errors name `base` (default stages[i].tile)."""
     base = base or f"stages[{i}].tile"
     tb = stage.tile.threadblock
     if stage.op is Op.SWIGLU:
         return TilePlan(tb[0], tb[1], 1, (0, 0, 0), (0, 0, 0), 0, SWIGLU_THREADS, 0)
-    if arch is Arch.SM90:
+    facts = ARCHS[arch]
+    if facts.warp_specialized:
         # One load warp group and two math warp groups; CUTLASS sizes the pipeline to fill shared memory
         # (stages 0 = "auto"), so one CTA takes a whole SM. A gated GEMM's tile (epilogue swiglu) is planned
         # as the output tile it writes: half the kernel's BLK_N (StagePlan.kernel_tile_n), so that grids,
         # semaphores and waits all count output tiles.
         n = tb[1] // 2 if stage.op is Op.GEMM and stage.epilogue is Epilogue.SWIGLU else tb[1]
-        return TilePlan(tb[0], n, tb[2], (0, 0, 0), (0, 0, 0), 0, SM90_THREADS, SMEM_PER_SM[target],
+        return TilePlan(tb[0], n, tb[2], (0, 0, 0), (0, 0, 0), 0, facts.gemm_threads, SMEM_PER_SM[target],
                         Schedule(stage.tile.schedule or Schedule.COOPERATIVE))
     warp, inst, pipe = stage.tile.warp, stage.tile.instruction, stage.tile.stages
     if warp is None or inst is None or pipe is None:  # resolve_defaults ran; keeps the type checker honest

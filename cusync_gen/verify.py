@@ -70,7 +70,7 @@ from typing import Any
 
 from cusync_gen.errors import SpecError
 from cusync_gen.plan import ChainPlan, EdgePlan, StagePlan
-from cusync_gen.spec.model import Arch, Op, Policy
+from cusync_gen.spec.model import Op, Policy
 
 
 class VerificationError(SpecError):
@@ -400,7 +400,7 @@ def uncovered(stage: StagePlan, producer: StagePlan, where: str, tile: tuple[int
 
 def _progress(plan: ChainPlan, m: int) -> str:
     """Why no consumer tile can take the SM an unstarted producer tile needs (or raise if one can)."""
-    if plan.arch is Arch.SM90:
+    if plan.facts.dependent_launch:
         return ("each consumer kernel is a programmatic dependent launch triggered when every CTA of the "
                 "kernel before it has started; producers never wait on consumers (stages are in producer order)")
     if plan.optimizations.avoid_wait_kernel:

@@ -9,6 +9,7 @@ import math
 import re
 
 from cusync_gen.errors import SpecError
+from cusync_gen.spec.archs import ARCHS, ArchFacts
 from cusync_gen.spec.limits import MAX_DIM
 from cusync_gen.spec import names
 from cusync_gen.spec.messages import show, show_key
@@ -21,16 +22,9 @@ from cusync_gen.spec.model import (
     MAX_WARP_MN,
     MIN_PIPELINE_STAGES,
     SM80_INSTRUCTIONS,
-    SM90_PINGPONG_TILE_M,
-    SM90_PINGPONG_TILE_N,
-    SM90_SCHEDULES,
-    SM90_TILE_K,
-    SM90_TILE_M,
-    SM90_TILE_N,
     SWIGLU_BLOCK_THREADS,
     SWIGLU_COLS,
     SWIGLU_VECTOR,
-    Arch,
     AttentionSpec,
     BLayout,
     ChainSpec,
@@ -63,6 +57,7 @@ def check_rules(spec: ChainSpec) -> None:
     """Apply the cross-field rules of docs/spec-format.md in spec order; raise the first violation."""
     _check_chain_name(spec.name)
     _check_arch(spec)
+    facts = ARCHS[spec.arch]
     seen: dict[str, int] = {}
     for i, stage in enumerate(spec.stages):
         _check_stage_name(i, stage, seen)
@@ -72,8 +67,8 @@ def check_rules(spec: ChainSpec) -> None:
         _check_widths(spec, i, stage, producer)
         if stage.op is Op.GEMM and stage.epilogue is Epilogue.SWIGLU:
             _check_gated_gemm(spec, i, stage)
-        if stage.op is Op.GEMM and spec.arch is Arch.SM90:
-            _check_sm90_gemm_tile(i, stage)
+        if stage.op is Op.GEMM and facts.warp_specialized:
+            _check_sm90_gemm_tile(i, stage, facts)
         elif stage.op is Op.GEMM:
             _check_gemm_tile(i, stage)
         else:
@@ -88,7 +83,7 @@ def check_rules(spec: ChainSpec) -> None:
                 f"a {stage.op.value} stage has no bias; only a gemm stage adds one (before its epilogue)",
                 "remove bias from this stage, or put it on the GEMM that produces its input",
             )
-        if stage.order is Order.COLUMN_BANDED and not (spec.arch is Arch.SM90 and stage.op is Op.GEMM):
+        if stage.order is Order.COLUMN_BANDED and not (facts.column_banded and stage.op is Op.GEMM):
             raise SpecError(
                 f"stages[{i}].order",
                 "order column_banded (CUTLASS's raster along M with swizzle 4) is measured for sm90 GEMM stages only",
@@ -109,7 +104,7 @@ def check_rules(spec: ChainSpec) -> None:
 def check_attention_rules(spec: AttentionSpec) -> None:
     """The attention chain's cross-field rules, each naming the field to change."""
     _check_chain_name(spec.name)
-    if spec.arch is not Arch.SM80:
+    if not ARCHS[spec.arch].hosts_attention:
         raise SpecError("arch", "the attention chain is built on the sm80 backend (CUTLASS 2.x kernels, which run "
                         "on Hopper too)", "set arch: sm80 (and target: sm_90 to build for H100/H200)")
     a = spec.attention
@@ -158,7 +153,7 @@ def _check_tile_configs(spec: ChainSpec) -> None:
     """Each configuration must be a valid chain on its own; configurations are listed by growing m_max."""
     if not spec.tile_configs:
         return
-    if spec.arch is not Arch.SM90:
+    if not ARCHS[spec.arch].tile_configs:
         raise SpecError("tile_configs", "tile_configs (tiles picked by M at run time) are an sm90 feature",
                         "remove tile_configs, or set arch: sm90")
     names = [s.name for s in spec.stages]
@@ -197,7 +192,7 @@ def _check_dispatch(spec: ChainSpec) -> None:
     table = spec.dispatch
     if table is None:
         return
-    if spec.arch is not Arch.SM90:
+    if not ARCHS[spec.arch].dispatch:
         raise SpecError("dispatch", "dispatch (how run() computes the chain, by M) is an sm90 feature",
                         "remove dispatch, or set arch: sm90")
     if not _GPU_NAME.fullmatch(table.gpu):
@@ -226,19 +221,16 @@ def _check_chain_name(name: str) -> None:
 
 def _check_arch(spec: ChainSpec) -> None:
     """sm90 kernels use wgmma and TMA: Hopper only, and the sm80-only optimizations do not apply."""
-    if spec.arch is Arch.SM90:
-        if spec.target != "sm_90":
+    facts = ARCHS[spec.arch]
+    if facts.warp_specialized:
+        if spec.target not in facts.targets:
             raise SpecError(
                 "target",
                 f"arch: sm90 builds Hopper kernels (TMA, wgmma), which need target sm_90, not {spec.target}",
                 "set target: sm_90, or use arch: sm80 for other GPUs",
             )
         opt = spec.optimizations
-        for key, why in (
-            ("avoid_wait_kernel", "sm90 launches each consumer with programmatic dependent launch, not a wait kernel"),
-            ("avoid_custom_order", "sm90 kernels are persistent and always take tiles from the ordered ticket queue"),
-            ("reorder_tile_loads", "the sm90 load warp already runs ahead of the math by the whole pipeline"),
-        ):
+        for key, why in facts.inapplicable_optimizations:
             if getattr(opt, key):
                 raise SpecError(f"optimizations.{key}", f"{key} does not apply to arch: sm90: {why}", f"remove {key}")
         return
@@ -255,7 +247,7 @@ def _check_arch(spec: ChainSpec) -> None:
 def _check_gated_gemm(spec: ChainSpec, i: int, stage: StageSpec) -> None:
     """epilogue: swiglu, the fused gated MLP: an sm90 GEMM whose tiles hold whole gate | up groups of 8."""
     field = f"stages[{i}].epilogue"
-    if spec.arch is not Arch.SM90:
+    if not ARCHS[spec.arch].gated_epilogue:
         raise SpecError(
             field,
             f"epilogue swiglu (silu(gate) * up fused into the GEMM) is an sm90 kernel; arch is {spec.arch.value}",
@@ -276,7 +268,9 @@ def _check_gated_gemm(spec: ChainSpec, i: int, stage: StageSpec) -> None:
         )
 
 
-def _check_sm90_gemm_tile(i: int, stage: StageSpec) -> None:
+def _check_sm90_gemm_tile(i: int, stage: StageSpec, facts: ArchFacts) -> None:
+    """A warp-specialized GEMM's tile: CUTLASS's builder sets the warps and the pipeline; the arch's
+    tables (archs.ArchFacts) list the threadblocks and schedules."""
     tile = stage.tile
     base = f"stages[{i}].tile"
     for key, why in (
@@ -286,15 +280,15 @@ def _check_sm90_gemm_tile(i: int, stage: StageSpec) -> None:
     ):
         if getattr(tile, key) is not None:
             raise SpecError(f"{base}.{key}", f"{key} is an sm80 setting; on sm90 {why}", f"remove {key}")
-    if tile.schedule is not None and tile.schedule not in SM90_SCHEDULES:
+    if tile.schedule is not None and tile.schedule not in facts.schedules:
         raise SpecError(
             f"{base}.schedule",
             f"schedule {show(tile.schedule)} is not an sm90 kernel schedule",
-            f"use one of: {', '.join(SM90_SCHEDULES)} (or omit it: {SM90_SCHEDULES[0]})",
+            f"use one of: {', '.join(facts.schedules)} (or omit it: {facts.schedules[0]})",
         )
     m, n, k = tile.threadblock
     if tile.schedule == Schedule.PINGPONG:
-        for value, allowed, dim in ((m, SM90_PINGPONG_TILE_M, "M"), (n, SM90_PINGPONG_TILE_N, "N")):
+        for value, allowed, dim in ((m, facts.pingpong_tile_m, "M"), (n, facts.pingpong_tile_n, "N")):
             if value not in allowed:
                 raise SpecError(
                     f"{base}.threadblock",
@@ -303,7 +297,7 @@ def _check_sm90_gemm_tile(i: int, stage: StageSpec) -> None:
                     f"use {dim} in {{{', '.join(map(str, allowed))}}} (e.g. threadblock: [128, 128, 64]), or schedule: "
                     "cooperative",
                 )
-    for value, allowed, dim in ((m, SM90_TILE_M, "M"), (n, SM90_TILE_N, "N"), (k, SM90_TILE_K, "K")):
+    for value, allowed, dim in ((m, facts.tile_m, "M"), (n, facts.tile_n, "N"), (k, facts.tile_k, "K")):
         if value not in allowed:
             raise SpecError(
                 f"{base}.threadblock",
