@@ -36,6 +36,7 @@ from cusync_gen.spec.model import (
     spec_hash,
     stage_index,
 )
+from cusync_gen.spec.policies import POLICIES, one_post
 from cusync_gen.spec.rules import check_rules, policy_problem
 
 #: Usable shared memory per SM in bytes; also the opt-in per-block limit on these parts.
@@ -199,7 +200,7 @@ class ChainPlan:
         """A release store is enough only where every semaphore receives exactly one post (in the tile
         configuration that runs at M; the policies, and so the verdict, are the same in every one)."""
         for s in (self.stages if m is None else self.config_for(m).stages):
-            if s.out_policy not in (None, Policy.NONE, Policy.TILE):
+            if not one_post(s.out_policy):
                 return False, (
                     f"stage '{s.name}' semaphores get {s.posts_per_semaphore} posts each "
                     f"({s.out_policy.value} policy), which must be atomic"
@@ -440,12 +441,7 @@ def _edge_plan(spec: ChainSpec, i: int, tiles: list[TilePlan], operand: str = "a
     p = stage_index(spec)[source]
     ptile = tiles[p]
     policy = edge_policy(stage, source)
-    wait_value = {
-        Policy.ROW: _ceil_div(spec.stages[p].n, ptile.n),  # every tile of the producer's row posts once
-        Policy.TILE: 1,
-        Policy.STRIDED: 2,  # the gate tile and the up tile
-        Policy.NONE: 0,
-    }[policy]
+    wait_value = POLICIES[policy].wait_value(spec.stages[p].n, ptile.n)
     stride = stage.n // ptile.n if policy is Policy.STRIDED else 0
     tile = tiles[i]
     # Which policies a GEMM consumer may switch to at run time (set_policy): both need the consumer's
@@ -458,13 +454,9 @@ def _edge_plan(spec: ChainSpec, i: int, tiles: list[TilePlan], operand: str = "a
 
 
 def _semaphores_per_row(stage: StageSpec, tile: TilePlan, policy: Policy | None, edge: EdgePlan | None) -> int:
-    if policy is Policy.ROW:
-        return 1
-    if policy is Policy.TILE:
-        return _ceil_div(stage.n, tile.n)
-    if policy is Policy.STRIDED and edge is not None:
-        return edge.stride_tiles
-    return 0
+    if policy is None or edge is None:
+        return 0
+    return POLICIES[policy].semaphores_per_row(stage.n, tile.n, edge.stride_tiles)
 
 
 def _occupancy(tile: TilePlan, target: str) -> int:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from cusync_gen.errors import UsageError
 from cusync_gen.spec.model import Op, Order, Policy, Schedule
+from cusync_gen.spec.policies import POLICIES
 
 if TYPE_CHECKING:
     from cusync_gen.plan import ChainPlan, EdgePlan, StagePlan, TilePlan
@@ -150,25 +151,8 @@ def _describe_edge(plan: ChainPlan, s: StagePlan, e: EdgePlan | None) -> str:
         return f"external input [M, {s.k}], no wait"
     prod = plan.stages[e.producer]
     head = f"from {prod.name} (stage {e.producer}), sync {e.policy.value}, wait value {e.wait_value}: "
-    if e.policy is Policy.ROW:
-        what = (
-            f"each tile waits until all {e.wait_value} tiles of its {e.producer_tile_m}-row producer block "
-            "have posted"
-        )
-    elif e.policy is Policy.TILE and s.op is Op.SWIGLU:
-        what = f"each tile waits for the {e.producer_tile_m}x{e.producer_tile_n} producer tile(s) holding its columns"
-    elif e.policy is Policy.TILE:
-        what = (
-            f"each tile waits, per {e.producer_tile_n}-column K chunk, for the one {e.producer_tile_m}x"
-            f"{e.producer_tile_n} producer tile that wrote it"
-        )
-    elif e.policy is Policy.STRIDED:
-        what = (
-            f"each tile j waits for gate tile j and up tile j + {e.stride_tiles} of its "
-            f"{e.producer_tile_m}-row producer block"
-        )
-    else:
-        what = "no tile waits; the stage runs after the whole producer kernel (stream order)"
+    what = POLICIES[e.policy].describe_wait(e.wait_value, e.producer_tile_m, e.producer_tile_n, e.stride_tiles,
+                                            k_chunks=s.op is Op.GEMM)
     return head + what
 
 

@@ -13,6 +13,7 @@ from cusync_gen.spec.archs import ARCHS, ArchFacts
 from cusync_gen.spec.limits import MAX_DIM
 from cusync_gen.spec import names
 from cusync_gen.spec.messages import show, show_key
+from cusync_gen.spec.policies import one_post
 from cusync_gen.spec.model import (
     ALIGNMENT,
     ATTENTION_GEMMS,
@@ -632,7 +633,7 @@ def _check_no_atomic_add(spec: ChainSpec) -> None:
         return
     for p, prod in enumerate(spec.stages):
         policy = output_policy(spec, p)
-        if policy in (None, Policy.NONE, Policy.TILE, Policy.AUTO):
+        if one_post(policy):
             continue
         raise SpecError(
             "optimizations.no_atomic_add",
