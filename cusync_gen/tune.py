@@ -141,7 +141,7 @@ def variant_spec(spec: ChainSpec, combo: dict[str, Triple]) -> ChainSpec:
             tb = combo[stage.name]
             pipeline = BACKENDS[spec.arch.value].tune_pipeline(tb)
             stage = stage.model_copy(update={"tile": stage.tile.model_copy(update={
-                "warp": None, "instruction": None, "stages": pipeline, "cluster": None, "schedule": None})})
+                "warp": None, "instruction": None, "stages": pipeline, "schedule": None})})
         stages.append(stage)
     return spec.model_copy(update={"stages": stages})
 

@@ -176,7 +176,6 @@ class TileSpec(BaseModel):
     warp: Triple | None = None
     instruction: Triple | None = None
     stages: PipelineStages | None = None
-    cluster: Triple | None = None      # sm90 only: thread block cluster shape
     # sm90 only: a Schedule's spelling (default cooperative). Read as text, so that spec/rules checks it after
     # the Hopper-only rule, with its message and the field path of the stage or tile configuration.
     schedule: str | None = None
@@ -226,7 +225,6 @@ class StageSpec(BaseModel):
     epilogue: Epilogue = Epilogue.IDENTITY
     order: Order = Order.ROW_MAJOR
     tile: TileSpec
-    split_k: PosInt = 1
     sync: Policy | None = None
     b: str | None = None          # swiglu only: a second producer holding `up` (then `a` holds `gate`)
     sync_b: Policy | None = None  # policy of the edge from `b` (default: the same as `sync`)
@@ -381,14 +379,8 @@ def resolve_defaults(spec: ChainSpec) -> ChainSpec:
     for stage in spec.stages:
         tile = stage.tile
         if stage.op is Op.GEMM and ARCHS[spec.arch].warp_specialized:
-            if tile.cluster is None or tile.schedule is None:
-                tile = tile.model_copy(
-                    update={
-                        "cluster": tile.cluster if tile.cluster is not None else (1, 1, 1),
-                        "schedule": tile.schedule if tile.schedule is not None else SM90_SCHEDULES[0],
-                    }
-                )
-                stage = stage.model_copy(update={"tile": tile})
+            if tile.schedule is None:
+                stage = stage.model_copy(update={"tile": tile.model_copy(update={"schedule": SM90_SCHEDULES[0]})})
                 changed = True
         elif stage.op is Op.GEMM and (tile.warp is None or tile.instruction is None or tile.stages is None):
             stage = stage.model_copy(update={"tile": default_sm80_tile(tile)})
@@ -401,9 +393,21 @@ def resolve_defaults(spec: ChainSpec) -> ChainSpec:
 # Queries on a parsed spec
 
 
-def spec_hash(spec: ChainSpec) -> str:
+#: Fields a spec once had that could take one value only (`split_k: 1`, `cluster: [1, 1, 1]`): the spec
+#: loader accepts and drops them (spec.loading), and the hash counts them as they were, so that a spec
+#: hashes, and generates, as it always did.
+ONE_VALUE_FIELDS: dict[str, Any] = {"split_k": 1, "cluster": [1, 1, 1]}
+
+
+def spec_hash(spec: ChainSpec | AttentionSpec) -> str:
     """Short content hash: names generated output so regeneration is deterministic and traceable."""
     data = spec.model_dump(mode="json")
+    hopper = ARCHS[spec.arch].warp_specialized
+    for stage in data.get("stages", []):  # the one-value fields, as resolve_defaults used to fill them
+        stage["split_k"] = ONE_VALUE_FIELDS["split_k"]
+        stage["tile"]["cluster"] = ONE_VALUE_FIELDS["cluster"] if hopper and stage["op"] == Op.GEMM.value else None
+    for tile in data.get("attention", {}).get("tiles", {}).values():
+        tile["cluster"] = None
     for stage in data.get("stages", []):  # an absent `reads` leaves the hash (and generated files) as before
         if stage.get("reads") is None:
             stage.pop("reads", None)

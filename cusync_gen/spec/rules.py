@@ -90,12 +90,6 @@ def check_rules(spec: ChainSpec) -> None:
                 "order column_banded (CUTLASS's raster along M with swizzle 4) is measured for sm90 GEMM stages only",
                 "use row_major, column_major or banded, or set arch: sm90",
             )
-        if stage.split_k != 1:
-            raise SpecError(
-                f"stages[{i}].split_k",
-                f"split_k={stage.split_k} is not supported; only 1 is supported for now",
-                "remove split_k (or set split_k: 1)",
-            )
     _check_output_policies(spec)
     _check_no_atomic_add(spec)
     _check_tile_configs(spec)
@@ -121,10 +115,9 @@ def check_attention_rules(spec: AttentionSpec) -> None:
     for name in ATTENTION_GEMMS:
         tile = getattr(a.tiles, name)
         base = f"attention.tiles.{name}"
-        for key in ("cluster", "schedule"):
-            if getattr(tile, key) is not None:
-                raise SpecError(f"{base}.{key}", f"{key} is a Hopper kernel setting; the attention chain uses sm80 kernels",
-                                f"remove {key}")
+        if tile.schedule is not None:
+            raise SpecError(f"{base}.schedule", "schedule is a Hopper kernel setting; the attention chain uses sm80 "
+                            "kernels", "remove schedule")
         k = {"qkv": a.hidden, "scores": a.head_dim, "pv": None, "proj": d}[name]
         stage = StageSpec(name=name, op=Op.GEMM, a="input", n=8, k=k, tile=tile)
         _check_gemm_tile(0, stage, base=base)
@@ -236,13 +229,12 @@ def _check_arch(spec: ChainSpec) -> None:
                 raise SpecError(f"optimizations.{key}", f"{key} does not apply to arch: sm90: {why}", f"remove {key}")
         return
     for i, stage in enumerate(spec.stages):
-        for key in ("cluster", "schedule"):
-            if getattr(stage.tile, key) is not None:
-                raise SpecError(
-                    f"stages[{i}].tile.{key}",
-                    f"{key} is a Hopper kernel setting and does not apply to arch: {spec.arch.value}",
-                    f"remove {key}, or set arch: sm90",
-                )
+        if stage.tile.schedule is not None:
+            raise SpecError(
+                f"stages[{i}].tile.schedule",
+                f"schedule is a Hopper kernel setting and does not apply to arch: {spec.arch.value}",
+                "remove schedule, or set arch: sm90",
+            )
 
 
 def _check_gated_gemm(spec: ChainSpec, i: int, stage: StageSpec) -> None:
@@ -305,12 +297,6 @@ def _check_sm90_gemm_tile(i: int, stage: StageSpec, facts: ArchFacts) -> None:
                 f"threadblock {dim}={value} is not supported by the sm90 backend",
                 f"use {dim} in {{{', '.join(map(str, allowed))}}}, e.g. threadblock: [128, 256, 64]",
             )
-    if tile.cluster is not None and tuple(tile.cluster) != (1, 1, 1):
-        raise SpecError(
-            f"{base}.cluster",
-            f"cluster {_fmt(tile.cluster)} is not supported: synced kernels take one tile per CTA from the ticket queue",
-            "set cluster: [1, 1, 1] (or omit it)",
-        )
     if stage.k is not None and stage.k % k:
         raise SpecError(
             f"{base}.threadblock",
@@ -481,7 +467,7 @@ def _check_swiglu_stage(i: int, stage: StageSpec) -> None:
             f"a swiglu tile is [rows, cols]; the third value must be 1, got {tile.threadblock[2]}",
             f"write threadblock: [{tile.threadblock[0]}, {tile.threadblock[1]}] (or [..., ..., 1])",
         )
-    for key in ("warp", "instruction", "stages", "cluster", "schedule"):
+    for key in ("warp", "instruction", "stages", "schedule"):
         if getattr(tile, key) is not None:
             raise SpecError(f"{base}.tile.{key}", f"swiglu is elementwise and does not use {key}", f"remove {key}")
     _check_swiglu_tile(f"{base}.tile.threadblock", tile.threadblock)
