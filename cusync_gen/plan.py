@@ -49,6 +49,7 @@ MAX_THREADS_PER_BLOCK = 1024
 WARP_SIZE = 32
 SWIGLU_THREADS = 512  # the elementwise kernel's block (cusync::SwiGluStage::kThreads, checked there)
 ELEMENT_BYTES = 2  # fp16 and bf16
+INT_MAX = 2**31 - 1  # the largest C++ int (int32_t): "any M" in the emitted tables
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -115,6 +116,11 @@ class StagePlan:
         """N of the GEMM the kernel computes: n, or gate and up (2n) for a gated GEMM."""
         return 2 * self.n if self.gated else self.n
 
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of a GEMM's weights, k x gemm_n 16-bit elements (a gated GEMM's gate and up)."""
+        return self.k * self.gemm_n * ELEMENT_BYTES
+
     def kernel_tile_n(self, tile: TilePlan) -> int:
         """The kernel's BLK_N for this stage's tile: a gated GEMM's output tile is half of it."""
         return 2 * tile.n if self.gated else tile.n
@@ -144,6 +150,11 @@ class ConfigPlan:
     m_max: int | None
     stages: tuple[StagePlan, ...]
 
+    @property
+    def m_max_bound(self) -> int:
+        """m_max as the C++ kConfigMaxM holds it: the last configuration (any M) has INT_MAX."""
+        return self.m_max if self.m_max is not None else INT_MAX
+
 
 @dataclass(frozen=True)
 class DispatchPlan:
@@ -172,6 +183,12 @@ class ChainPlan:
     dependencies: tuple[str, ...] = ()   # what each consumer tile reads of its producer, one line per edge
     max_m: int = MAX_M                   # the most rows a run may have (the spec's limit, checked by the library)
     dispatch: DispatchPlan | None = None  # sm90: run()'s mode by M, measured on one GPU (spec `dispatch:`)
+
+    @property
+    def check_m(self) -> int:
+        """The second M of the project's ctest check (the first is 1): one tile row of the first stage and a
+        partial second row of 3, so the check covers a tile cut by the edge of M."""
+        return self.stages[0].tile.m + 3
 
     def config_for(self, m: int) -> ConfigPlan:
         """The configuration the library runs at this M."""

@@ -213,3 +213,14 @@ def test_a_bias_is_an_argument_of_the_gemm_that_asks_for_it(name: str, tmp_path:
     assert all(s.get("bias") for s in json.loads(files["manifest.json"])["stages"] if s["op"] == "gemm")
     plain = render_project(plan_of("two_gemm"))
     assert "_bias" not in plain["include/two_gemm.h"] and "bias" not in plain["manifest.json"]
+
+
+def test_templates_print_values_and_derive_none() -> None:
+    """Templates compute nothing: every number they print is a plan field or property (docs/architecture.md).
+    The one arithmetic allowed is the column padding of generated comments and declarations (`" " * (w - len)`)."""
+    arithmetic = re.compile(r"\{\{[^}]*?(\w|\)|\]) (\*|\+|-|//|%) [^}]*\}\}")
+    for path in sorted(TEMPLATES.rglob("*.j2")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for match in arithmetic.finditer(line):
+                assert '" " *' in match.group(0), (str(path.relative_to(REPO)), number, match.group(0))
+        assert "2147483647" not in path.read_text(), path.relative_to(REPO)
