@@ -459,7 +459,7 @@ def _edge_plan(spec: ChainSpec, i: int, tiles: list[TilePlan], operand: str = "a
     ptile = tiles[p]
     policy = edge_policy(stage, source)
     wait_value = POLICIES[policy].wait_value(spec.stages[p].n, ptile.n)
-    stride = stage.n // ptile.n if policy is Policy.STRIDED else 0
+    stride = POLICIES[policy].stride_tiles(stage.n, ptile.n)
     tile = tiles[i]
     # Which policies a GEMM consumer may switch to at run time (set_policy): both need the consumer's
     # rows inside one producer tile row; TileSync also needs each K-block inside one producer tile.

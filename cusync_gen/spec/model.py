@@ -393,9 +393,9 @@ def resolve_defaults(spec: ChainSpec) -> ChainSpec:
 # Queries on a parsed spec
 
 
-#: Fields a spec once had that could take one value only (`split_k: 1`, `cluster: [1, 1, 1]`): the spec
-#: loader accepts and drops them (spec.loading), and the hash counts them as they were, so that a spec
-#: hashes, and generates, as it always did.
+#: Settings that take one value only (`split_k: 1`, `cluster: [1, 1, 1]`) and are no fields of the model:
+#: the loader accepts and drops them (spec.loading.drop_one_value_fields), and the hash counts them with
+#: their one value, so a spec hashes, and generates, the same with or without them.
 ONE_VALUE_FIELDS: dict[str, Any] = {"split_k": 1, "cluster": [1, 1, 1]}
 
 

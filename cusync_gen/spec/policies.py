@@ -8,15 +8,17 @@ and the sentence `validate` says of an edge guarded by it. dependency.py, plan.p
 plan_describe.py and the spec rules read this table; tests/test_policies.py checks policy.h against it.
 
 It sits in the spec package (after `model`, whose enum it keys) because the spec rules read it, and the
-spec package imports nothing above it. What a policy needs of the tiles to line up (spec/rules.py,
-`_check_policy`) stays with the other cross-field rules there, each message naming the field to change.
+spec package imports nothing above it. What a policy needs of the tiles to line up is here too
+(`check_shape`, `check_columns`); spec/rules.py's `_check_policy` calls them around the rule every policy
+shares (whole producer rows), each message naming the field to change.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cusync_gen.spec.model import Policy
+from cusync_gen.errors import SpecError
+from cusync_gen.spec.model import Op, Policy, StageSpec
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -68,6 +70,18 @@ class SyncPolicy:
         """Semaphores per producer tile row (StagePlan.semaphores_per_row; SyncPolicy.sems_per_row)."""
         raise NotImplementedError
 
+    def stride_tiles(self, n: int, tile_n: int) -> int:
+        """Producer tiles between the members of a group, for a consumer of width n (EdgePlan.stride_tiles;
+        0: no groups)."""
+        return 0
+
+    def check_shape(self, i: int, stage: StageSpec, prod: StageSpec, key: str) -> None:
+        """The spec rule (spec/rules.py, _check_policy) checked before the rows: which stages may use this
+        policy, and what it needs of their columns. A SpecError names the field to change."""
+
+    def check_columns(self, i: int, stage: StageSpec, prod: StageSpec) -> None:
+        """The spec rule checked after the rows: how a consumer's columns line up with the producer's."""
+
     def semaphore_of(self, pm: int, pn: int, tiles_n: int, stride: int) -> int:
         """policy.h's SyncPolicy::semaphore_of: the semaphore producer tile (pm, pn) posts to."""
         raise ValueError(f"no semaphores for policy {self.policy}")
@@ -90,6 +104,35 @@ class _NoSync(SyncPolicy):
 
 
 class _TileSync(SyncPolicy):
+    def check_shape(self, i: int, stage: StageSpec, prod: StageSpec, key: str) -> None:
+        if stage.op is not Op.SWIGLU:
+            return
+        ptb, ctb = prod.tile.threadblock, stage.tile.threadblock
+        if ptb[1] % ctb[1]:
+            raise SpecError(
+                f"stages[{i}].tile.threadblock",
+                f"sync: tile needs the swiglu tile cols ({ctb[1]}) to divide producer '{prod.name}' threadblock N "
+                f"({ptb[1]}), so each tile waits on one producer tile",
+                f"set threadblock: [{ctb[0]}, {ptb[1]}]",
+            )
+        if stage.b is None and stage.n % ptb[1]:
+            raise SpecError(
+                f"stages[{i}].n",
+                f"sync: tile needs n={stage.n} to be a multiple of producer '{prod.name}' threadblock N ({ptb[1]}), "
+                "so the up columns j + n line up with producer tiles",
+                "use sync: strided or row",
+            )
+
+    def check_columns(self, i: int, stage: StageSpec, prod: StageSpec) -> None:
+        ptb, ctb = prod.tile.threadblock, stage.tile.threadblock
+        if stage.op is Op.GEMM and ptb[1] % ctb[2]:
+            raise SpecError(
+                f"stages[{i}].tile.threadblock",
+                f"sync: tile needs the threadblock K ({ctb[2]}) to divide producer '{prod.name}' threadblock N "
+                f"({ptb[1]})",
+                f"use a threadblock K that divides {ptb[1]} (e.g. 32), or use sync: row",
+            )
+
     def describe_wait(self, wait_value: int, tile_m: int, tile_n: int, stride: int, k_chunks: bool) -> str:
         if k_chunks:
             return (f"each tile waits, per {tile_n}-column K chunk, for the one {tile_m}x{tile_n} producer tile "
@@ -133,6 +176,33 @@ class _RowSync(SyncPolicy):
 
 
 class _StridedSync(SyncPolicy):
+    def stride_tiles(self, n: int, tile_n: int) -> int:
+        return n // tile_n  # gate tile j and up tile j + n / BN
+
+    def check_shape(self, i: int, stage: StageSpec, prod: StageSpec, key: str) -> None:
+        if stage.op is not Op.SWIGLU or stage.b is not None:
+            raise SpecError(
+                f"stages[{i}].{key}",
+                "sync: strided is only for swiglu stages reading the gate and up halves of one producer",
+                "use sync: row or tile",
+            )
+
+    def check_columns(self, i: int, stage: StageSpec, prod: StageSpec) -> None:
+        ptb, ctb = prod.tile.threadblock, stage.tile.threadblock
+        if ctb[1] != ptb[1]:
+            raise SpecError(
+                f"stages[{i}].tile.threadblock",
+                f"sync: strided needs tile cols ({ctb[1]}) equal to producer '{prod.name}' threadblock N ({ptb[1]})",
+                f"set threadblock: [{ctb[0]}, {ptb[1]}, 1]",
+            )
+        if stage.n % ptb[1]:
+            raise SpecError(
+                f"stages[{i}].n",
+                f"sync: strided needs n={stage.n} to be a multiple of producer '{prod.name}' threadblock N "
+                f"({ptb[1]}), so gate tile j and up tile j + n/N line up",
+                f"use a producer threadblock N that divides {stage.n}, or use sync: row",
+            )
+
     def describe_wait(self, wait_value: int, tile_m: int, tile_n: int, stride: int, k_chunks: bool) -> str:
         return f"each tile j waits for gate tile j and up tile j + {stride} of its {tile_m}-row producer block"
 

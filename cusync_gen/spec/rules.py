@@ -13,7 +13,7 @@ from cusync_gen.spec.archs import ARCHS, ArchFacts
 from cusync_gen.spec.limits import MAX_DIM
 from cusync_gen.spec import names
 from cusync_gen.spec.messages import show, show_key
-from cusync_gen.spec.policies import one_post
+from cusync_gen.spec.policies import POLICIES, one_post
 from cusync_gen.spec.model import (
     ALIGNMENT,
     ATTENTION_GEMMS,
@@ -507,30 +507,12 @@ def policy_problem(spec: ChainSpec, i: int, producer: int, policy: Policy, key: 
 
 
 def _check_policy(spec: ChainSpec, i: int, stage: StageSpec, producer: int, policy: Policy, key: str) -> None:
-    """Each policy maps a consumer tile onto producer tiles; these are the shapes where it can."""
+    """Each policy maps a consumer tile onto producer tiles; these are the shapes where it can: whole
+    producer rows for every policy, and what each needs of the columns (spec.policies)."""
     prod = spec.stages[producer]
     ptb, ctb = prod.tile.threadblock, stage.tile.threadblock
-    if policy is Policy.STRIDED and (stage.op is not Op.SWIGLU or stage.b is not None):
-        raise SpecError(
-            f"stages[{i}].{key}",
-            "sync: strided is only for swiglu stages reading the gate and up halves of one producer",
-            "use sync: row or tile",
-        )
-    if policy is Policy.TILE and stage.op is Op.SWIGLU:
-        if ptb[1] % ctb[1]:
-            raise SpecError(
-                f"stages[{i}].tile.threadblock",
-                f"sync: tile needs the swiglu tile cols ({ctb[1]}) to divide producer '{prod.name}' threadblock N "
-                f"({ptb[1]}), so each tile waits on one producer tile",
-                f"set threadblock: [{ctb[0]}, {ptb[1]}]",
-            )
-        if stage.b is None and stage.n % ptb[1]:
-            raise SpecError(
-                f"stages[{i}].n",
-                f"sync: tile needs n={stage.n} to be a multiple of producer '{prod.name}' threadblock N ({ptb[1]}), "
-                "so the up columns j + n line up with producer tiles",
-                "use sync: strided or row",
-            )
+    info = POLICIES[policy]
+    info.check_shape(i, stage, prod, key)  # what this policy needs beyond whole producer rows
     if ptb[0] % ctb[0]:
         raise SpecError(
             f"stages[{i}].tile.threadblock",
@@ -538,26 +520,7 @@ def _check_policy(spec: ChainSpec, i: int, stage: StageSpec, producer: int, poli
             f"({ptb[0]}), so each tile waits on one producer row of tiles",
             f"use a threadblock M that divides {ptb[0]} (e.g. {ptb[0]})",
         )
-    if policy is Policy.TILE and stage.op is Op.GEMM and ptb[1] % ctb[2]:
-        raise SpecError(
-            f"stages[{i}].tile.threadblock",
-            f"sync: tile needs the threadblock K ({ctb[2]}) to divide producer '{prod.name}' threadblock N ({ptb[1]})",
-            f"use a threadblock K that divides {ptb[1]} (e.g. 32), or use sync: row",
-        )
-    if policy is Policy.STRIDED:
-        if ctb[1] != ptb[1]:
-            raise SpecError(
-                f"stages[{i}].tile.threadblock",
-                f"sync: strided needs tile cols ({ctb[1]}) equal to producer '{prod.name}' threadblock N ({ptb[1]})",
-                f"set threadblock: [{ctb[0]}, {ptb[1]}, 1]",
-            )
-        if stage.n % ptb[1]:
-            raise SpecError(
-                f"stages[{i}].n",
-                f"sync: strided needs n={stage.n} to be a multiple of producer '{prod.name}' threadblock N ({ptb[1]}), "
-                "so gate tile j and up tile j + n/N line up",
-                f"use a producer threadblock N that divides {stage.n}, or use sync: row",
-            )
+    info.check_columns(i, stage, prod)
 
 
 def _check_second_producer(spec: ChainSpec, i: int, stage: StageSpec, seen: dict[str, int],
