@@ -107,6 +107,16 @@ class AttentionPlan:
         return self.gemm("scores").tile.m
 
     @property
+    def qkv_width(self) -> int:
+        """Columns of qkv's output, Q | K | V, which is also one token's row of the KV cache: 3 * D."""
+        return 3 * self.d
+
+    @property
+    def min_overlap_rows(self) -> int:
+        """The C++ kMinOverlapRows: four tile rows (from there on run() overlaps the stages)."""
+        return 4 * self.tile_m
+
+    @property
     def softmax_rows(self) -> int:
         return self.tile_m
 

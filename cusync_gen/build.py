@@ -33,6 +33,7 @@ from cusync_gen.errors import (
     UsageError,
 )
 from cusync_gen.paths import default_cutlass_dir, example_names
+from cusync_gen.spec.archs import facts_named
 
 TAIL_LINES = 40                       # lines of output kept in a ToolError
 BUILD_DIR = "build"                   # <project>/build
@@ -125,7 +126,8 @@ def build_architectures(manifest: dict[str, Any], target: str | None) -> str | N
     arch = cuda_arch(target)
     if generated[:-1] == arch and generated[-1:].isalpha():
         return generated
-    if manifest.get("arch") == "sm90" and not arch.startswith("90"):
+    facts = facts_named(manifest.get("arch"))
+    if facts is not None and not any(arch.startswith(t.removeprefix("sm_")) for t in facts.targets):
         raise UsageError(f"--arch {target} cannot build this project: it uses Hopper kernels (arch: sm90, TMA and wgmma)",
                          hint="build it with --arch sm_90 (H100/H200), or generate the spec with arch: sm80")
     return arch

@@ -173,41 +173,19 @@ def validate(
                                   "(keys: `cusync-gen docs validate-json`) instead of text.")] = False,
 ) -> None:
     """Check a spec, print the plan (tiles, grids, semaphores, occupancy) and prove its sync sound per M."""
-    from cusync_gen.render import output_files
+    from cusync_gen import report
     from cusync_gen.spec.loading import load_spec
-    from cusync_gen.spec.model import AttentionSpec
 
     ms = parse_ms(m)
     batches, cached = parse_count(batch, "--batch", example=4), parse_count(cache, "--cache", 0, example=1023)
     target = parse_target(target, "--target")
     loaded = load_spec(resolve_spec(spec))
-    out = _out()
-    if isinstance(loaded, AttentionSpec):
-        from cusync_gen.attention_plan import AttentionShape, make_attention_plan
-        from cusync_gen.verify_attention import validate_attention_json, verify_attention
-
-        attention = make_attention_plan(loaded, target)
-        output_files(attention)  # raises when two generated files would share a path
-        if as_json:
-            _print_json(validate_attention_json(attention, [AttentionShape(batches, v, cached) for v in ms]))
-            return
-        for value in ms:
-            shape = AttentionShape(batches, value, cached)
-            out.print(attention.describe(shape), markup=False)
-            out.print(verify_attention(attention, shape).describe() + "\n", markup=False)
-        out.print("[green]OK[/]")
-        return
-    from cusync_gen.plan import make_plan
-    from cusync_gen.verify import validate_json, verify
-
-    plan = make_plan(loaded, target)
-    output_files(plan)  # raises when two generated files would share a path
     if as_json:
-        _print_json(validate_json(plan, ms))  # nothing printed unless every M is proved
+        _print_json(report.validate_json(loaded, ms, batches, cached, target))  # nothing unless every M is proved
         return
-    for value in ms:
-        out.print(plan.describe(value), markup=False)
-        out.print(verify(plan, value).describe() + "\n", markup=False)  # raises on the first uncovered read
+    out = _out()
+    for block in report.validate_text(loaded, ms, batches, cached, target):
+        out.print(block, markup=False)
     out.print("[green]OK[/]")
 
 

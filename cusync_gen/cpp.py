@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Callable
 
 from cusync_gen.spec.model import BLayout, Dtype, Epilogue, Mode, Order, Policy, Schedule
+from cusync_gen.spec.policies import POLICIES
 
 CUTLASS_ELEMENT: dict[Dtype, str] = {Dtype.FP16: "cutlass::half_t", Dtype.BF16: "cutlass::bfloat16_t"}
 CUDA_ELEMENT: dict[Dtype, str] = {Dtype.FP16: "__half", Dtype.BF16: "__nv_bfloat16"}
@@ -39,13 +40,8 @@ BENCH_ACTIVATION: dict[Epilogue, str] = {
     Epilogue.GELU_TANH: "bench::Activation::kGeluTanh",
 }
 LAYOUT_B: dict[BLayout, str] = {BLayout.ROW: "cutlass::layout::RowMajor", BLayout.COL: "cutlass::layout::ColumnMajor"}
-POLICY: dict[Policy | None, str] = {
-    None: "cusync::PolicyKind::kNone",
-    Policy.NONE: "cusync::PolicyKind::kNone",
-    Policy.TILE: "cusync::PolicyKind::kTile",
-    Policy.ROW: "cusync::PolicyKind::kRow",
-    Policy.STRIDED: "cusync::PolicyKind::kStrided",
-}
+#: From the policy table (spec.policies, where each policy has its one home); no input edge is kNone.
+POLICY: dict[Policy | None, str] = {None: POLICIES[Policy.NONE].cpp, **{p: info.cpp for p, info in POLICIES.items()}}
 ORDER: dict[Order, str] = {
     Order.ROW_MAJOR: "cusync::TileOrder::kRowMajor",
     Order.COLUMN_MAJOR: "cusync::TileOrder::kColumnMajor",

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from cusync_gen.errors import SpecError
 from cusync_gen.spec.model import ChainSpec, Op, Policy, StageSpec, producer_width, stage_index
+from cusync_gen.spec.policies import POLICIES
 
 
 @dataclass(frozen=True)
@@ -77,18 +78,12 @@ def dependency_of(spec: ChainSpec, i: int) -> Dependency:
 
 
 def candidates(dep: Dependency, no_atomic_add: bool = False) -> tuple[Policy, ...]:
-    """The policies that can guard a dependency, most preferred first (the order measured on the H200:
-    one semaphore per row beats one per tile for K ranges, a strided group beats two tile waits).
-    no_atomic_add leaves only policies with one post per semaphore."""
-    if dep.cols == "k_range":
-        options: tuple[Policy, ...] = (Policy.ROW, Policy.TILE)
-    elif dep.cols == "same":
-        options = (Policy.TILE, Policy.ROW)
-    else:
-        options = (Policy.STRIDED, Policy.TILE, Policy.ROW)
-    if no_atomic_add:
-        options = tuple(p for p in options if p is Policy.TILE)
-    return options
+    """The policies that can guard a dependency, most preferred first (spec.policies: each policy's
+    `guards` and their ranks, measured on the H200). no_atomic_add leaves only policies with one post per
+    semaphore."""
+    ranked = sorted((rank, p) for p, info in POLICIES.items() if (rank := info.rank(dep.cols)) is not None
+                    and (info.one_post or not no_atomic_add))
+    return tuple(p for _, p in ranked)
 
 
 def describe_edges(spec: ChainSpec) -> list[str]:

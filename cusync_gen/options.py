@@ -26,6 +26,7 @@ from typing import Any
 
 from cusync_gen import paths
 from cusync_gen.errors import UsageError
+from cusync_gen.spec.archs import facts_of
 from cusync_gen.spec.model import BACKEND_TARGETS, TARGETS, canonical_backend, canonical_target
 
 MAX_COUNT = 1 << 24  # --repeats, --warmup, --rounds: the largest integer the bench takes (cusync/bench/common.cuh, parse_int)
@@ -347,7 +348,7 @@ def build_target(subject: Subject, target: str | None, gpu: str | None, option: 
     local = canonical_target(gpu) if gpu else None
     if local in BACKEND_TARGETS.get(subject.backend, ()):
         return str(local)
-    if local is not None and subject.backend == "sm90":
+    if local is not None and not set(TARGETS) <= set(BACKEND_TARGETS.get(subject.backend, TARGETS)):
         raise UsageError(f"{where} has Hopper kernels (backend sm90) and the local GPU is {gpu}",
                          hint=f"run it on an sm_90 GPU, or pass {option} sm_90 to build only")
     return None
@@ -400,7 +401,7 @@ def run_options(target: str, m: str | None, policies: str | None, batch: str | N
         raise UsageError(f"--project {project}: {target} is already a generated project",
                          hint="drop --project, or pass a spec file or example name")
     attention = subject.kind == "attention"
-    if autotune and (attention or subject.backend != "sm90"):
+    if autotune and (attention or not facts_of(subject.backend).run_modes):
         raise UsageError("--autotune applies to sm90 GEMM chains only (it picks among run()'s modes)",
                          hint="remove --autotune, or run an sm90 chain (e.g. gpt3_mlp_sm90)")
     ms = parse_ms(m or (DEFAULT_ATTENTION_MS if attention else DEFAULT_RUN_MS))
@@ -495,9 +496,9 @@ def tune_options(spec: str, m: str, tiles: list[str] | None, orders: str | None,
         check_runs_on(loaded.arch.value, arch, option, str(spec_path))
     order_list = tuple(o.strip() for o in orders.split(",")) if orders else None
     for o in order_list or ():
-        if o not in tune.ORDERS[loaded.arch]:
+        if o not in tune.orders(loaded.arch):
             raise UsageError(f"--orders: {o!r} is not an order of arch {loaded.arch.value}",
-                             f"use some of: {','.join(tune.ORDERS[loaded.arch])}")
+                             f"use some of: {','.join(tune.orders(loaded.arch))}")
     dest = write or (spec_path.with_name(spec_path.stem + ".tuned.yaml") if Path(spec).exists()
                      else Path(f"{loaded.name}.tuned.yaml"))
     check_output_file(dest, "--write", f"{loaded.name}.tuned.yaml")

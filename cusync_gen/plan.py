@@ -12,6 +12,7 @@ from typing import Any
 
 from cusync_gen import dependency, plan_describe, run_modes  # noqa: I001 - dependency imports spec, as this module does
 from cusync_gen.errors import SpecError, UsageError
+from cusync_gen.spec.archs import ARCHS, DEFAULT_ARCH, ArchFacts
 from cusync_gen.spec.limits import MAX_M
 from cusync_gen.spec.model import (
     TARGETS,
@@ -35,6 +36,7 @@ from cusync_gen.spec.model import (
     spec_hash,
     stage_index,
 )
+from cusync_gen.spec.policies import POLICIES, one_post
 from cusync_gen.spec.rules import check_rules, policy_problem
 
 #: Usable shared memory per SM in bytes; also the opt-in per-block limit on these parts.
@@ -47,7 +49,7 @@ MAX_THREADS_PER_BLOCK = 1024
 WARP_SIZE = 32
 SWIGLU_THREADS = 512  # the elementwise kernel's block (cusync::SwiGluStage::kThreads, checked there)
 ELEMENT_BYTES = 2  # fp16 and bf16
-SM90_THREADS = 384  # warp-specialized (cooperative or ping-pong): a load warp group and two math warp groups
+INT_MAX = 2**31 - 1  # the largest C++ int (int32_t): "any M" in the emitted tables
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -114,6 +116,11 @@ class StagePlan:
         """N of the GEMM the kernel computes: n, or gate and up (2n) for a gated GEMM."""
         return 2 * self.n if self.gated else self.n
 
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of a GEMM's weights, k x gemm_n 16-bit elements (a gated GEMM's gate and up)."""
+        return self.k * self.gemm_n * ELEMENT_BYTES
+
     def kernel_tile_n(self, tile: TilePlan) -> int:
         """The kernel's BLK_N for this stage's tile: a gated GEMM's output tile is half of it."""
         return 2 * tile.n if self.gated else tile.n
@@ -142,6 +149,11 @@ class ConfigPlan:
     index: int
     m_max: int | None
     stages: tuple[StagePlan, ...]
+
+    @property
+    def m_max_bound(self) -> int:
+        """m_max as the C++ kConfigMaxM holds it: the last configuration (any M) has INT_MAX."""
+        return self.m_max if self.m_max is not None else INT_MAX
 
 
 @dataclass(frozen=True)
@@ -172,9 +184,20 @@ class ChainPlan:
     max_m: int = MAX_M                   # the most rows a run may have (the spec's limit, checked by the library)
     dispatch: DispatchPlan | None = None  # sm90: run()'s mode by M, measured on one GPU (spec `dispatch:`)
 
+    @property
+    def check_m(self) -> int:
+        """The second M of the project's ctest check (the first is 1): one tile row of the first stage and a
+        partial second row of 3, so the check covers a tile cut by the edge of M."""
+        return self.stages[0].tile.m + 3
+
     def config_for(self, m: int) -> ConfigPlan:
         """The configuration the library runs at this M."""
         return next(c for c in self.configs if c.m_max is None or m <= c.m_max)
+
+    @property
+    def facts(self) -> ArchFacts:
+        """What the plan's architecture is (spec.archs.ARCHS): the plan and its describe text ask this."""
+        return ARCHS[self.arch]
 
     @property
     def backend(self) -> str:
@@ -194,7 +217,7 @@ class ChainPlan:
         """A release store is enough only where every semaphore receives exactly one post (in the tile
         configuration that runs at M; the policies, and so the verdict, are the same in every one)."""
         for s in (self.stages if m is None else self.config_for(m).stages):
-            if s.out_policy not in (None, Policy.NONE, Policy.TILE):
+            if not one_post(s.out_policy):
                 return False, (
                     f"stage '{s.name}' semaphores get {s.posts_per_semaphore} posts each "
                     f"({s.out_policy.value} policy), which must be atomic"
@@ -229,7 +252,7 @@ class ChainPlan:
         """What the plan flags at this M: a choice of the spec that does not do what it says (describe
         prints each as a WARNING line)."""
         opt = self.optimizations
-        if self.arch is Arch.SM80 and opt.avoid_wait_kernel and not self.coresident(m)[0]:
+        if self.facts.wait_kernel and opt.avoid_wait_kernel and not self.coresident(m)[0]:
             return [f"avoid_wait_kernel is on but not legal at M={m}: without the wait kernel consumer blocks "
                     "could fill the GPU while producer blocks wait for an SM, so run() checks the same condition and "
                     "keeps the wait kernel at this M (the optimization buys nothing here)"]
@@ -274,8 +297,7 @@ def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
         dtype=spec.dtype,
         arch=spec.arch,
         target=spec.target,
-        # wgmma and setmaxnreg exist only in the architecture-specific sm_90a target
-        cuda_arch=spec.target.removeprefix("sm_") + ("a" if spec.arch is Arch.SM90 else ""),
+        cuda_arch=ARCHS[spec.arch].cuda_arch(spec.target),
         sms=spec.sms if spec.sms is not None else DEFAULT_SMS[spec.target],
         optimizations=spec.optimizations,
         stages=stages,
@@ -386,19 +408,20 @@ def _stage_plans(spec: ChainSpec) -> tuple[StagePlan, ...]:
 # Derivations
 
 
-def tile_plan(i: int, stage: StageSpec, target: str, arch: Arch = Arch.SM80, base: str | None = None) -> TilePlan:
+def tile_plan(i: int, stage: StageSpec, target: str, arch: Arch = DEFAULT_ARCH, base: str | None = None) -> TilePlan:
     """A stage's tile with its thread count and shared memory; errors name `base` (default stages[i].tile)."""
     base = base or f"stages[{i}].tile"
     tb = stage.tile.threadblock
     if stage.op is Op.SWIGLU:
         return TilePlan(tb[0], tb[1], 1, (0, 0, 0), (0, 0, 0), 0, SWIGLU_THREADS, 0)
-    if arch is Arch.SM90:
+    facts = ARCHS[arch]
+    if facts.warp_specialized:
         # One load warp group and two math warp groups; CUTLASS sizes the pipeline to fill shared memory
         # (stages 0 = "auto"), so one CTA takes a whole SM. A gated GEMM's tile (epilogue swiglu) is planned
         # as the output tile it writes: half the kernel's BLK_N (StagePlan.kernel_tile_n), so that grids,
         # semaphores and waits all count output tiles.
         n = tb[1] // 2 if stage.op is Op.GEMM and stage.epilogue is Epilogue.SWIGLU else tb[1]
-        return TilePlan(tb[0], n, tb[2], (0, 0, 0), (0, 0, 0), 0, SM90_THREADS, SMEM_PER_SM[target],
+        return TilePlan(tb[0], n, tb[2], (0, 0, 0), (0, 0, 0), 0, facts.gemm_threads, SMEM_PER_SM[target],
                         Schedule(stage.tile.schedule or Schedule.COOPERATIVE))
     warp, inst, pipe = stage.tile.warp, stage.tile.instruction, stage.tile.stages
     if warp is None or inst is None or pipe is None:  # resolve_defaults ran; keeps the type checker honest
@@ -435,13 +458,8 @@ def _edge_plan(spec: ChainSpec, i: int, tiles: list[TilePlan], operand: str = "a
     p = stage_index(spec)[source]
     ptile = tiles[p]
     policy = edge_policy(stage, source)
-    wait_value = {
-        Policy.ROW: _ceil_div(spec.stages[p].n, ptile.n),  # every tile of the producer's row posts once
-        Policy.TILE: 1,
-        Policy.STRIDED: 2,  # the gate tile and the up tile
-        Policy.NONE: 0,
-    }[policy]
-    stride = stage.n // ptile.n if policy is Policy.STRIDED else 0
+    wait_value = POLICIES[policy].wait_value(spec.stages[p].n, ptile.n)
+    stride = POLICIES[policy].stride_tiles(stage.n, ptile.n)
     tile = tiles[i]
     # Which policies a GEMM consumer may switch to at run time (set_policy): both need the consumer's
     # rows inside one producer tile row; TileSync also needs each K-block inside one producer tile.
@@ -453,13 +471,9 @@ def _edge_plan(spec: ChainSpec, i: int, tiles: list[TilePlan], operand: str = "a
 
 
 def _semaphores_per_row(stage: StageSpec, tile: TilePlan, policy: Policy | None, edge: EdgePlan | None) -> int:
-    if policy is Policy.ROW:
-        return 1
-    if policy is Policy.TILE:
-        return _ceil_div(stage.n, tile.n)
-    if policy is Policy.STRIDED and edge is not None:
-        return edge.stride_tiles
-    return 0
+    if policy is None or edge is None:
+        return 0
+    return POLICIES[policy].semaphores_per_row(stage.n, tile.n, edge.stride_tiles)
 
 
 def _occupancy(tile: TilePlan, target: str) -> int:

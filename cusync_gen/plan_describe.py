@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cusync_gen.errors import UsageError
-from cusync_gen.spec.model import Arch, Op, Order, Policy, Schedule
+from cusync_gen.spec.model import Op, Order, Policy, Schedule
+from cusync_gen.spec.policies import POLICIES
 
 if TYPE_CHECKING:
     from cusync_gen.plan import ChainPlan, EdgePlan, StagePlan, TilePlan
@@ -49,7 +50,7 @@ def describe(plan: ChainPlan, m: int) -> str:
     for s in config.stages:
         lines += _describe_stage(plan, s, m)
     lines += _describe_optimizations(plan, m)
-    if plan.arch is Arch.SM90:
+    if plan.facts.run_modes:
         mode, why = plan.run_mode(m)
         lines.append(f"run() mode   {mode.value} on a GPU with {plan.sms} SMs: {why}")
     return "\n".join(lines) + "\n"
@@ -73,7 +74,7 @@ def json_at(plan: ChainPlan, m: int) -> dict[str, Any]:
     check_m(m)
     config = plan.config_for(m)
     mode = None
-    if plan.arch is Arch.SM90:
+    if plan.facts.run_modes:
         mode_value, why = plan.run_mode(m)
         mode = {"mode": mode_value.value, "reason": why, "sms": plan.sms}
     return {
@@ -107,7 +108,7 @@ _SCHEDULE_TEXT = {Schedule.COOPERATIVE: "cooperative",
 def _describe_stage(plan: ChainPlan, s: StagePlan, m: int) -> list[str]:
     t = s.tile
     tiles_m, tiles_n, total, waves, fill = _waves(plan, s, m)
-    if s.op is Op.GEMM and plan.arch is Arch.SM90:
+    if s.op is Op.GEMM and plan.facts.warp_specialized:
         head = f"stage {s.index}: {s.name} (gemm, epilogue {s.epilogue.value}, B {s.b_layout.value})"
         if s.gated:
             head = (f"stage {s.index}: {s.name} (gated gemm: out = silu(A x gate) * (A x up), B {s.b_layout.value} "
@@ -150,25 +151,8 @@ def _describe_edge(plan: ChainPlan, s: StagePlan, e: EdgePlan | None) -> str:
         return f"external input [M, {s.k}], no wait"
     prod = plan.stages[e.producer]
     head = f"from {prod.name} (stage {e.producer}), sync {e.policy.value}, wait value {e.wait_value}: "
-    if e.policy is Policy.ROW:
-        what = (
-            f"each tile waits until all {e.wait_value} tiles of its {e.producer_tile_m}-row producer block "
-            "have posted"
-        )
-    elif e.policy is Policy.TILE and s.op is Op.SWIGLU:
-        what = f"each tile waits for the {e.producer_tile_m}x{e.producer_tile_n} producer tile(s) holding its columns"
-    elif e.policy is Policy.TILE:
-        what = (
-            f"each tile waits, per {e.producer_tile_n}-column K chunk, for the one {e.producer_tile_m}x"
-            f"{e.producer_tile_n} producer tile that wrote it"
-        )
-    elif e.policy is Policy.STRIDED:
-        what = (
-            f"each tile j waits for gate tile j and up tile j + {e.stride_tiles} of its "
-            f"{e.producer_tile_m}-row producer block"
-        )
-    else:
-        what = "no tile waits; the stage runs after the whole producer kernel (stream order)"
+    what = POLICIES[e.policy].describe_wait(e.wait_value, e.producer_tile_m, e.producer_tile_n, e.stride_tiles,
+                                            k_chunks=s.op is Op.GEMM)
     return head + what
 
 
@@ -189,7 +173,7 @@ def _describe_order(plan: ChainPlan, s: StagePlan) -> str:
         if plan.optimizations.avoid_custom_order
         else "handed out by an atomic tile counter"
     )
-    if plan.arch is Arch.SM90 and s.op is Op.GEMM:
+    if plan.facts.warp_specialized and s.op is Op.GEMM:
         how = "persistent CTAs take tiles from an atomic ticket queue in this order"
     if s.order is Order.ROW_MAJOR:
         return f"row_major: all N tiles of a tile row first, so producer rows complete early; {how}"
@@ -210,14 +194,15 @@ def _describe_optimizations(plan: ChainPlan, m: int) -> list[str]:
     def legal(name: str, where: str = "") -> str:
         return ("legal" if opts[name]["legal"] else "not legal") + where + ": "
 
-    if plan.arch is Arch.SM90:
+    facts = plan.facts
+    if facts.dependent_launch:
         return [
             "launch",
             "  one stream; each consumer is a programmatic dependent launch of the stage before it, triggered when "
             "every CTA of that stage has started, so consumer CTAs only take SMs that producer CTAs left",
             "optimizations",
             line("no_atomic_add", legal("no_atomic_add")),
-            "  avoid_wait_kernel, avoid_custom_order, reorder_tile_loads: do not apply to sm90",
+            f"  {', '.join(key for key, _ in facts.inapplicable_optimizations)}: do not apply to {facts.arch.value}",
         ]
     gemm_consumers = any(s.input is not None and s.op is Op.GEMM for s in plan.stages)
     return [
@@ -236,9 +221,9 @@ def _optimizations(plan: ChainPlan, m: int) -> dict[str, dict[str, Any]]:
     atomic_ok, atomic_why = plan.no_atomic_add_legal(m)
     result: dict[str, dict[str, Any]] = {"no_atomic_add": {"on": opt.no_atomic_add, "legal": atomic_ok,
                                                            "reason": atomic_why}}
-    if plan.arch is Arch.SM90:
-        for name in ("avoid_wait_kernel", "avoid_custom_order", "reorder_tile_loads"):
-            result[name] = {"on": getattr(opt, name), "legal": None, "reason": "does not apply to sm90"}
+    if plan.facts.dependent_launch:
+        for name, _ in plan.facts.inapplicable_optimizations:
+            result[name] = {"on": getattr(opt, name), "legal": None, "reason": f"does not apply to {plan.arch.value}"}
         return result
     resident_ok, resident_why = plan.coresident(m)
     gemm_consumers = [s.name for s in plan.stages if s.input is not None and s.op is Op.GEMM]

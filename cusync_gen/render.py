@@ -147,7 +147,7 @@ def render_project(plan: ChainPlan | AttentionPlan, torch: bool = False) -> dict
         if f.template:
             context = {"plan": plan, "version": __version__, **extra}
             if f.path.startswith("torch/"):  # the PyTorch extension (torch_plan): no stage of its own
-                context.update(stage=None, parts=getattr(backend, "PARTS", {}), path=f.path)
+                context.update(stage=None, parts=backend.PARTS, path=f.path)
             else:
                 context.update(backend.context(plan, f))
             out[f.path] = env.get_template(f.source).render(**context)

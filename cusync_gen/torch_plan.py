@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from cusync_gen.backends import backend_of
 from cusync_gen.errors import UsageError
 from cusync_gen.plan import ChainPlan
-from cusync_gen.spec.model import Arch, BLayout, Dtype, Epilogue, Mode, Op
+from cusync_gen.spec.model import BLayout, Dtype, Epilogue, Mode, Op
 
 #: The TORCH_LIBRARY namespace of every generated op: torch.ops.cusync.<chain name>.
 NAMESPACE = "cusync"
@@ -166,10 +166,11 @@ def make_torch_plan(plan: ChainPlan) -> TorchPlan:
         for st in plan.stages if st.op is Op.GEMM
     )
     units = [f.path for f in backend_of(plan).files(plan) if f.path.startswith("src/") and f.path.endswith((".cu", ".cpp"))]
-    gdc = tuple(u for u in units if plan.arch is Arch.SM90 and u.endswith("_stock.cu"))  # see sm90/cmake/parts.cmake.j2
+    roles = backend_of(plan).TORCH
+    gdc = tuple(u for u in units if roles.gdc_suffix is not None and u.endswith(roles.gdc_suffix))
     arch = plan.cuda_arch
     outputs = tuple(TorchOutput(st.name, f"{st.name}_out", st.n) for st in plan.stages)
-    backend = tuple((m.value, m) for m in Mode if m is not Mode.OVERLAP) if plan.arch is Arch.SM90 else ()
+    backend = tuple((m.value, m) for m in roles.modes)
     return TorchPlan(
         chain=plan,
         namespace=NAMESPACE,
@@ -188,8 +189,8 @@ def make_torch_plan(plan: ChainPlan) -> TorchPlan:
         sources=tuple(u for u in units if u not in gdc),
         gdc_units=tuple((f"torch/gdc/{u.rsplit('/', 1)[-1]}", u) for u in gdc),
         gencode=f"-gencode=arch=compute_{arch},code=sm_{arch}",
-        cublaslt=plan.arch is Arch.SM90,
-        arch_fixed=plan.arch is Arch.SM90,
+        cublaslt=roles.cublaslt,
+        arch_fixed=roles.arch_fixed,
     )
 
 

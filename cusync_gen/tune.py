@@ -31,6 +31,7 @@ import yaml
 
 from cusync_gen import fsio
 from cusync_gen.errors import CusyncError, SpecError, UsageError
+from cusync_gen.backends import BACKENDS
 from cusync_gen.plan import ChainPlan, make_plan
 from cusync_gen.spec.loading import parse_spec
 from cusync_gen.spec.model import Arch, ChainSpec, Op, spec_data, spec_hash, with_tiles
@@ -38,11 +39,18 @@ from cusync_gen.spec.model import Arch, ChainSpec, Op, spec_data, spec_hash, wit
 #: Relative time difference within which two candidates tie (run-to-run drift between binaries).
 TIE = 0.02
 Triple = tuple[int, int, int]
-#: Default candidates: every GEMM stage gets the same tile (a Cartesian product over stages grows fast).
-DEFAULT_TILES: dict[Arch, tuple[Triple, ...]] = {
-    Arch.SM80: ((128, 128, 32), (128, 256, 32), (256, 128, 32), (128, 128, 64)),
-    Arch.SM90: ((128, 128, 64), (128, 256, 64), (256, 128, 64)),
-}
+
+
+def default_tiles(arch: Arch) -> tuple[Triple, ...]:
+    """Default candidates: the backend's TUNE_TILES, each on every GEMM stage."""
+    return BACKENDS[arch.value].TUNE_TILES
+
+
+def orders(arch: Arch) -> tuple[str, ...]:
+    """The tile orders the bench times (`--orders`): the backend's TUNE_ORDERS."""
+    return BACKENDS[arch.value].TUNE_ORDERS
+
+
 #: The most tile combinations `--tiles` may give (each is a project generated, built and timed).
 MAX_VARIANTS = 64
 POLICY_RANK = {"spec": 0, "row": 1, "tile": 2}
@@ -55,10 +63,6 @@ MODE_RANK = {mode: rank for rank, mode in enumerate(MODE_COLUMNS)}
 #: Modes of one row were timed round robin in one binary: two timings of one graph there differ by under
 #: 1% (benchmarks/NOTES.md h4), so a narrower tie than TIE, which covers drift between binaries.
 MODE_TIE = 0.01
-ORDERS: dict[Arch, tuple[str, ...]] = {
-    Arch.SM80: ("spec", "ticket", "hw"),
-    Arch.SM90: ("spec", "row_major", "column_major", "banded", "column_banded"),
-}
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,7 @@ def make_variants(spec: ChainSpec, choices: dict[str, list[Triple]] | None = Non
         names = list(choices)
         combos = [dict(zip(names, shapes)) for shapes in itertools.product(*(choices[n] for n in names))]
     else:
-        combos = [{name: tile for name in gemms} for tile in DEFAULT_TILES[spec.arch]]
+        combos = [{name: tile for name in gemms} for tile in default_tiles(spec.arch)]
     variants = [Variant(0, "spec", {}, spec_data(spec), spec)]
     seen = {spec_hash(spec)}
     skipped: list[str] = []
@@ -135,9 +139,9 @@ def variant_spec(spec: ChainSpec, combo: dict[str, Triple]) -> ChainSpec:
     for stage in spec.stages:
         if stage.name in combo and stage.op is Op.GEMM:
             tb = combo[stage.name]
-            pipeline = (4 if tb[2] == 32 and max(tb[:2]) == 128 else 3) if spec.arch is Arch.SM80 else None
+            pipeline = BACKENDS[spec.arch.value].tune_pipeline(tb)
             stage = stage.model_copy(update={"tile": stage.tile.model_copy(update={
-                "warp": None, "instruction": None, "stages": pipeline, "cluster": None, "schedule": None})})
+                "warp": None, "instruction": None, "stages": pipeline, "schedule": None})})
         stages.append(stage)
     return spec.model_copy(update={"stages": stages})
 
@@ -298,7 +302,7 @@ def tuned_spec(variants: list[Variant], rows: list[dict[str, Any]], winners: dic
     """The spec to write back, and notes on what could not be expressed in it."""
     spec = variants[0].spec
     notes: list[str] = []
-    if spec.arch is Arch.SM90:
+    if BACKENDS[spec.arch.value].FACTS.tile_configs:  # per-M tiles as tile_configs
         data = _per_m_tiles(variants, winners)
         table = dispatch_table(winners)
         if table is not None:

@@ -70,7 +70,8 @@ from typing import Any
 
 from cusync_gen.errors import SpecError
 from cusync_gen.plan import ChainPlan, EdgePlan, StagePlan
-from cusync_gen.spec.model import Arch, Op, Policy
+from cusync_gen.spec.model import Op, Policy
+from cusync_gen.spec.policies import POLICIES
 
 
 class VerificationError(SpecError):
@@ -165,13 +166,7 @@ def _ceil_div(a: int, b: int) -> int:
 def semaphore_of(edge: EdgePlan, producer: StagePlan, pm: int, pn: int) -> int:
     """policy.h's SyncPolicy::semaphore_of for this edge's policy and producer geometry."""
     tiles_n = _ceil_div(producer.n, producer.tile.n)
-    if edge.policy is Policy.TILE:
-        return pm * tiles_n + pn
-    if edge.policy is Policy.ROW:
-        return pm
-    if edge.policy is Policy.STRIDED:
-        return pm * edge.stride_tiles + pn % edge.stride_tiles
-    raise ValueError(f"no semaphores for policy {edge.policy}")
+    return POLICIES[edge.policy].semaphore_of(pm, pn, tiles_n, edge.stride_tiles)
 
 
 @dataclass(frozen=True)
@@ -194,21 +189,12 @@ class _Posts:
         """Posts semaphore `sem` receives in one run."""
         if sem < 0:
             return 0
-        if self.edge.policy is Policy.TILE:
-            return int(sem < self.tiles_m * self.tiles_n)
-        if self.edge.policy is Policy.ROW:
-            return self.tiles_n if sem < self.tiles_m else 0
-        row, group = divmod(sem, self.edge.stride_tiles)  # strided: the row's tiles pn with pn % stride == group
-        return len(range(group, self.tiles_n, self.edge.stride_tiles)) if row < self.tiles_m else 0
+        return POLICIES[self.edge.policy].posts_to(sem, self.tiles_m, self.tiles_n, self.edge.stride_tiles)
 
     @property
     def semaphores(self) -> int:
         """Semaphores that receive at least one post."""
-        if self.edge.policy is Policy.TILE:
-            return self.tiles_m * self.tiles_n
-        if self.edge.policy is Policy.ROW:
-            return self.tiles_m
-        return self.tiles_m * min(self.edge.stride_tiles, self.tiles_n)  # strided: the groups a row's tiles fill
+        return POLICIES[self.edge.policy].semaphores_posted(self.tiles_m, self.tiles_n, self.edge.stride_tiles)
 
     def first_short(self, wait_value: int) -> int | None:
         """The first semaphore, in producer tile order, with fewer posts than `wait_value` (docstring)."""
@@ -231,7 +217,7 @@ class _GemmWaits:
     def __contains__(self, sem: object) -> bool:
         if not isinstance(sem, int):
             return False
-        if self.posts.edge.policy is Policy.ROW:
+        if POLICIES[self.posts.edge.policy].whole_row:  # semaphore pm covers all of producer row pm
             return sem in self.rows
         # tile (strided GEMM edges are refused before): sem = pm * tiles_n + column for a waited row pm and a
         # waited column. The columns floor(j * BK / BN) do not decrease with j, so column c is waited on by
@@ -400,7 +386,7 @@ def uncovered(stage: StagePlan, producer: StagePlan, where: str, tile: tuple[int
 
 def _progress(plan: ChainPlan, m: int) -> str:
     """Why no consumer tile can take the SM an unstarted producer tile needs (or raise if one can)."""
-    if plan.arch is Arch.SM90:
+    if plan.facts.dependent_launch:
         return ("each consumer kernel is a programmatic dependent launch triggered when every CTA of the "
                 "kernel before it has started; producers never wait on consumers (stages are in producer order)")
     if plan.optimizations.avoid_wait_kernel:

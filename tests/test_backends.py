@@ -18,6 +18,8 @@ import pytest
 
 from conftest import EXAMPLES, EXAMPLES_GEMM, REPO
 from cusync_gen.backends import BACKENDS, backend_of
+from cusync_gen.backends.protocol import Backend, Support
+from cusync_gen.spec.archs import ARCHS, ArchFacts
 from cusync_gen.render import output_files, plan_of_spec, render_project
 from cusync_gen.spec import load_spec
 from cusync_gen.verify import representative_ms, verify
@@ -32,12 +34,47 @@ def plan_of(name: str):  # noqa: ANN201
 
 def test_each_backend_is_a_module_with_its_own_folder() -> None:
     for name, module in BACKENDS.items():
-        for attr in ("files", "context", "manifest_stages", "prove", "MANIFEST"):
-            assert hasattr(module, attr), (name, attr)
-        assert (TEMPLATES / name).is_dir(), name
+        assert isinstance(module, Backend), name
+        assert module.NAME == name and (TEMPLATES / name).is_dir(), name
     for name in EXAMPLES:
         plan = plan_of(name)
         assert backend_of(plan) is BACKENDS[plan.backend]
+
+
+def test_every_backend_has_the_declared_members_with_their_signatures() -> None:
+    """Each backend has every member of backends.protocol.Backend: data of the declared type, and functions
+    whose parameters are the protocol's (without self)."""
+    import inspect
+    import typing
+
+    hints = typing.get_type_hints(Backend)
+    methods = {n for n, v in vars(Backend).items() if inspect.isfunction(v) and not n.startswith("_")}
+    assert {"supports", "files", "context", "manifest_stages", "prove", "tune_pipeline"} <= methods
+    for name, module in BACKENDS.items():
+        for member in methods:
+            want = list(inspect.signature(getattr(Backend, member)).parameters)[1:]
+            assert list(inspect.signature(getattr(module, member)).parameters) == want, (name, member)
+        for member in hints:
+            assert hasattr(module, member), (name, member)
+        assert isinstance(module.FACTS, ArchFacts) and module.FACTS in ARCHS.values()
+        assert all(len(t) == 3 for t in module.TUNE_TILES)
+
+
+def test_each_backend_says_which_specs_it_supports_and_why_not() -> None:
+    for name in EXAMPLES:
+        spec = load_spec(SPECS / f"{name}.yaml")
+        plan = plan_of(name)
+        verdicts = {b: BACKENDS[b].supports(spec) for b in BACKENDS}
+        assert all(isinstance(v, Support) and v.reason for v in verdicts.values())
+        assert [b for b, v in verdicts.items() if v.ok] == [plan.backend], (name, verdicts)
+
+
+def test_no_architecture_check_outside_the_facts_table_and_the_backends() -> None:
+    """The enum and its facts table (spec/archs.py) are the only places that name an architecture member."""
+    for path in sorted((REPO / "cusync_gen").rglob("*.py")):
+        if "backends" in path.parts or path.name == "archs.py":
+            continue
+        assert "Arch.SM" not in path.read_text(), path.relative_to(REPO)
 
 
 def test_shared_templates_and_render_do_not_branch_on_the_backend() -> None:
@@ -176,3 +213,14 @@ def test_a_bias_is_an_argument_of_the_gemm_that_asks_for_it(name: str, tmp_path:
     assert all(s.get("bias") for s in json.loads(files["manifest.json"])["stages"] if s["op"] == "gemm")
     plain = render_project(plan_of("two_gemm"))
     assert "_bias" not in plain["include/two_gemm.h"] and "bias" not in plain["manifest.json"]
+
+
+def test_templates_print_values_and_derive_none() -> None:
+    """Templates compute nothing: every number they print is a plan field or property (docs/architecture.md).
+    The one arithmetic allowed is the column padding of generated comments and declarations (`" " * (w - len)`)."""
+    arithmetic = re.compile(r"\{\{[^}]*?(\w|\)|\]) (\*|\+|-|//|%) [^}]*\}\}")
+    for path in sorted(TEMPLATES.rglob("*.j2")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for match in arithmetic.finditer(line):
+                assert '" " *' in match.group(0), (str(path.relative_to(REPO)), number, match.group(0))
+        assert "2147483647" not in path.read_text(), path.relative_to(REPO)

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "cusync_gen"
 
 #: The spec package's modules, lowest first: each may import only those before it (and errors).
-SPEC_MODULES = ("limits", "system_names", "model", "messages", "names", "rules", "loading")
+SPEC_MODULES = ("limits", "archs", "system_names", "model", "policies", "messages", "names", "rules", "loading")
 #: What the spec package may import from the rest of cusync_gen (userfile: reading a file we did not write).
 SPEC_MAY_IMPORT = {"cusync_gen.errors", "cusync_gen.userfile"}
 #: Modules below the spec package: each imports only what is listed for it.

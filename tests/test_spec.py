@@ -126,11 +126,10 @@ def test_two_gemm_chain_parses_with_defaults() -> None:
     assert s1.tile.warp == (64, 64, 32)
     assert s1.tile.instruction == (16, 8, 16)
     assert s1.tile.stages == 3
-    assert (s1.b_layout, s1.epilogue, s1.order, s1.split_k, s1.sync) == (
+    assert (s1.b_layout, s1.epilogue, s1.order, s1.sync) == (
         BLayout.ROW,
         Epilogue.IDENTITY,
         Order.ROW_MAJOR,
-        1,
         None,
     )
     assert s2.sync is Policy.ROW
@@ -331,7 +330,7 @@ RULES_TWO_GEMM = [
     (_tile(1, threadblock=[256, 128, 32]), "stages[1].tile.threadblock", ["row", "divide", "128"]),
     (_stage(1, sync="strided"), "stages[1].sync", ["only for swiglu"]),
     # split_k
-    (_stage(0, split_k=2), "stages[0].split_k", ["only 1 is supported for now"]),
+    (_stage(0, split_k=2), "stages[0].split_k", ["split_k is always 1"]),
 ]
 
 
@@ -610,6 +609,8 @@ def test_spec_hash_is_stable_and_canonical() -> None:
     assert h == spec_hash(parse_spec(gpt3()))
     data = spec.model_dump(mode="json")
     for stage in data["stages"]:  # an absent `reads` (added later) is left out, so older hashes stand
+        assert "split_k" not in stage and "cluster" not in stage["tile"]
+        stage["split_k"], stage["tile"]["cluster"] = 1, None  # the one-value fields count as they were
         assert stage.pop("reads") is None
         assert stage.pop("bias") is False  # likewise no bias (issue 12)
     assert data.pop("dispatch") is None  # likewise an absent dispatch table
@@ -673,3 +674,55 @@ def test_bias_false_keeps_the_spec_hash() -> None:
     assert spec_hash(parse_spec(data)) == plain
     data["stages"][0]["bias"] = True
     assert spec_hash(parse_spec(data)) != plain
+
+
+@pytest.mark.parametrize("example", ["two_gemm", "two_gemm_sm90"])
+def test_one_value_fields_of_old_specs_load_and_hash_as_before(example: str) -> None:
+    """`split_k: 1` (every stage) and `cluster: [1, 1, 1]` (sm90 GEMM tiles) are accepted and dropped; the
+    spec, and its hash (so the generated project), are those of the spec without them."""
+    from cusync_gen.spec.loading import read_spec_data
+    from cusync_gen.paths import example_path
+
+    data = read_spec_data(example_path(example))
+    old = copy.deepcopy(data)
+    for stage in old["stages"]:
+        stage["split_k"] = 1
+        if old.get("arch") == "sm90" and stage["op"] == "gemm":
+            stage["tile"]["cluster"] = [1, 1, 1]
+    assert parse_spec(old) == parse_spec(data)
+    assert spec_hash(parse_spec(old)) == spec_hash(parse_spec(data))
+
+
+@pytest.mark.parametrize(("change", "field", "words"), [
+    (lambda s: s.update(split_k=2), "stages[0].split_k", ["split_k=2", "remove split_k"]),
+    (lambda s: s.update(split_k=True), "stages[0].split_k", ["remove split_k"]),
+    (lambda s: s["tile"].update(cluster=[2, 1, 1]), "stages[0].tile.cluster", ["[2, 1, 1]", "remove cluster"]),
+    (lambda s: s["tile"].update(cluster=[1, 1]), "stages[0].tile.cluster", ["remove cluster"]),
+])
+def test_one_value_fields_with_another_value_name_the_field_and_the_fix(change, field: str, words: list[str]) -> None:  # noqa: ANN001
+    from cusync_gen.spec.loading import read_spec_data
+    from cusync_gen.paths import example_path
+
+    data = read_spec_data(example_path("two_gemm_sm90"))
+    change(data["stages"][0])
+    with pytest.raises(SpecError) as info:
+        parse_spec(data)
+    assert info.value.field == field, info.value
+    text = f"{info.value.message} {info.value.hint}"
+    assert all(w in text for w in words), text
+
+
+def test_an_sm80_or_attention_cluster_is_still_a_hopper_setting() -> None:
+    from cusync_gen.spec.loading import read_spec_data
+    from cusync_gen.paths import example_path
+
+    data = read_spec_data(example_path("two_gemm"))
+    data["stages"][0]["tile"]["cluster"] = [1, 1, 1]
+    with pytest.raises(SpecError) as info:
+        parse_spec(data)
+    assert info.value.field == "stages[0].tile.cluster" and "arch: sm90" in info.value.hint
+    data = read_spec_data(example_path("gpt3_attention"))
+    data["attention"]["tiles"]["qkv"]["cluster"] = [1, 1, 1]
+    with pytest.raises(SpecError) as info:
+        parse_spec(data)
+    assert info.value.field == "attention.tiles.qkv.cluster"

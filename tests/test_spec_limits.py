@@ -89,7 +89,7 @@ def _set(data: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, A
         ("two_gemm", ("stages", 0, "tile", "threadblock"), [512, 128, 32], "stages[0].tile.threadblock", ["256"]),
         ("two_gemm", ("stages", 0, "tile", "warp"), [64, 64, 10**9], "stages[0].tile.warp", ["256"]),
         ("two_gemm", ("stages", 0, "tile", "stages"), 10**9, "stages[0].tile.stages", ["10"]),
-        ("two_gemm", ("stages", 0, "split_k"), 10**30, "stages[0].split_k", ["131072"]),
+        ("two_gemm", ("stages", 0, "split_k"), 10**30, "stages[0].split_k", ["always 1"]),
         ("gpt3_attention", ("attention", "hidden"), 10**12, "attention.hidden", ["131072"]),
         ("gpt3_attention", ("attention", "heads"), 10**9, "attention.heads", ["131072"]),
         ("gpt3_attention", ("attention", "heads"), 2048, "attention.heads", ["131072", "head_dim"]),

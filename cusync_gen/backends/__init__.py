@@ -10,18 +10,19 @@ folder, and a row in `BACKENDS`.
 
 from __future__ import annotations
 
-from types import ModuleType
+from typing import cast
 
 from cusync_gen.backends import attention, sm80, sm90
 from cusync_gen.backends.base import OutputFile
+from cusync_gen.backends.protocol import Backend, Support
 
-#: plan.backend -> the module that emits projects of that kind.
-BACKENDS: dict[str, ModuleType] = {"sm80": sm80, "sm90": sm90, "attention": attention}
+#: plan.backend -> the module that emits projects of that kind (each a Backend: backends/protocol.py).
+BACKENDS: dict[str, Backend] = {m.NAME: cast(Backend, m) for m in (sm80, sm90, attention)}
 
 
-def backend_of(plan) -> ModuleType:  # noqa: ANN001 (ChainPlan | AttentionPlan)
+def backend_of(plan) -> Backend:  # noqa: ANN001 (ChainPlan | AttentionPlan)
     """The backend module of a plan (its `backend` property names the row of BACKENDS)."""
     return BACKENDS[plan.backend]
 
 
-__all__ = ["BACKENDS", "OutputFile", "backend_of"]
+__all__ = ["BACKENDS", "Backend", "OutputFile", "Support", "backend_of"]

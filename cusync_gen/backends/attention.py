@@ -4,6 +4,9 @@ kernels, from templates/attention/."""
 from __future__ import annotations
 
 from cusync_gen.attention_plan import AttentionPlan
+from cusync_gen.backends.protocol import Support, TorchRoles
+from cusync_gen.spec.archs import ARCHS
+from cusync_gen.spec.model import AttentionSpec
 from cusync_gen.verify_attention import verify_attention_plan
 from cusync_gen.backends.base import (OutputFile, backend_files, bench_runtime_files, config_file, find_cutlass_file,
                                       runtime_files)
@@ -56,3 +59,23 @@ def manifest_stages(plan: AttentionPlan) -> list[dict]:
 
 def prove(plan: AttentionPlan) -> None:
     verify_attention_plan(plan)
+
+
+#: The sm80 kernels' facts (archs.ArchFacts.hosts_attention says which arch carries the chain).
+FACTS = next(f for f in ARCHS.values() if f.hosts_attention)
+#: tune and the torch op work on GEMM chains only.
+TUNE_TILES: tuple[tuple[int, int, int], ...] = ()
+TUNE_ORDERS: tuple[str, ...] = ()
+TORCH = TorchRoles()
+
+
+def supports(spec: object) -> Support:
+    if not isinstance(spec, AttentionSpec):
+        return Support(False, "the attention backend emits attention: specs; a GEMM chain has the sm80 or sm90 backend")
+    if spec.arch is not FACTS.arch:
+        return Support(False, f"the attention chain runs on {FACTS.arch.value} kernels, not {spec.arch.value}")
+    return Support(True, f"the five-stage attention chain for {spec.target}")
+
+
+def tune_pipeline(threadblock: tuple[int, int, int]) -> int | None:
+    return None

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 
 from cusync_gen.backends.base import (OutputFile, backend_files, bench_backend_files, bench_runtime_files, config_file,
                                       find_cutlass_file, runtime_files)
+from cusync_gen.backends.protocol import Support
 from cusync_gen.plan import ChainPlan
-from cusync_gen.spec.model import Op
+from cusync_gen.spec.archs import ArchFacts
+from cusync_gen.spec.model import ChainSpec, Op
 from cusync_gen.verify import representative_ms, verify
 
 #: The runtime every GEMM chain project includes (include/cusync/): the chain lifecycle.
@@ -132,3 +134,15 @@ def prove(plan: ChainPlan) -> None:
     """The proofs at the sizes that cover every M (verify.VerificationError on the first gap)."""
     for m in representative_ms(plan):
         verify(plan, m)
+
+
+def supports(spec: object, facts: ArchFacts) -> Support:
+    """A GEMM chain (`stages:`) of this arch, for one of its targets."""
+    name = facts.arch.value
+    if not isinstance(spec, ChainSpec):
+        return Support(False, f"the {name} backend emits GEMM chains (stages:); an attention: spec has its own backend")
+    if spec.arch is not facts.arch:
+        return Support(False, f"the spec has arch: {spec.arch.value}; this is the {name} backend")
+    if spec.target not in facts.targets:
+        return Support(False, f"{name} kernels run on {', '.join(facts.targets)}, not {spec.target}")
+    return Support(True, f"a GEMM chain of {len(spec.stages)} stages for {spec.target}")

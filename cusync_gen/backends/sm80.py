@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from cusync_gen.backends import gemm_chain
 from cusync_gen.backends.base import OutputFile
+from cusync_gen.backends.protocol import Support, TorchRoles
+from cusync_gen.spec.archs import SM80 as FACTS
 from cusync_gen.plan import ChainPlan
 
 NAME = "sm80"
@@ -39,3 +41,20 @@ def context(plan: ChainPlan, f: OutputFile) -> dict:
 manifest_stages = gemm_chain.manifest_stages
 prove = gemm_chain.prove
 MANIFEST: dict = {}
+
+
+def supports(spec: object) -> Support:
+    return gemm_chain.supports(spec, FACTS)
+
+
+#: tune: every GEMM stage gets the same tile (a Cartesian product over stages grows fast).
+TUNE_TILES = ((128, 128, 32), (128, 256, 32), (256, 128, 32), (128, 128, 64))
+#: tune's tile orders: the spec's, the ticket counter's row-major order, and the hardware block order.
+TUNE_ORDERS = ("spec", "ticket", "hw")
+#: The op has the common modes only.
+TORCH = TorchRoles()
+
+
+def tune_pipeline(threadblock: tuple[int, int, int]) -> int | None:
+    """4 stages for a 128-wide tile of K 32 (measured), else 3."""
+    return 4 if threadblock[2] == 32 and max(threadblock[:2]) == 128 else 3

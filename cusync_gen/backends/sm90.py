@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from cusync_gen.backends import gemm_chain
 from cusync_gen.backends.base import OutputFile
+from cusync_gen.backends.protocol import Support, TorchRoles
+from cusync_gen.spec.archs import SM90 as FACTS
 from cusync_gen.plan import ChainPlan
-from cusync_gen.spec.model import Op
+from cusync_gen.spec.model import Mode, Op
 
 NAME = "sm90"
 RUNTIME: tuple[str, ...] = ()
@@ -45,3 +47,22 @@ def context(plan: ChainPlan, f: OutputFile) -> dict:
 manifest_stages = gemm_chain.manifest_stages
 prove = gemm_chain.prove
 MANIFEST: dict = {}
+
+
+def supports(spec: object) -> Support:
+    return gemm_chain.supports(spec, FACTS)
+
+
+#: tune: every GEMM stage gets the same tile (a Cartesian product over stages grows fast).
+TUNE_TILES = ((128, 128, 64), (128, 256, 64), (256, 128, 64))
+#: tune's tile orders: the spec's and the ticket queue's four.
+TUNE_ORDERS = ("spec", "row_major", "column_major", "banded", "column_banded")
+#: The op exposes run()'s modes, links cuBLASLt, compiles the stock units with device-side PDL (see
+#: sm90/cmake/parts.cmake.j2) and is built for sm_90a only.
+TORCH = TorchRoles(modes=tuple(m for m in Mode if m is not Mode.OVERLAP), cublaslt=True, gdc_suffix="_stock.cu",
+                   arch_fixed=True)
+
+
+def tune_pipeline(threadblock: tuple[int, int, int]) -> int | None:
+    """CUTLASS sizes the pipeline to fill shared memory."""
+    return None

@@ -51,7 +51,7 @@ LIMITS: tuple[Limit, ...] = (
     Limit("tile_configs[i].m_max", MAX_M, "as --m"),
     Limit("dispatch.modes", MAX_DISPATCH_ENTRIES, "entries of a measured dispatch table (m_max as --m)"),
     Limit("dispatch.gpu", MAX_GPU_NAME, "characters of the GPU name the table was measured on"),
-    Limit("split_k, reads", MAX_DIM, "a sanity bound (split_k must be 1; reads must match the op's)"),
+    Limit("reads", MAX_DIM, "a sanity bound (reads must match the op's)"),
     Limit("name, stage names", MAX_NAME_LENGTH, "characters; they name files, C++ classes and CMake targets"),
     Limit("--m, --batch, --cache", MAX_M, "rows at run time (batch x new tokens for attention): the largest M "
           "the generated library is built for"),

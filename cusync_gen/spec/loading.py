@@ -17,8 +17,11 @@ from cusync_gen import userfile
 from cusync_gen.errors import SpecError, UsageError
 from cusync_gen.spec.limits import MAX_M, MAX_SPEC_BYTES, MAX_SPEC_DEPTH, MAX_SPEC_VALUES
 from cusync_gen.spec.messages import clip, from_validation_error, show, with_source
+from cusync_gen.spec.archs import ARCHS, DEFAULT_ARCH, Arch
 from cusync_gen.spec.model import (
     ATTENTION_GEMMS,
+    Op,
+    canonical_backend,
     AttentionSpec,
     AttentionTiles,
     ChainSpec,
@@ -43,6 +46,10 @@ def parse_spec(data: Any, source: str = "<spec>") -> ChainSpec:
             ),
             source,
         )
+    try:
+        data = drop_one_value_fields(data)
+    except SpecError as exc:
+        raise with_source(exc, source) from None
     if "attention" in data:
         return _parse_attention(data, source)
     try:
@@ -55,6 +62,51 @@ def parse_spec(data: Any, source: str = "<spec>") -> ChainSpec:
     except SpecError as exc:
         raise with_source(exc, source) from None
     return spec
+
+
+def drop_one_value_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """The spec data without the fields that could only take one value (model.ONE_VALUE_FIELDS): `split_k: 1`
+    of a stage and `cluster: [1, 1, 1]` of an sm90 GEMM's tile are accepted and dropped; any other value,
+    or a cluster where there never was one, is a SpecError naming the field."""
+    _no_attention_cluster(data)
+    stages = data.get("stages")
+    if not isinstance(stages, list):
+        return data
+    facts = ARCHS.get(Arch(arch)) if (arch := canonical_backend(data.get("arch", DEFAULT_ARCH.value))) in (
+        a.value for a in Arch) else None
+    out = []
+    for i, stage in enumerate(stages):
+        if isinstance(stage, dict) and "split_k" in stage:
+            value = stage["split_k"]
+            if not (type(value) is int and value == 1):
+                raise SpecError(f"stages[{i}].split_k", f"split_k={show(value)} is not supported: each stage computes "
+                                "its whole K in one kernel, so split_k is always 1", "remove split_k")
+            stage = {k: v for k, v in stage.items() if k != "split_k"}
+        tile = stage.get("tile") if isinstance(stage, dict) else None
+        if isinstance(tile, dict) and "cluster" in tile:
+            value = tile["cluster"]
+            field = f"stages[{i}].tile.cluster"
+            if stage.get("op") == Op.SWIGLU.value:
+                raise SpecError(field, "swiglu is elementwise and does not use cluster", "remove cluster")
+            if facts is not None and not facts.warp_specialized:
+                raise SpecError(field, f"cluster is a Hopper kernel setting and does not apply to arch: {facts.arch.value}",
+                                "remove cluster, or set arch: sm90")
+            if not (isinstance(value, list) and len(value) == 3 and all(type(v) is int and v == 1 for v in value)):
+                raise SpecError(field, f"cluster {show(value)} is not supported: synced kernels take one tile per CTA "
+                                "from the ticket queue, so every kernel runs in 1x1x1 clusters", "remove cluster")
+            stage = {**stage, "tile": {k: v for k, v in tile.items() if k != "cluster"}}
+        out.append(stage)
+    return {**data, "stages": out}
+
+
+def _no_attention_cluster(data: dict[str, Any]) -> None:
+    """The attention chain's sm80 kernels never had a cluster."""
+    block = data.get("attention")
+    tiles = block.get("tiles") if isinstance(block, dict) else None
+    for name, tile in (tiles.items() if isinstance(tiles, dict) else ()):
+        if isinstance(tile, dict) and "cluster" in tile:
+            raise SpecError(f"attention.tiles.{name}.cluster", "cluster is a Hopper kernel setting; the attention chain "
+                            "uses sm80 kernels", "remove cluster")
 
 
 def _parse_attention(data: dict[str, Any], source: str) -> AttentionSpec:

@@ -101,12 +101,11 @@ def _render_loc(loc: tuple[int | str, ...]) -> str:
 
 
 #: Which row of LIMITS a pydantic `le` bound comes from, by the key it bounds (the elements of a
-#: threadblock, warp, instruction, cluster or tile_configs tile are "tile values").
+#: threadblock, warp, instruction or tile_configs tile are "tile values").
 _LIMIT_OF_KEY = {"n": "n, k", "k": "n, k", "hidden": "attention.hidden",
                  "heads": "attention.heads * attention.head_dim", "head_dim": "attention.head_dim",
                  "stages": "tile.stages", "sms": "sms", "m_max": "tile_configs[i].m_max",
-                 "split_k": "split_k, reads", "strided": "split_k, reads", "count": "split_k, reads",
-                 "halo": "split_k, reads"}
+                 "strided": "reads", "count": "reads", "halo": "reads"}
 
 
 def _above_limit(loc: tuple[int | str, ...], key: str, value: Any, maximum: Any) -> SpecError:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cusync_gen.spec.archs import ARCHS, DEFAULT_ARCH, SM90, TARGETS, Arch, Schedule  # noqa: F401 (re-exported)
 from cusync_gen.spec.limits import (
     MAX_DIM,
     MAX_DISPATCH_ENTRIES,
@@ -35,21 +36,9 @@ class Dtype(str, Enum):
     BF16 = "bf16"
 
 
-class Arch(str, Enum):
-    SM80 = "sm80"
-    SM90 = "sm90"
-
-
 class Op(str, Enum):
     GEMM = "gemm"
     SWIGLU = "swiglu"
-
-
-class Schedule(str, Enum):
-    """The kernel schedule of a synced sm90 GEMM (spec `tile.schedule`; C++ spelling: cpp.SCHEDULE)."""
-
-    COOPERATIVE = "cooperative"  # both math warp groups on each tile (the default)
-    PINGPONG = "pingpong"        # the groups on alternate tiles, one's epilogue under the other's MMAs
 
 
 class Epilogue(str, Enum):
@@ -101,7 +90,6 @@ class BLayout(str, Enum):
 
 
 Target = Literal["sm_80", "sm_86", "sm_89", "sm_90"]
-TARGETS: tuple[str, ...] = ("sm_80", "sm_86", "sm_89", "sm_90")
 
 #: Two concepts, one spelling each: a *target* is the GPU a project is built for ("sm_90", spec `target:`,
 #: CLI --target), a *backend* is the kernel family it is generated with ("sm90", spec `arch:`, CLI
@@ -132,9 +120,8 @@ def canonical_backend(value: object) -> object:
     return f"sm{cc}" if cc is not None else value
 
 
-#: Which targets each backend's kernels run on: sm80's CUTLASS 2.x kernels run on every target (Hopper
-#: included); sm90's wgmma/TMA kernels on Hopper only.
-BACKEND_TARGETS: dict[str, tuple[str, ...]] = {"sm80": TARGETS, "sm90": ("sm_90",)}
+#: Which targets each backend's kernels run on (archs.ArchFacts.targets), by the backend's spelling.
+BACKEND_TARGETS: dict[str, tuple[str, ...]] = {a.value: f.targets for a, f in ARCHS.items()}
 
 #: mma.sync shapes the sm80 backend instantiates for 16-bit inputs with fp32 accumulation.
 SM80_INSTRUCTIONS: tuple[tuple[int, int, int], ...] = ((16, 8, 16),)
@@ -143,18 +130,13 @@ DEFAULT_PIPELINE_STAGES = 3
 MIN_PIPELINE_STAGES = 3  # cp.async multistage mainloops in CUTLASS 2.x need at least 3 on sm80
 ALIGNMENT = 8  # 8 x 16-bit elements = one 16-byte vector access
 
-#: sm90 (CUTLASS 3.x, warp-specialized cooperative): two math warp groups split BLK_M, so M is 128 or
-#: 256; wgmma N is a multiple of 8 up to 256 (these are the widths CUTLASS's builder tiles well); BLK_K
-#: of 64 fp16/bf16 elements is one 128-byte swizzle atom.
-SM90_TILE_M: tuple[int, ...] = (128, 256)
-SM90_TILE_N: tuple[int, ...] = (64, 128, 192, 256)
-SM90_TILE_K: tuple[int, ...] = (64,)
-#: The spellings of Schedule in a spec, the default first.
-SM90_SCHEDULES: tuple[str, ...] = tuple(s.value for s in Schedule)
-#: Ping-pong tiles: one warp group holds a whole tile's fp32 accumulators, so BLK_M is 128 and BLK_N at
-#: most 128 (128 registers a thread; CUTLASS's own ping-pong configurations stop there too).
-SM90_PINGPONG_TILE_M: tuple[int, ...] = (128,)
-SM90_PINGPONG_TILE_N: tuple[int, ...] = (64, 128)
+#: The sm90 tile tables (archs.SM90, where they are explained), under the names the spec package exports.
+SM90_TILE_M: tuple[int, ...] = SM90.tile_m
+SM90_TILE_N: tuple[int, ...] = SM90.tile_n
+SM90_TILE_K: tuple[int, ...] = SM90.tile_k
+SM90_SCHEDULES: tuple[str, ...] = SM90.schedules
+SM90_PINGPONG_TILE_M: tuple[int, ...] = SM90.pingpong_tile_m
+SM90_PINGPONG_TILE_N: tuple[int, ...] = SM90.pingpong_tile_n
 
 #: Gate and up columns per interleaved group of a gated GEMM's weights (epilogue swiglu; kGateGroup of
 #: templates/sm90/include/cusync/sm90/gated_epilogue.cuh): one 8-column step of the wgmma accumulator.
@@ -194,7 +176,6 @@ class TileSpec(BaseModel):
     warp: Triple | None = None
     instruction: Triple | None = None
     stages: PipelineStages | None = None
-    cluster: Triple | None = None      # sm90 only: thread block cluster shape
     # sm90 only: a Schedule's spelling (default cooperative). Read as text, so that spec/rules checks it after
     # the Hopper-only rule, with its message and the field path of the stage or tile configuration.
     schedule: str | None = None
@@ -244,7 +225,6 @@ class StageSpec(BaseModel):
     epilogue: Epilogue = Epilogue.IDENTITY
     order: Order = Order.ROW_MAJOR
     tile: TileSpec
-    split_k: PosInt = 1
     sync: Policy | None = None
     b: str | None = None          # swiglu only: a second producer holding `up` (then `a` holds `gate`)
     sync_b: Policy | None = None  # policy of the edge from `b` (default: the same as `sync`)
@@ -307,7 +287,7 @@ class _SpecHead(BaseModel):
     model_config = _FROZEN
 
     name: str
-    arch: Arch = Arch.SM80
+    arch: Arch = DEFAULT_ARCH
     target: Target = "sm_80"
     dtype: Dtype = Dtype.FP16
 
@@ -398,15 +378,9 @@ def resolve_defaults(spec: ChainSpec) -> ChainSpec:
     changed = False
     for stage in spec.stages:
         tile = stage.tile
-        if stage.op is Op.GEMM and spec.arch is Arch.SM90:
-            if tile.cluster is None or tile.schedule is None:
-                tile = tile.model_copy(
-                    update={
-                        "cluster": tile.cluster if tile.cluster is not None else (1, 1, 1),
-                        "schedule": tile.schedule if tile.schedule is not None else SM90_SCHEDULES[0],
-                    }
-                )
-                stage = stage.model_copy(update={"tile": tile})
+        if stage.op is Op.GEMM and ARCHS[spec.arch].warp_specialized:
+            if tile.schedule is None:
+                stage = stage.model_copy(update={"tile": tile.model_copy(update={"schedule": SM90_SCHEDULES[0]})})
                 changed = True
         elif stage.op is Op.GEMM and (tile.warp is None or tile.instruction is None or tile.stages is None):
             stage = stage.model_copy(update={"tile": default_sm80_tile(tile)})
@@ -419,9 +393,21 @@ def resolve_defaults(spec: ChainSpec) -> ChainSpec:
 # Queries on a parsed spec
 
 
-def spec_hash(spec: ChainSpec) -> str:
+#: Settings that take one value only (`split_k: 1`, `cluster: [1, 1, 1]`) and are no fields of the model:
+#: the loader accepts and drops them (spec.loading.drop_one_value_fields), and the hash counts them with
+#: their one value, so a spec hashes, and generates, the same with or without them.
+ONE_VALUE_FIELDS: dict[str, Any] = {"split_k": 1, "cluster": [1, 1, 1]}
+
+
+def spec_hash(spec: ChainSpec | AttentionSpec) -> str:
     """Short content hash: names generated output so regeneration is deterministic and traceable."""
     data = spec.model_dump(mode="json")
+    hopper = ARCHS[spec.arch].warp_specialized
+    for stage in data.get("stages", []):  # the one-value fields, as resolve_defaults used to fill them
+        stage["split_k"] = ONE_VALUE_FIELDS["split_k"]
+        stage["tile"]["cluster"] = ONE_VALUE_FIELDS["cluster"] if hopper and stage["op"] == Op.GEMM.value else None
+    for tile in data.get("attention", {}).get("tiles", {}).values():
+        tile["cluster"] = None
     for stage in data.get("stages", []):  # an absent `reads` leaves the hash (and generated files) as before
         if stage.get("reads") is None:
             stage.pop("reads", None)

@@ -9,9 +9,11 @@ import math
 import re
 
 from cusync_gen.errors import SpecError
+from cusync_gen.spec.archs import ARCHS, ArchFacts
 from cusync_gen.spec.limits import MAX_DIM
 from cusync_gen.spec import names
 from cusync_gen.spec.messages import show, show_key
+from cusync_gen.spec.policies import POLICIES, one_post
 from cusync_gen.spec.model import (
     ALIGNMENT,
     ATTENTION_GEMMS,
@@ -21,16 +23,9 @@ from cusync_gen.spec.model import (
     MAX_WARP_MN,
     MIN_PIPELINE_STAGES,
     SM80_INSTRUCTIONS,
-    SM90_PINGPONG_TILE_M,
-    SM90_PINGPONG_TILE_N,
-    SM90_SCHEDULES,
-    SM90_TILE_K,
-    SM90_TILE_M,
-    SM90_TILE_N,
     SWIGLU_BLOCK_THREADS,
     SWIGLU_COLS,
     SWIGLU_VECTOR,
-    Arch,
     AttentionSpec,
     BLayout,
     ChainSpec,
@@ -63,6 +58,7 @@ def check_rules(spec: ChainSpec) -> None:
     """Apply the cross-field rules of docs/spec-format.md in spec order; raise the first violation."""
     _check_chain_name(spec.name)
     _check_arch(spec)
+    facts = ARCHS[spec.arch]
     seen: dict[str, int] = {}
     for i, stage in enumerate(spec.stages):
         _check_stage_name(i, stage, seen)
@@ -72,8 +68,8 @@ def check_rules(spec: ChainSpec) -> None:
         _check_widths(spec, i, stage, producer)
         if stage.op is Op.GEMM and stage.epilogue is Epilogue.SWIGLU:
             _check_gated_gemm(spec, i, stage)
-        if stage.op is Op.GEMM and spec.arch is Arch.SM90:
-            _check_sm90_gemm_tile(i, stage)
+        if stage.op is Op.GEMM and facts.warp_specialized:
+            _check_sm90_gemm_tile(i, stage, facts)
         elif stage.op is Op.GEMM:
             _check_gemm_tile(i, stage)
         else:
@@ -88,17 +84,11 @@ def check_rules(spec: ChainSpec) -> None:
                 f"a {stage.op.value} stage has no bias; only a gemm stage adds one (before its epilogue)",
                 "remove bias from this stage, or put it on the GEMM that produces its input",
             )
-        if stage.order is Order.COLUMN_BANDED and not (spec.arch is Arch.SM90 and stage.op is Op.GEMM):
+        if stage.order is Order.COLUMN_BANDED and not (facts.column_banded and stage.op is Op.GEMM):
             raise SpecError(
                 f"stages[{i}].order",
                 "order column_banded (CUTLASS's raster along M with swizzle 4) is measured for sm90 GEMM stages only",
                 "use row_major, column_major or banded, or set arch: sm90",
-            )
-        if stage.split_k != 1:
-            raise SpecError(
-                f"stages[{i}].split_k",
-                f"split_k={stage.split_k} is not supported; only 1 is supported for now",
-                "remove split_k (or set split_k: 1)",
             )
     _check_output_policies(spec)
     _check_no_atomic_add(spec)
@@ -109,7 +99,7 @@ def check_rules(spec: ChainSpec) -> None:
 def check_attention_rules(spec: AttentionSpec) -> None:
     """The attention chain's cross-field rules, each naming the field to change."""
     _check_chain_name(spec.name)
-    if spec.arch is not Arch.SM80:
+    if not ARCHS[spec.arch].hosts_attention:
         raise SpecError("arch", "the attention chain is built on the sm80 backend (CUTLASS 2.x kernels, which run "
                         "on Hopper too)", "set arch: sm80 (and target: sm_90 to build for H100/H200)")
     a = spec.attention
@@ -125,10 +115,9 @@ def check_attention_rules(spec: AttentionSpec) -> None:
     for name in ATTENTION_GEMMS:
         tile = getattr(a.tiles, name)
         base = f"attention.tiles.{name}"
-        for key in ("cluster", "schedule"):
-            if getattr(tile, key) is not None:
-                raise SpecError(f"{base}.{key}", f"{key} is a Hopper kernel setting; the attention chain uses sm80 kernels",
-                                f"remove {key}")
+        if tile.schedule is not None:
+            raise SpecError(f"{base}.schedule", "schedule is a Hopper kernel setting; the attention chain uses sm80 "
+                            "kernels", "remove schedule")
         k = {"qkv": a.hidden, "scores": a.head_dim, "pv": None, "proj": d}[name]
         stage = StageSpec(name=name, op=Op.GEMM, a="input", n=8, k=k, tile=tile)
         _check_gemm_tile(0, stage, base=base)
@@ -158,7 +147,7 @@ def _check_tile_configs(spec: ChainSpec) -> None:
     """Each configuration must be a valid chain on its own; configurations are listed by growing m_max."""
     if not spec.tile_configs:
         return
-    if spec.arch is not Arch.SM90:
+    if not ARCHS[spec.arch].tile_configs:
         raise SpecError("tile_configs", "tile_configs (tiles picked by M at run time) are an sm90 feature",
                         "remove tile_configs, or set arch: sm90")
     names = [s.name for s in spec.stages]
@@ -197,7 +186,7 @@ def _check_dispatch(spec: ChainSpec) -> None:
     table = spec.dispatch
     if table is None:
         return
-    if spec.arch is not Arch.SM90:
+    if not ARCHS[spec.arch].dispatch:
         raise SpecError("dispatch", "dispatch (how run() computes the chain, by M) is an sm90 feature",
                         "remove dispatch, or set arch: sm90")
     if not _GPU_NAME.fullmatch(table.gpu):
@@ -226,36 +215,32 @@ def _check_chain_name(name: str) -> None:
 
 def _check_arch(spec: ChainSpec) -> None:
     """sm90 kernels use wgmma and TMA: Hopper only, and the sm80-only optimizations do not apply."""
-    if spec.arch is Arch.SM90:
-        if spec.target != "sm_90":
+    facts = ARCHS[spec.arch]
+    if facts.warp_specialized:
+        if spec.target not in facts.targets:
             raise SpecError(
                 "target",
                 f"arch: sm90 builds Hopper kernels (TMA, wgmma), which need target sm_90, not {spec.target}",
                 "set target: sm_90, or use arch: sm80 for other GPUs",
             )
         opt = spec.optimizations
-        for key, why in (
-            ("avoid_wait_kernel", "sm90 launches each consumer with programmatic dependent launch, not a wait kernel"),
-            ("avoid_custom_order", "sm90 kernels are persistent and always take tiles from the ordered ticket queue"),
-            ("reorder_tile_loads", "the sm90 load warp already runs ahead of the math by the whole pipeline"),
-        ):
+        for key, why in facts.inapplicable_optimizations:
             if getattr(opt, key):
                 raise SpecError(f"optimizations.{key}", f"{key} does not apply to arch: sm90: {why}", f"remove {key}")
         return
     for i, stage in enumerate(spec.stages):
-        for key in ("cluster", "schedule"):
-            if getattr(stage.tile, key) is not None:
-                raise SpecError(
-                    f"stages[{i}].tile.{key}",
-                    f"{key} is a Hopper kernel setting and does not apply to arch: {spec.arch.value}",
-                    f"remove {key}, or set arch: sm90",
-                )
+        if stage.tile.schedule is not None:
+            raise SpecError(
+                f"stages[{i}].tile.schedule",
+                f"schedule is a Hopper kernel setting and does not apply to arch: {spec.arch.value}",
+                "remove schedule, or set arch: sm90",
+            )
 
 
 def _check_gated_gemm(spec: ChainSpec, i: int, stage: StageSpec) -> None:
     """epilogue: swiglu, the fused gated MLP: an sm90 GEMM whose tiles hold whole gate | up groups of 8."""
     field = f"stages[{i}].epilogue"
-    if spec.arch is not Arch.SM90:
+    if not ARCHS[spec.arch].gated_epilogue:
         raise SpecError(
             field,
             f"epilogue swiglu (silu(gate) * up fused into the GEMM) is an sm90 kernel; arch is {spec.arch.value}",
@@ -276,7 +261,9 @@ def _check_gated_gemm(spec: ChainSpec, i: int, stage: StageSpec) -> None:
         )
 
 
-def _check_sm90_gemm_tile(i: int, stage: StageSpec) -> None:
+def _check_sm90_gemm_tile(i: int, stage: StageSpec, facts: ArchFacts) -> None:
+    """A warp-specialized GEMM's tile: CUTLASS's builder sets the warps and the pipeline; the arch's
+    tables (archs.ArchFacts) list the threadblocks and schedules."""
     tile = stage.tile
     base = f"stages[{i}].tile"
     for key, why in (
@@ -286,15 +273,15 @@ def _check_sm90_gemm_tile(i: int, stage: StageSpec) -> None:
     ):
         if getattr(tile, key) is not None:
             raise SpecError(f"{base}.{key}", f"{key} is an sm80 setting; on sm90 {why}", f"remove {key}")
-    if tile.schedule is not None and tile.schedule not in SM90_SCHEDULES:
+    if tile.schedule is not None and tile.schedule not in facts.schedules:
         raise SpecError(
             f"{base}.schedule",
             f"schedule {show(tile.schedule)} is not an sm90 kernel schedule",
-            f"use one of: {', '.join(SM90_SCHEDULES)} (or omit it: {SM90_SCHEDULES[0]})",
+            f"use one of: {', '.join(facts.schedules)} (or omit it: {facts.schedules[0]})",
         )
     m, n, k = tile.threadblock
     if tile.schedule == Schedule.PINGPONG:
-        for value, allowed, dim in ((m, SM90_PINGPONG_TILE_M, "M"), (n, SM90_PINGPONG_TILE_N, "N")):
+        for value, allowed, dim in ((m, facts.pingpong_tile_m, "M"), (n, facts.pingpong_tile_n, "N")):
             if value not in allowed:
                 raise SpecError(
                     f"{base}.threadblock",
@@ -303,19 +290,13 @@ def _check_sm90_gemm_tile(i: int, stage: StageSpec) -> None:
                     f"use {dim} in {{{', '.join(map(str, allowed))}}} (e.g. threadblock: [128, 128, 64]), or schedule: "
                     "cooperative",
                 )
-    for value, allowed, dim in ((m, SM90_TILE_M, "M"), (n, SM90_TILE_N, "N"), (k, SM90_TILE_K, "K")):
+    for value, allowed, dim in ((m, facts.tile_m, "M"), (n, facts.tile_n, "N"), (k, facts.tile_k, "K")):
         if value not in allowed:
             raise SpecError(
                 f"{base}.threadblock",
                 f"threadblock {dim}={value} is not supported by the sm90 backend",
                 f"use {dim} in {{{', '.join(map(str, allowed))}}}, e.g. threadblock: [128, 256, 64]",
             )
-    if tile.cluster is not None and tuple(tile.cluster) != (1, 1, 1):
-        raise SpecError(
-            f"{base}.cluster",
-            f"cluster {_fmt(tile.cluster)} is not supported: synced kernels take one tile per CTA from the ticket queue",
-            "set cluster: [1, 1, 1] (or omit it)",
-        )
     if stage.k is not None and stage.k % k:
         raise SpecError(
             f"{base}.threadblock",
@@ -486,7 +467,7 @@ def _check_swiglu_stage(i: int, stage: StageSpec) -> None:
             f"a swiglu tile is [rows, cols]; the third value must be 1, got {tile.threadblock[2]}",
             f"write threadblock: [{tile.threadblock[0]}, {tile.threadblock[1]}] (or [..., ..., 1])",
         )
-    for key in ("warp", "instruction", "stages", "cluster", "schedule"):
+    for key in ("warp", "instruction", "stages", "schedule"):
         if getattr(tile, key) is not None:
             raise SpecError(f"{base}.tile.{key}", f"swiglu is elementwise and does not use {key}", f"remove {key}")
     _check_swiglu_tile(f"{base}.tile.threadblock", tile.threadblock)
@@ -526,30 +507,12 @@ def policy_problem(spec: ChainSpec, i: int, producer: int, policy: Policy, key: 
 
 
 def _check_policy(spec: ChainSpec, i: int, stage: StageSpec, producer: int, policy: Policy, key: str) -> None:
-    """Each policy maps a consumer tile onto producer tiles; these are the shapes where it can."""
+    """Each policy maps a consumer tile onto producer tiles; these are the shapes where it can: whole
+    producer rows for every policy, and what each needs of the columns (spec.policies)."""
     prod = spec.stages[producer]
     ptb, ctb = prod.tile.threadblock, stage.tile.threadblock
-    if policy is Policy.STRIDED and (stage.op is not Op.SWIGLU or stage.b is not None):
-        raise SpecError(
-            f"stages[{i}].{key}",
-            "sync: strided is only for swiglu stages reading the gate and up halves of one producer",
-            "use sync: row or tile",
-        )
-    if policy is Policy.TILE and stage.op is Op.SWIGLU:
-        if ptb[1] % ctb[1]:
-            raise SpecError(
-                f"stages[{i}].tile.threadblock",
-                f"sync: tile needs the swiglu tile cols ({ctb[1]}) to divide producer '{prod.name}' threadblock N "
-                f"({ptb[1]}), so each tile waits on one producer tile",
-                f"set threadblock: [{ctb[0]}, {ptb[1]}]",
-            )
-        if stage.b is None and stage.n % ptb[1]:
-            raise SpecError(
-                f"stages[{i}].n",
-                f"sync: tile needs n={stage.n} to be a multiple of producer '{prod.name}' threadblock N ({ptb[1]}), "
-                "so the up columns j + n line up with producer tiles",
-                "use sync: strided or row",
-            )
+    info = POLICIES[policy]
+    info.check_shape(i, stage, prod, key)  # what this policy needs beyond whole producer rows
     if ptb[0] % ctb[0]:
         raise SpecError(
             f"stages[{i}].tile.threadblock",
@@ -557,26 +520,7 @@ def _check_policy(spec: ChainSpec, i: int, stage: StageSpec, producer: int, poli
             f"({ptb[0]}), so each tile waits on one producer row of tiles",
             f"use a threadblock M that divides {ptb[0]} (e.g. {ptb[0]})",
         )
-    if policy is Policy.TILE and stage.op is Op.GEMM and ptb[1] % ctb[2]:
-        raise SpecError(
-            f"stages[{i}].tile.threadblock",
-            f"sync: tile needs the threadblock K ({ctb[2]}) to divide producer '{prod.name}' threadblock N ({ptb[1]})",
-            f"use a threadblock K that divides {ptb[1]} (e.g. 32), or use sync: row",
-        )
-    if policy is Policy.STRIDED:
-        if ctb[1] != ptb[1]:
-            raise SpecError(
-                f"stages[{i}].tile.threadblock",
-                f"sync: strided needs tile cols ({ctb[1]}) equal to producer '{prod.name}' threadblock N ({ptb[1]})",
-                f"set threadblock: [{ctb[0]}, {ptb[1]}, 1]",
-            )
-        if stage.n % ptb[1]:
-            raise SpecError(
-                f"stages[{i}].n",
-                f"sync: strided needs n={stage.n} to be a multiple of producer '{prod.name}' threadblock N ({ptb[1]}), "
-                "so gate tile j and up tile j + n/N line up",
-                f"use a producer threadblock N that divides {stage.n}, or use sync: row",
-            )
+    info.check_columns(i, stage, prod)
 
 
 def _check_second_producer(spec: ChainSpec, i: int, stage: StageSpec, seen: dict[str, int],
@@ -638,7 +582,7 @@ def _check_no_atomic_add(spec: ChainSpec) -> None:
         return
     for p, prod in enumerate(spec.stages):
         policy = output_policy(spec, p)
-        if policy in (None, Policy.NONE, Policy.TILE, Policy.AUTO):
+        if one_post(policy):
             continue
         raise SpecError(
             "optimizations.no_atomic_add",

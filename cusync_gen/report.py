@@ -1,0 +1,54 @@
+"""`cusync-gen validate`'s report: a parsed spec planned, its files' paths checked, and the plan and its
+proofs at each size, as text or as one JSON document. cli.py prints what these give.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from cusync_gen.spec.model import AttentionSpec, ChainSpec
+
+
+def _planned(spec: ChainSpec | AttentionSpec, target: str | None) -> Any:  # noqa: ANN401 (ChainPlan | AttentionPlan)
+    from cusync_gen.render import output_files, plan_of_spec
+
+    plan = plan_of_spec(spec, target)
+    output_files(plan)  # raises when two generated files would share a path
+    return plan
+
+
+def validate_json(spec: ChainSpec | AttentionSpec, ms: Sequence[int], batches: int, cached: int,
+                  target: str | None) -> dict[str, Any]:
+    """`validate --json`: the plan and its proof at every size (docs/validate-json.md). Raises on the first
+    size whose proof fails, so a document returned is a plan proved at every size."""
+    plan = _planned(spec, target)
+    if isinstance(spec, AttentionSpec):
+        from cusync_gen.attention_plan import AttentionShape
+        from cusync_gen.verify_attention import validate_attention_json
+
+        return validate_attention_json(plan, [AttentionShape(batches, value, cached) for value in ms])
+    from cusync_gen.verify import validate_json as chain_json
+
+    return chain_json(plan, ms)
+
+
+def validate_text(spec: ChainSpec | AttentionSpec, ms: Sequence[int], batches: int, cached: int,
+                  target: str | None) -> Iterator[str]:
+    """`validate`: per size, the plan's description, then its proof (raises on the first uncovered read,
+    after the description of that size)."""
+    plan = _planned(spec, target)
+    if isinstance(spec, AttentionSpec):
+        from cusync_gen.attention_plan import AttentionShape
+        from cusync_gen.verify_attention import verify_attention
+
+        for value in ms:
+            shape = AttentionShape(batches, value, cached)
+            yield plan.describe(shape)
+            yield verify_attention(plan, shape).describe() + "\n"
+        return
+    from cusync_gen.verify import verify
+
+    for value in ms:
+        yield plan.describe(value)
+        yield verify(plan, value).describe() + "\n"

@@ -1,0 +1,117 @@
+"""What each architecture is, as facts: the `Arch` enum and `ARCHS`, the one table from an architecture to
+what the spec rules, the plan, its describe text and the proofs need to know of it (tile limits, the
+settings its GEMM tiles take, which spec features it has, how consumers are launched).
+
+This is the lowest layer that may hold them: the spec rules read them, and the spec package imports
+nothing above it. The backend objects (cusync_gen/backends/) reference these facts (`Backend.facts`) and
+add what only the layers above the plan know (files, templates, tune space, the torch op). Nothing outside
+this module and the backends tests an architecture by name: the rest asks `ARCHS[arch]`, or the backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Arch(str, Enum):
+    SM80 = "sm80"
+    SM90 = "sm90"
+
+
+class Schedule(str, Enum):
+    """The kernel schedule of a synced sm90 GEMM (spec `tile.schedule`; C++ spelling: cpp.SCHEDULE)."""
+
+    COOPERATIVE = "cooperative"  # both math warp groups on each tile (the default)
+    PINGPONG = "pingpong"        # the groups on alternate tiles, one's epilogue under the other's MMAs
+
+
+#: Every build target a spec may name (spec `target:`, CLI --target).
+TARGETS: tuple[str, ...] = ("sm_80", "sm_86", "sm_89", "sm_90")
+
+#: The optimizations only the wait-kernel launch has, and why each does not apply to dependent launches.
+_WAIT_KERNEL_ONLY: tuple[tuple[str, str], ...] = (
+    ("avoid_wait_kernel", "sm90 launches each consumer with programmatic dependent launch, not a wait kernel"),
+    ("avoid_custom_order", "sm90 kernels are persistent and always take tiles from the ordered ticket queue"),
+    ("reorder_tile_loads", "the sm90 load warp already runs ahead of the math by the whole pipeline"),
+)
+
+
+@dataclass(frozen=True)
+class ArchFacts:
+    """What one architecture's GEMM kernels are and what a spec of that arch may use."""
+
+    arch: Arch
+    #: Build targets its kernels run on (sm80's CUTLASS 2.x kernels run on Hopper too).
+    targets: tuple[str, ...]
+    #: Appended to the target's number for nvcc (wgmma and setmaxnreg exist only in sm_90a).
+    cuda_arch_suffix: str
+    #: GEMMs are CUTLASS 3.x warp-specialized persistent kernels (TMA + wgmma; a load warp group and two
+    #: math warp groups, pipeline sized by CUTLASS to fill shared memory); else CUTLASS 2.x multistage
+    #: kernels whose warp tile, instruction and pipeline depth the spec sets.
+    warp_specialized: bool
+    #: Threads of a warp-specialized GEMM block (0: derived from the warp tile).
+    gemm_threads: int
+    #: Allowed threadblock M, N, K of a GEMM (empty: any the warp rules allow).
+    tile_m: tuple[int, ...]
+    tile_n: tuple[int, ...]
+    tile_k: tuple[int, ...]
+    #: The kernel schedules (spec `tile.schedule`), the default first; empty: the spec may not set one.
+    schedules: tuple[str, ...]
+    pingpong_tile_m: tuple[int, ...]
+    pingpong_tile_n: tuple[int, ...]
+    #: Consumers start by programmatic dependent launch (else the wait kernel on a second stream).
+    dependent_launch: bool
+    #: run() picks how to compute the chain by M (dispatch.h's modes: stock kernels, stream-K, cuBLASLt...).
+    run_modes: bool
+    #: Spec features this arch has.
+    tile_configs: bool
+    dispatch: bool
+    gated_epilogue: bool
+    column_banded: bool
+    hosts_attention: bool
+    #: Optimizations that do not apply, with why.
+    inapplicable_optimizations: tuple[tuple[str, str], ...]
+
+    @property
+    def wait_kernel(self) -> bool:
+        return not self.dependent_launch
+
+    def cuda_arch(self, target: str) -> str:
+        """"sm_90" -> "90a" (sm90), "sm_86" -> "86" (sm80)."""
+        return target.removeprefix("sm_") + self.cuda_arch_suffix
+
+
+SM80 = ArchFacts(
+    arch=Arch.SM80, targets=TARGETS, cuda_arch_suffix="", warp_specialized=False, gemm_threads=0,
+    tile_m=(), tile_n=(), tile_k=(), schedules=(), pingpong_tile_m=(), pingpong_tile_n=(),
+    dependent_launch=False, run_modes=False, tile_configs=False, dispatch=False, gated_epilogue=False,
+    column_banded=False, hosts_attention=True, inapplicable_optimizations=(),
+)
+#: sm90 (CUTLASS 3.x, warp-specialized cooperative): two math warp groups split BLK_M, so M is 128 or 256;
+#: wgmma N is a multiple of 8 up to 256 (these are the widths CUTLASS's builder tiles well); BLK_K of 64
+#: fp16/bf16 elements is one 128-byte swizzle atom. Ping-pong tiles: one warp group holds a whole tile's
+#: fp32 accumulators, so BLK_M is 128 and BLK_N at most 128 (128 registers a thread; CUTLASS's own
+#: ping-pong configurations stop there too).
+SM90 = ArchFacts(
+    arch=Arch.SM90, targets=("sm_90",), cuda_arch_suffix="a", warp_specialized=True, gemm_threads=384,
+    tile_m=(128, 256), tile_n=(64, 128, 192, 256), tile_k=(64,), schedules=tuple(s.value for s in Schedule),
+    pingpong_tile_m=(128,), pingpong_tile_n=(64, 128),
+    dependent_launch=True, run_modes=True, tile_configs=True, dispatch=True, gated_epilogue=True,
+    column_banded=True, hosts_attention=False, inapplicable_optimizations=_WAIT_KERNEL_ONLY,
+)
+
+#: The one table from an architecture to its facts.
+ARCHS: dict[Arch, ArchFacts] = {f.arch: f for f in (SM80, SM90)}
+#: A spec without `arch:`.
+DEFAULT_ARCH: Arch = SM80.arch
+
+
+def facts_of(arch: Arch | str) -> ArchFacts:
+    """The facts of an architecture, from the enum or its spelling ("sm90")."""
+    return ARCHS[Arch(arch)]
+
+
+def facts_named(name: object) -> ArchFacts | None:
+    """The facts of an architecture by its spelling in a manifest ("sm90"); None for anything else."""
+    return next((f for a, f in ARCHS.items() if a.value == name), None)
