@@ -166,7 +166,8 @@ def validate(
     spec: SpecArg,
     m: Annotated[str, typer.Option("--m", help="Problem size(s) M to describe, comma-separated (attention: new "
                                    "tokens per sequence).")] = "1024",
-    batch: Annotated[str, typer.Option("--batch", metavar="N", help="Attention only: sequences.")] = "1",
+    batch: Annotated[str, typer.Option("--batch", metavar="N", help="Attention: sequences; conv chains: images "
+                                       "per run, comma-separated.")] = "1",
     cache: Annotated[str, typer.Option("--cache", metavar="N", help="Attention only: cached tokens per sequence.")] = "0",
     target: TargetOpt = None,
     as_json: Annotated[bool, Flag("--json", help="Print the plan and proofs as one JSON document "
@@ -175,9 +176,12 @@ def validate(
     """Check a spec, print the plan (tiles, grids, semaphores, occupancy) and prove its sync sound per M."""
     from cusync_gen.render import output_files
     from cusync_gen.spec.loading import load_spec
-    from cusync_gen.spec.model import AttentionSpec
+    from cusync_gen.spec.model import AttentionSpec, ConvChainSpec
 
     ms = parse_ms(m)
+    if isinstance(loaded := load_spec(resolve_spec(spec)), ConvChainSpec):
+        _validate_conv(loaded, batch, parse_target(target, "--target"), as_json)
+        return
     batches, cached = parse_count(batch, "--batch", example=4), parse_count(cache, "--cache", 0, example=1023)
     target = parse_target(target, "--target")
     loaded = load_spec(resolve_spec(spec))
@@ -208,6 +212,27 @@ def validate(
     for value in ms:
         out.print(plan.describe(value), markup=False)
         out.print(verify(plan, value).describe() + "\n", markup=False)  # raises on the first uncovered read
+    out.print("[green]OK[/]")
+
+
+def _validate_conv(loaded, batch: str, target: str | None, as_json: bool) -> None:  # noqa: ANN001 (ConvChainSpec)
+    """validate for a conv chain: the plan and its proof at each --batch."""
+    from cusync_gen.conv_plan import make_conv_plan
+    from cusync_gen.render import output_files
+    from cusync_gen.verify_conv import validate_conv_json, verify_conv
+
+    plan = make_conv_plan(loaded, target)
+    output_files(plan)  # raises when two generated files would share a path
+    batches = parse_ms(batch, "--batch")
+    for value in batches:
+        plan.check_batch(value)
+    if as_json:
+        _print_json(validate_conv_json(plan, batches))
+        return
+    out = _out()
+    for value in batches:
+        out.print(plan.describe(value), markup=False)
+        out.print(verify_conv(plan, value).describe() + "\n", markup=False)
     out.print("[green]OK[/]")
 
 

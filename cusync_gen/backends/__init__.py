@@ -1,6 +1,6 @@
 """The backends: one module per kind of generated project, chosen from one table.
 
-Each backend module (`sm80`, `sm90`, `attention`) has its own template folder (`templates/<name>/`)
+Each backend module (`sm80`, `sm90`, `attention`, `conv`) has its own template folder (`templates/<name>/`)
 and says which files a project of its kind holds (`files(plan)`), what each template sees besides the
 plan (`context(plan, f)`) and what its manifest lists per stage (`manifest_stages(plan)`). Shared
 templates (`templates/project/`) hold no branches on the backend: what differs is a template of the
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from cusync_gen.backends import attention, sm80, sm90
+from cusync_gen.backends import attention, conv, sm80, sm90
 from cusync_gen.backends.base import OutputFile
 
 #: plan.backend -> the module that emits projects of that kind.
-BACKENDS: dict[str, ModuleType] = {"sm80": sm80, "sm90": sm90, "attention": attention}
+BACKENDS: dict[str, ModuleType] = {"sm80": sm80, "sm90": sm90, "attention": attention, "conv": conv}
 
 
 def backend_of(plan) -> ModuleType:  # noqa: ANN001 (ChainPlan | AttentionPlan)

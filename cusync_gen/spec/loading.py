@@ -22,10 +22,11 @@ from cusync_gen.spec.model import (
     AttentionSpec,
     AttentionTiles,
     ChainSpec,
+    ConvChainSpec,
     default_sm80_tile,
     resolve_defaults,
 )
-from cusync_gen.spec.rules import check_attention_rules, check_rules
+from cusync_gen.spec.rules import check_attention_rules, check_conv_rules, check_rules
 
 # ---------------------------------------------------------------------------------------------------
 # Data -> spec
@@ -45,6 +46,8 @@ def parse_spec(data: Any, source: str = "<spec>") -> ChainSpec:
         )
     if "attention" in data:
         return _parse_attention(data, source)
+    if _is_conv_chain(data):
+        return _parse_conv(data, source)
     try:
         spec = ChainSpec.model_validate(data)
     except ValidationError as exc:
@@ -52,6 +55,31 @@ def parse_spec(data: Any, source: str = "<spec>") -> ChainSpec:
     spec = resolve_defaults(spec)
     try:
         check_rules(spec)
+    except SpecError as exc:
+        raise with_source(exc, source) from None
+    return spec
+
+
+def _is_conv_chain(data: dict[str, Any]) -> bool:
+    """Any stage with op: conv makes the spec a conv chain (then every stage must be one)."""
+    stages = data.get("stages")
+    return isinstance(stages, list) and any(isinstance(s, dict) and s.get("op") == "conv" for s in stages)
+
+
+def _parse_conv(data: dict[str, Any], source: str) -> ConvChainSpec:
+    for i, stage in enumerate(data["stages"]):
+        if isinstance(stage, dict) and stage.get("op") != "conv":
+            raise with_source(SpecError(f"stages[{i}].op", f"a chain with conv stages has only conv stages; "
+                                        f"{show(stage.get('op'))} is not conv",
+                                        "write op: conv, or put the GEMM stages in their own spec"), source)
+    try:
+        spec = ConvChainSpec.model_validate(data)
+    except ValidationError as exc:
+        raise with_source(from_validation_error(exc, ConvChainSpec), source) from None
+    stages = [s.model_copy(update={"tile": default_sm80_tile(s.tile)}) for s in spec.stages]
+    spec = spec.model_copy(update={"stages": stages})
+    try:
+        check_conv_rules(spec)
     except SpecError as exc:
         raise with_source(exc, source) from None
     return spec
