@@ -30,8 +30,9 @@ class ConvProof:
     def describe(self) -> str:
         lines = [f"proof at batch {self.batch}:"]
         for name, tiles in self.tiles_checked.items():
-            lines.append(f"  {name}: all {tiles} tile rows: each of the {self.reads_checked[name]} (output row, filter "
-                         f"row) runs of pixels its windows read (output row x filter tap) lie in waited tile rows (borders, stride, dilation included); {self.first_wait[name]}")
+            lines.append(f"  {name}: all {tiles} tile rows: the {self.reads_checked[name]} runs of pixels their windows read "
+                         f"(output row x filter tap; borders, stride and dilation included) lie in waited tile rows; "
+                         f"{self.first_wait[name]}")
         if not self.tiles_checked:
             lines.append("  no stage reads another stage's output: nothing to wait for")
         lines.append("  progress: each stage launches once all its producer's blocks have started; row-major tile order")
