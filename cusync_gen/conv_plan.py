@@ -96,9 +96,19 @@ class ConvStagePlan:
         return m0, min(m0 + self.tile.m, self.pixels(batch))
 
     def waited_rows(self, tm: int, producer: ConvStagePlan, batch: int) -> range:
-        """The producer tile rows consumer tile row `tm` waits for (what ConvWaits::wait does)."""
-        first, last = self.window_pixels(*self.tile_pixels(tm, batch))
-        return range(first // producer.tile.m, min(last // producer.tile.m, producer.tiles_m(batch) - 1) + 1)
+        """The producer tile rows consumer tile row `tm` waits for (what ConvWaits::wait does): those holding
+        its window's pixels, widened up to the next tile row's first one (the first and last tile rows: to
+        the producer's first and last), so that every producer tile row is waited for by some consumer even
+        where a stride skips rows. The run's close (the epoch bump) relies on that: every post is seen."""
+        m0, m1 = self.tile_pixels(tm, batch)
+        ptm, ptiles = producer.tile.m, producer.tiles_m(batch)
+        first = 0 if tm == 0 else self.window_pixels(m0, m1)[0] // ptm
+        last = self.window_pixels(m0, m1)[1] // ptm
+        if tm + 1 < self.tiles_m(batch):
+            last = max(last, self.window_pixels(m1, m1 + 1)[0] // ptm - 1)
+        else:
+            last = ptiles - 1
+        return range(first, min(last, ptiles - 1) + 1)
 
     def residual_rows(self, tm: int, source: ConvStagePlan, batch: int) -> range:
         m0, m1 = self.tile_pixels(tm, batch)

@@ -158,7 +158,7 @@ BAD = [
     (lambda d: d["stages"][1].update(h=8), "stages[1].h", "set h: 9"),
     (lambda d: d["stages"][1].update(n=2), "stages[1].n", "one batch"),
     (lambda d: d.update(arch="sm90"), "arch", "set arch: sm80"),
-    (lambda d: d["stages"][1].update(op="gemm", n=8), "stages[1].op", "only conv stages"),
+    (lambda d: d["stages"][1].update(op="gemm", n=8), "stages[0].op", "cannot be mixed with 'gemm'"),
     (lambda d: d["stages"][0].update(r=11, padding=0, dilation=1), "stages[0].r", "does not fit"),
     (lambda d: d["stages"][0].update(n=4096, h=8192, w=8192), "stages[0].n", "2^30"),
     (lambda d: d["stages"][1].update(tile={"threadblock": [128, 32, 16], "warp": [64, 32, 16]}),
@@ -266,3 +266,24 @@ def test_all_tile_rows_have_reads() -> None:
     for st, batch in itertools.product(plan.stages[1:], (1, 3)):
         for tm in range(st.tiles_m(batch)):
             assert len(st.waited_rows(tm, plan.stages[st.producer], batch)) >= 1
+
+
+def test_producer_rows_no_window_reads_are_still_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1x1 stride-2 conv reads no odd row: those producer tile rows are waited for anyway (widened waits),
+    else the run could close (bump the epoch) while a producer tile is still to post."""
+    data = _small(h=16, w=64, tile={"threadblock": [64, 64, 32], "warp": [32, 32, 32]})
+    data["stages"][1].update({"r": 1, "s": 1, "stride": 2, "padding": 0, "residual": None})
+    plan = make_conv_plan(parse_spec(data))
+    for batch in (1, 2, 3, 4):
+        verify_conv(plan, batch)
+    raw = ConvStagePlan.waited_rows
+
+    def window_only(self: ConvStagePlan, tm: int, producer: ConvStagePlan, batch: int) -> range:
+        first, last = self.window_pixels(*self.tile_pixels(tm, batch))
+        return range(first // producer.tile.m, last // producer.tile.m + 1)
+
+    assert raw is not window_only
+    monkeypatch.setattr(ConvStagePlan, "waited_rows", window_only)
+    with pytest.raises(VerificationError) as err:
+        verify_conv(plan, 1)
+    assert "no c2 tile waits for c1 tile row" in err.value.message

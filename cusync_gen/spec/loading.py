@@ -67,11 +67,12 @@ def _is_conv_chain(data: dict[str, Any]) -> bool:
 
 
 def _parse_conv(data: dict[str, Any], source: str) -> ConvChainSpec:
-    for i, stage in enumerate(data["stages"]):
-        if isinstance(stage, dict) and stage.get("op") != "conv":
-            raise with_source(SpecError(f"stages[{i}].op", f"a chain with conv stages has only conv stages; "
-                                        f"{show(stage.get('op'))} is not conv",
-                                        "write op: conv, or put the GEMM stages in their own spec"), source)
+    stages = data["stages"]
+    if not all(isinstance(s, dict) and s.get("op") == "conv" for s in stages):
+        i = next(i for i, s in enumerate(stages) if isinstance(s, dict) and s.get("op") == "conv")
+        raise with_source(SpecError(f"stages[{i}].op", "'conv' stages make a chain of their own: they cannot be "
+                                    "mixed with 'gemm' or 'swiglu' stages (or other entries) in one spec",
+                                    "make every stage op: conv, or put the convolutions in their own spec"), source)
     try:
         spec = ConvChainSpec.model_validate(data)
     except ValidationError as exc:

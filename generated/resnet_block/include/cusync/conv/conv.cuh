@@ -112,10 +112,22 @@ struct ConvWaits {
     int64_t const m0 = int64_t(tile.m) * tile_m;
     int64_t const m1 = m0 + tile_m < pixels ? m0 + tile_m : pixels;
     if (input.enabled) {
-      int32_t const first = int32_t(window.first_pixel(m0) / input.policy.tile_m);
-      int32_t last = int32_t(window.last_pixel(m1) / input.policy.tile_m);
+      // The window's rows, widened to the next tile row's first one (and, for the first and last tile rows,
+      // to the producer's first and last): a stride larger than the window's reach leaves producer rows that
+      // no window reads, and every producer tile must still be waited for by someone before the run closes
+      // (close_run in cusync/stage.cuh bumps the epoch that the producer's posts are tagged with).
+      int64_t const tiles = (pixels + tile_m - 1) / tile_m;
+      int32_t const ptm = input.policy.tile_m;
+      int32_t const first = tile.m == 0 ? 0 : int32_t(window.first_pixel(m0) / ptm);
+      int32_t last = int32_t(window.last_pixel(m1) / ptm);
+      if (tile.m + 1 < tiles) {
+        int32_t const next = int32_t(window.first_pixel(m1) / ptm) - 1;
+        last = next > last ? next : last;
+      } else {
+        last = producer_tiles_m - 1;
+      }
       last = last < producer_tiles_m - 1 ? last : producer_tiles_m - 1;
-      for (int32_t pm = first; pm <= last; ++pm) input.wait_for(pm * input.policy.tile_m, 0, epoch, tile);
+      for (int32_t pm = first; pm <= last; ++pm) input.wait_for(pm * ptm, 0, epoch, tile);
     }
     if (residual.enabled) {
       int32_t const first = int32_t(m0 / residual.policy.tile_m);
