@@ -29,16 +29,18 @@ struct Options {
   double preheat_s = 0.0;
   std::string missing_post;
   bool check_only = false;
+  bool always_wait = false;
 };
 
 Options parse(int argc, char** argv) {
   cusync::bench::Usage const usage{
-      "usage: resnet_block_bench [--batch N,N,...] [--repeats R] [--warmup W] [--preheat S] [--check-only] [--missing-post STAGE]\n"
+      "usage: resnet_block_bench [--batch N,N,...] [--repeats R] [--warmup W] [--preheat S] [--check-only] [--always-wait] [--missing-post STAGE]\n"
       "  --batch         images per run, 1 .. 32 (default 1,8,32)\n"
       "  --repeats       timed runs of each variant, round robin (median; default 50)\n"
       "  --warmup        untimed runs first (default 10)\n"
       "  --preheat       at least this many seconds of untimed runs per variant first (default 0)\n"
       "  --check-only    check, do not time\n"
+      "  --always-wait   launch the wait kernels even where every stage's blocks fit on the GPU at once\n"
       "  --missing-post  a stage that does not post: expect a sync timeout naming the waiting tile\n"};
   Options o;
   std::string batches = "1,8,32";
@@ -54,6 +56,7 @@ Options parse(int argc, char** argv) {
     else if (arg == "--missing-post") o.missing_post = value();
     else if (arg == "--preheat") o.preheat_s = std::atof(value().c_str());
     else if (arg == "--check-only") o.check_only = true;
+    else if (arg == "--always-wait") o.always_wait = true;
     else usage.fail(("unknown option " + arg).c_str());
   }
   for (std::string const& b : cusync::bench::split(batches)) {
@@ -143,6 +146,7 @@ int main(int argc, char** argv) {
   ResnetBlock chain;
   cusync::conv::ConvChain& c = chain.chain();
   check_status(chain.initialize(max_batch, stream), "initialize", c);
+  c.set_always_wait_kernel(o.always_wait);
 
   if (!o.missing_post.empty()) {
     int stage = -1;
@@ -227,7 +231,8 @@ int main(int argc, char** argv) {
       std::printf("batch %d: the tile-synced outputs differ from the back-to-back ones\n", batch);
       all_ok = false;
     }
-    std::printf("batch %d: bitwise %s, max |error| vs reference conv %.3g\n", batch, bitwise ? "yes" : "NO", worst);
+    std::printf("batch %d: bitwise %s, max |error| vs reference conv %.3g (tile-synced run %s wait kernels)\n", batch,
+                bitwise ? "yes" : "NO", worst, c.waits_for_start(batch) ? "with" : "without");
     if (o.check_only) continue;
 
     // Timing: CUDA graphs of the back-to-back chain, the tile-synced chain and each stage alone, round robin.
@@ -271,8 +276,8 @@ int main(int argc, char** argv) {
     for (int s = 0; s < kNumStages; ++s) std::printf(" %s %.1f us", kStages[s].name, us[size_t(2 + s)]);
     std::printf("\n");
     std::printf("RESULT {\"chain\": \"resnet_block\", \"batch\": %d, \"sequential_us\": %.3f, \"overlap_us\": %.3f, "
-                "\"bitwise\": %s, \"ref_err\": %.4g, \"stages_us\": [", batch, us[0], us[1], bitwise ? "true" : "false",
-                cusync::bench::json_number(worst));
+                "\"bitwise\": %s, \"ref_err\": %.4g, \"wait_kernels\": %s, \"stages_us\": [", batch, us[0], us[1],
+                bitwise ? "true" : "false", cusync::bench::json_number(worst), c.waits_for_start(batch) ? "true" : "false");
     for (int s = 0; s < kNumStages; ++s) std::printf("%s%.3f", s ? ", " : "", us[size_t(2 + s)]);
     std::printf("]}\n");
   }

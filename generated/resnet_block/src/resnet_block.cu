@@ -15,7 +15,11 @@ constexpr cusync::conv::ConvPrepareFn kPrepare[kNumStages] = {
     detail::prepare_conv1,
     detail::prepare_conv2,
 };
-constexpr cusync::conv::ConvTables kTables{kNumStages, kStages, kLaunch, kPrepare, 2};
+constexpr cusync::conv::ConvOccupancyFn kOccupancy[kNumStages] = {
+    detail::occupancy_conv1,
+    detail::occupancy_conv2,
+};
+constexpr cusync::conv::ConvTables kTables{kNumStages, kStages, kLaunch, kPrepare, kOccupancy, 2};
 
 }  // namespace
 

@@ -17,7 +17,12 @@ constexpr cusync::conv::ConvPrepareFn kPrepare[kNumStages] = {
     detail::prepare_conv2,
     detail::prepare_conv3,
 };
-constexpr cusync::conv::ConvTables kTables{kNumStages, kStages, kLaunch, kPrepare, 2};
+constexpr cusync::conv::ConvOccupancyFn kOccupancy[kNumStages] = {
+    detail::occupancy_conv1,
+    detail::occupancy_conv2,
+    detail::occupancy_conv3,
+};
+constexpr cusync::conv::ConvTables kTables{kNumStages, kStages, kLaunch, kPrepare, kOccupancy, 2};
 
 }  // namespace
 

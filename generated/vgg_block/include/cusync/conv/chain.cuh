@@ -72,6 +72,10 @@ Status ConvChain::initialize(int max_batch, cudaStream_t stream) {
   if (status == Status::kSuccess) status = from_cuda(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
   if (status == Status::kSuccess) status = from_cuda(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
   for (int s = 0; s < t_->num_stages && status == Status::kSuccess; ++s) status = t_->prepare[s]();
+  int device = 0;
+  if (status == Status::kSuccess) status = from_cuda(cudaGetDevice(&device));
+  if (status == Status::kSuccess) status = from_cuda(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
+  for (int s = 0; s < t_->num_stages && status == Status::kSuccess; ++s) blocks_per_sm_[s] = t_->occupancy[s]();
   return status;
 }
 
@@ -153,6 +157,19 @@ Status ConvChain::run_stage(int stage, ConvArguments const& a, cudaStream_t stre
   return status != Status::kSuccess ? status : launch_stage(stage, a, false, stream);
 }
 
+// The avoid-wait-kernel rule of cuSync, for the whole chain: when the blocks of every stage fit on the GPU at
+// once (each stage's grid over its blocks per SM, summed, at most the SMs), every producer block finds a slot
+// whatever the consumers hold, so the wait kernels (a launch each, a few microseconds in a graph) are skipped.
+bool ConvChain::waits_for_start(int batch) const {
+  if (always_wait_ || sms_ <= 0) return true;
+  double slots = 0.0;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    if (blocks_per_sm_[s] <= 0) return true;
+    slots += double(tiles_m(s, batch)) * tiles_n(s) / blocks_per_sm_[s];
+  }
+  return slots > double(sms_);
+}
+
 // Two streams, stage s on streams[s % 2]: a stage is launched once every block of its producer has started
 // (the wait kernel, on the stage's stream), so its spinning blocks never hold SM slots a producer block
 // still needs. Every earlier stage has then started too (each launch waited for the one before), so a
@@ -163,12 +180,13 @@ Status ConvChain::run(ConvArguments const& a, cudaStream_t stream) {
   if (status != Status::kSuccess) return status;
   auto* state = static_cast<ChainState*>(state_);
   cudaStream_t const streams[2] = {stream, side_};
+  bool const wait_kernels = waits_for_start(a.batch);
   if ((status = from_cuda(cudaEventRecord(fork_, stream))) != Status::kSuccess) return status;
   if ((status = from_cuda(cudaStreamWaitEvent(side_, fork_, 0))) != Status::kSuccess) return status;
   for (int s = 0; s < t_->num_stages; ++s) {
     cudaStream_t const on = streams[s % 2];
     int const p = t_->stages[s].producer;
-    if (p >= 0) {
+    if (p >= 0 && wait_kernels) {
       unsigned const producer_blocks = unsigned(tiles_m(p, a.batch) * tiles_n(p));
       wait_started_kernel<<<1, 32, 0, on>>>(state, s, p, producer_blocks, timeout_ns_);
       if ((status = from_cuda(cudaGetLastError())) != Status::kSuccess) return status;

@@ -34,12 +34,14 @@ struct ConvStageInfo {
 struct ConvLaunch;
 using ConvLaunchFn = Status (*)(ConvLaunch const&, cudaStream_t);
 using ConvPrepareFn = Status (*)();
+using ConvOccupancyFn = int (*)();  // thread blocks of the stage's kernel one SM holds at once (0: unknown)
 
 struct ConvTables {
   int num_stages;
   ConvStageInfo const* stages;
   ConvLaunchFn const* launch;
   ConvPrepareFn const* prepare;
+  ConvOccupancyFn const* occupancy;
   int element_bytes;
 };
 
@@ -79,6 +81,10 @@ class ConvChain {
   int num_stages() const { return t_->num_stages; }
   char const* stage_name(int stage) const;
   char const* last_error() const { return last_error_; }
+  // Whether run() launches the wait kernels at this batch: not when every stage's blocks fit on the GPU at
+  // once (then no spinning block can keep a producer block from starting). `force` makes it always wait.
+  bool waits_for_start(int batch) const;
+  void set_always_wait_kernel(bool always) { always_wait_ = always; }
 
  private:
   Status check(ConvArguments const& args);
@@ -92,6 +98,9 @@ class ConvChain {
   int max_batch_ = 0;
   uint64_t timeout_ns_ = 2000000000ull;
   int missing_posts_ = -1;
+  int sms_ = 0;
+  int blocks_per_sm_[kMaxConvStages] = {};
+  bool always_wait_ = false;
   cudaStream_t side_ = nullptr;
   cudaEvent_t fork_ = nullptr;
   cudaEvent_t join_ = nullptr;

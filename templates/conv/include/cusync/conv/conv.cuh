@@ -206,6 +206,15 @@ struct SyncedConv {
     return Status::kSuccess;
   }
 
+  // Thread blocks of this kernel one SM holds at once (its threads, registers and shared memory).
+  static int occupancy() {
+    int blocks = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, tile_synced_conv_kernel<Kernel>, Kernel::kThreadCount,
+                                                      kSmemBytes) != cudaSuccess)
+      return 0;
+    return blocks;
+  }
+
   static cutlass::conv::Conv2dProblemSize problem_size(Problem const& pr) {
     return cutlass::conv::Conv2dProblemSize(
         cutlass::Tensor4DCoord(pr.n, pr.h, pr.w, pr.c), cutlass::Tensor4DCoord(pr.k, pr.r, pr.s, pr.c),
