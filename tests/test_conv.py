@@ -206,7 +206,7 @@ def test_generated_files_and_stage_units(tmp_path: Path) -> None:
             "include/cusync/conv/conv.cuh", "bench/conv_reference.cuh"} <= files
     unit = (tmp_path / "p" / "src" / "stage_conv2.cu").read_text()
     assert "cutlass::epilogue::thread::ReLu, /*kResidual=*/true" in unit
-    assert "cutlass::gemm::GemmShape<128, 64, 32>" in unit
+    assert "cutlass::gemm::GemmShape<128, 64, 64>" in unit
     header = (tmp_path / "p" / "include" / "resnet_block.h").read_text()
     assert '{"conv2", 0, -1, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true}' in header
 
