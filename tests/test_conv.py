@@ -288,3 +288,13 @@ def test_producer_rows_no_window_reads_are_still_waited_for(monkeypatch: pytest.
     with pytest.raises(VerificationError) as err:
         verify_conv(plan, 1)
     assert "no c2 tile waits for c1 tile row" in err.value.message
+
+
+@pytest.mark.parametrize("args", (["run", "resnet_block", "--m", "1"], ["tune", "resnet_block"],
+                                  ["generate", "resnet_block", "--torch", "-o", "unused"]))
+def test_gemm_only_commands_refuse_a_conv_chain(args: list[str], tmp_path: Path) -> None:
+    out = subprocess.run(["python3", "-m", "cusync_gen.cli", *args], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "conv chain" in out.stderr or "GEMM chains" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "unused").exists()
