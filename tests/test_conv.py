@@ -298,3 +298,44 @@ def test_gemm_only_commands_refuse_a_conv_chain(args: list[str], tmp_path: Path)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "conv chain" in out.stderr or "GEMM chains" in out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "unused").exists()
+
+
+@pytest.mark.nvcc
+def test_the_device_window_is_the_planned_one(tmp_path: Path, cutlass_dir: Path) -> None:
+    """ConvWindow (templates/conv/include/cusync/conv/conv.cuh), compiled for the host, gives the producer pixel
+    range that ConvStagePlan.window_pixels gives (and so the proof's premise) for random convolutions."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    rng = random.Random(11)
+    cases = []
+    for _ in range(300):
+        r, dil, stride = rng.choice((1, 3, 5, 7)), rng.choice((1, 2, 3)), rng.choice((1, 2, 3, 4))
+        pad = rng.randint(0, (r - 1) * dil)
+        h, w = rng.randint(r * dil, 40), rng.randint(1, 40)
+        p = (h + 2 * pad - dil * (r - 1) - 1) // stride + 1
+        q = rng.randint(1, 40)
+        n = rng.randint(1, 5)
+        m0 = rng.randrange(n * p * q)
+        m1 = rng.randint(m0 + 1, n * p * q)
+        cases.append((h, w, p, q, r, stride, pad, dil, m0, m1))
+    src = tmp_path / "window.cu"
+    rows = ",\n".join("{%s}" % ", ".join(map(str, c)) for c in cases)
+    src.write_text('#include <cstdio>\n#include "cusync/conv/conv.cuh"\n'
+                   f"long long cases[][10] = {{{rows}}};\n"
+                   "int main() {\n  for (auto& c : cases) {\n"
+                   "    cusync::conv::ConvWindow win{int(c[0]), int(c[1]), int(c[2]), int(c[3]), int(c[4]), int(c[5]), "
+                   "int(c[6]), int(c[7])};\n"
+                   '    std::printf("%lld %lld\\n", (long long)win.first_pixel(c[8]), (long long)win.last_pixel(c[9]));\n'
+                   "  }\n}\n")
+    exe = tmp_path / "window"
+    out = subprocess.run([nvcc, "-std=c++17", "--expt-relaxed-constexpr", "-I", str(REPO / "templates" / "runtime" / "include"),
+                          "-I", str(REPO / "templates" / "conv" / "include"), "-isystem", str(cutlass_dir / "include"),
+                          str(src), "-o", str(exe)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n")
+    for case, line in zip(cases, got):
+        h, w, p, q, r, stride, pad, dil, m0, m1 = case
+        st = ConvStagePlan(index=1, name="x", producer=0, residual=None, h=h, w=w, c=8, k=8, r=r, s=1, p=p, q=q,
+                           pad=pad, stride=stride, dilation=dil, bias=False, epilogue=None, tile=None)  # type: ignore[arg-type]
+        assert tuple(map(int, line.split())) == st.window_pixels(m0, m1), case
