@@ -166,7 +166,8 @@ def validate(
     spec: SpecArg,
     m: Annotated[str, typer.Option("--m", help="Problem size(s) M to describe, comma-separated (attention: new "
                                    "tokens per sequence).")] = "1024",
-    batch: Annotated[str, typer.Option("--batch", metavar="N", help="Attention only: sequences.")] = "1",
+    batch: Annotated[str, typer.Option("--batch", metavar="N", help="Attention: sequences; conv chains: images "
+                                       "per run, comma-separated.")] = "1",
     cache: Annotated[str, typer.Option("--cache", metavar="N", help="Attention only: cached tokens per sequence.")] = "0",
     target: TargetOpt = None,
     as_json: Annotated[bool, Flag("--json", help="Print the plan and proofs as one JSON document "
@@ -175,11 +176,23 @@ def validate(
     """Check a spec, print the plan (tiles, grids, semaphores, occupancy) and prove its sync sound per M."""
     from cusync_gen import report
     from cusync_gen.spec.loading import load_spec
+    from cusync_gen.spec.model import ConvChainSpec
 
     ms = parse_ms(m)
+    loaded = load_spec(resolve_spec(spec))
+    if isinstance(loaded, ConvChainSpec):
+        target = parse_target(target, "--target")
+        batches_conv = parse_ms(batch, "--batch")
+        if as_json:
+            _print_json(report.validate_conv_json(loaded, batches_conv, target))
+            return
+        out = _out()
+        for block in report.validate_conv_text(loaded, batches_conv, target):
+            out.print(block, markup=False)
+        out.print("[green]OK[/]")
+        return
     batches, cached = parse_count(batch, "--batch", example=4), parse_count(cache, "--cache", 0, example=1023)
     target = parse_target(target, "--target")
-    loaded = load_spec(resolve_spec(spec))
     if as_json:
         _print_json(report.validate_json(loaded, ms, batches, cached, target))  # nothing unless every M is proved
         return

@@ -68,8 +68,8 @@ def dependency_of(spec: ChainSpec, i: int) -> Dependency:
         return actual
     if claim.halo:
         raise SpecError(f"stages[{i}].reads.halo", f"a {stage.op.value} stage reads only its own rows; a halo "
-                        "(a convolution window) needs a convolution stage, which cusync-gen does not have yet",
-                        "remove halo")
+                        "(a convolution window) belongs to conv stages, whose window the plan derives from r, stride, padding "
+                        "and dilation (docs/conv.md)", "remove halo (or make the stage op: conv in a conv chain)")
     if claim != actual:
         raise SpecError(f"stages[{i}].reads", f"declares '{claim.describe(stage.name, stage.a)}', but a "
                         f"{stage.op.value} stage reads '{actual.describe(stage.name, stage.a)}'",

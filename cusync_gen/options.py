@@ -318,6 +318,13 @@ class Subject:
     why: str = ""       # run: which example runs, and why (printed before the work)
 
 
+def _conv_unsupported(what: str) -> UsageError:
+    """run and trace take GEMM and attention chains; a conv chain runs through its own bench."""
+    return UsageError(f"{what} is a conv chain: run and trace work on GEMM and attention chains",
+                      hint="cusync-gen generate SPEC -o DIR, build DIR with CMake, and run DIR's bench "
+                           "(<name>_bench --batch 1,8; `cusync-gen docs conv`)")
+
+
 def subject_of(target: str, project: Path | None, option: str = "--project") -> Subject:
     """A project folder (has manifest.json) as is; a spec file or example name, read (not generated) to
     learn its kind and backend, with the folder it will be generated into (default ./generated/NAME)."""
@@ -326,6 +333,8 @@ def subject_of(target: str, project: Path | None, option: str = "--project") -> 
     folder = Path(target)
     if (folder / "manifest.json").is_file():
         manifest = read_manifest(folder)
+        if manifest.get("kind") == "conv":
+            raise _conv_unsupported(str(folder))
         kind = "attention" if manifest.get("kind") == "attention" else "chain"
         return Subject(folder, None, kind, project_backend(manifest))
     from cusync_gen.spec.loading import load_spec
@@ -333,6 +342,8 @@ def subject_of(target: str, project: Path | None, option: str = "--project") -> 
 
     spec_path = resolve_spec(target)
     loaded = load_spec(spec_path)
+    if type(loaded).__name__ == "ConvChainSpec":
+        raise _conv_unsupported(str(spec_path))
     dest = check_output_dir(project, option) or Path("generated") / loaded.name
     kind = "attention" if isinstance(loaded, AttentionSpec) else "chain"
     return Subject(dest, spec_path, kind, loaded.arch.value)
@@ -489,6 +500,9 @@ def tune_options(spec: str, m: str, tiles: list[str] | None, orders: str | None,
     check_output_dir(work_dir, "--work-dir")
     spec_path = resolve_spec(spec)
     loaded = parse_spec(read_spec_data(spec_path), source=str(spec_path))  # read once: tuned is what was checked
+    if type(loaded).__name__ == "ConvChainSpec":
+        raise UsageError("tune works on GEMM chains (stages:) for now", "for a conv chain, time versions of the spec "
+                         "with different tiles through its bench (<name>_bench --batch ...)")
     if isinstance(loaded, AttentionSpec):
         raise UsageError("tune works on GEMM chains (stages:) for now", "for attention, time versions of the spec "
                          "with `cusync-gen run` by hand")

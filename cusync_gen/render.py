@@ -36,7 +36,7 @@ from cusync_gen.paths import templates_dir
 from cusync_gen.attention_plan import AttentionPlan, make_attention_plan
 from cusync_gen.plan import ChainPlan, make_plan
 from cusync_gen.spec.loading import load_spec
-from cusync_gen.spec.model import AttentionSpec, ChainSpec
+from cusync_gen.spec.model import AttentionSpec, ChainSpec, ConvChainSpec
 
 class GeneratedDiffers(CusyncError):
     """`generate --check` found files on disk that differ from what the generator emits now."""
@@ -82,6 +82,10 @@ def _check_paths(files: list[OutputFile]) -> None:
 
 def plan_of_spec(spec: ChainSpec | AttentionSpec, target: str | None = None) -> ChainPlan | AttentionPlan:
     """The plan of either kind of spec (a GEMM chain's `stages:` or an `attention:` block)."""
+    if isinstance(spec, ConvChainSpec):
+        from cusync_gen.conv_plan import make_conv_plan
+
+        return make_conv_plan(spec, target)
     return make_attention_plan(spec, target) if isinstance(spec, AttentionSpec) else make_plan(spec, target)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from cusync_gen.spec.model import AttentionSpec, ChainSpec
+from cusync_gen.spec.model import AttentionSpec, ChainSpec, ConvChainSpec
 
 
 def _planned(spec: ChainSpec | AttentionSpec, target: str | None) -> Any:  # noqa: ANN401 (ChainPlan | AttentionPlan)
@@ -52,3 +52,32 @@ def validate_text(spec: ChainSpec | AttentionSpec, ms: Sequence[int], batches: i
     for value in ms:
         yield plan.describe(value)
         yield verify(plan, value).describe() + "\n"
+
+
+def _conv_planned(spec: ConvChainSpec, batches: Sequence[int], target: str | None) -> Any:  # noqa: ANN401 (ConvPlan)
+    from cusync_gen.conv_plan import make_conv_plan
+    from cusync_gen.render import output_files
+
+    plan = make_conv_plan(spec, target)
+    output_files(plan)  # raises when two generated files would share a path
+    for value in batches:
+        plan.check_batch(value)
+    return plan
+
+
+def validate_conv_json(spec: ConvChainSpec, batches: Sequence[int], target: str | None) -> dict[str, Any]:
+    """`validate --json` of a conv chain: the plan and its proof at every batch."""
+    from cusync_gen.verify_conv import validate_conv_json as conv_json
+
+    return conv_json(_conv_planned(spec, batches, target), batches)
+
+
+def validate_conv_text(spec: ConvChainSpec, batches: Sequence[int], target: str | None) -> Iterator[str]:
+    """`validate` of a conv chain: per batch, the plan's description, then its proof."""
+    from cusync_gen.verify_conv import verify_conv
+
+    plan = _conv_planned(spec, batches, target)
+    for value in batches:
+        yield plan.describe(value)
+        yield verify_conv(plan, value).describe() + "\n"
+

@@ -119,6 +119,10 @@ class TorchPlan:
 
 def torch_problem(plan: object) -> UsageError | None:
     """Why `generate --torch` cannot emit an op for this plan, or None."""
+    if getattr(plan, "backend", None) == "conv":
+        return UsageError(
+            f"--torch: `{plan.name}` is a conv chain (its stages are op: conv); the PyTorch op is generated for GEMM "
+            "chains only", hint="generate it without --torch and call its C++ class (include/<name>.h)")
     if not isinstance(plan, ChainPlan):
         name = getattr(plan, "name", "this spec")
         return UsageError(

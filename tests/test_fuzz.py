@@ -49,6 +49,8 @@ from conftest import REPO
 from test_write_safety import snapshot
 from cusync_gen import build, cli, render
 from cusync_gen.attention_plan import AttentionPlan, AttentionShape
+from cusync_gen.conv_plan import ConvPlan
+from cusync_gen.verify_conv import verify_conv
 from cusync_gen.errors import CusyncError
 from cusync_gen.spec import MAX_M, MAX_STAGES, load_spec, parse_spec
 from cusync_gen.verify import verify
@@ -436,6 +438,10 @@ def run_pipeline(spec_path: Path, root: Path, state: str, force: bool, target: s
                     with contextlib.suppress(CusyncError):  # shapes this spec's tiles do not take
                         plan.describe(shape)
                         verify_attention(plan, shape)
+            elif isinstance(plan, ConvPlan):
+                for batch in sorted({1, plan.max_batch}):
+                    plan.describe(batch)
+                    verify_conv(plan, batch)
             else:
                 for m in (1, 777, MAX_M):
                     plan.describe(m)

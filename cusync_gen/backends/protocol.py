@@ -1,7 +1,7 @@
 """The interface every backend declares: `Backend`, what an architecture knows above the plan, and
 `Support`, its answer to "can you emit this spec?".
 
-A backend is a module of this package (`sm80`, `sm90`, `attention`) that has every member of `Backend`
+A backend is a module of this package (`sm80`, `sm90`, `attention`, `conv`) that has every member of `Backend`
 (tests/test_backends.py checks each with `isinstance` and the signatures). The facts the spec rules, the
 plan, the describe text and the proofs need (tile limits, launch style, which spec features exist) live
 one layer lower, in `cusync_gen.spec.archs`, because the spec package imports nothing above it; a backend

@@ -29,6 +29,11 @@ MAX_SPEC_BYTES = 1 << 20  # a spec file: 1 MiB
 MAX_SPEC_DEPTH = 32       # nested mappings and lists (a spec has at most 5)
 MAX_SPEC_VALUES = 10_000  # mappings, lists and scalars, counting what each YAML alias repeats
 MAX_SHOWN = 80            # characters of a user value quoted in an error message
+MAX_BATCH = 4096          # conv chains: images per run (n)
+MAX_IMAGE = 8192          # conv chains: image height and width (h, w)
+MAX_CHANNELS = 8192       # conv chains: channels (c, k)
+MAX_FILTER = 15           # conv chains: filter size (r, s), and padding
+MAX_STRIDE = 8            # conv chains: stride and dilation
 
 
 class Limit(NamedTuple):
@@ -55,6 +60,11 @@ LIMITS: tuple[Limit, ...] = (
     Limit("name, stage names", MAX_NAME_LENGTH, "characters; they name files, C++ classes and CMake targets"),
     Limit("--m, --batch, --cache", MAX_M, "rows at run time (batch x new tokens for attention): the largest M "
           "the generated library is built for"),
+    Limit("conv n", MAX_BATCH, "images per run (the largest batch the library is built for)"),
+    Limit("conv h, w", MAX_IMAGE, "pixels per image side"),
+    Limit("conv c, k", MAX_CHANNELS, "channels; the widest CNN layers use 2048 to 4096"),
+    Limit("conv r, s, padding", MAX_FILTER, "filter taps per side (3x3 and 7x7 are the common ones)"),
+    Limit("conv stride, dilation", MAX_STRIDE, "CNNs use 1 and 2"),
     Limit("spec file size", MAX_SPEC_BYTES, "bytes (1 MiB); a spec is a few KiB"),
     Limit("spec nesting", MAX_SPEC_DEPTH, "levels of mappings and lists; a spec has at most 5"),
     Limit("spec values", MAX_SPEC_VALUES, "mappings, lists and scalars, counting what each YAML alias repeats"),

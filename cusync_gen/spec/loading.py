@@ -25,10 +25,11 @@ from cusync_gen.spec.model import (
     AttentionSpec,
     AttentionTiles,
     ChainSpec,
+    ConvChainSpec,
     default_sm80_tile,
     resolve_defaults,
 )
-from cusync_gen.spec.rules import check_attention_rules, check_rules
+from cusync_gen.spec.rules import check_attention_rules, check_conv_rules, check_rules
 
 # ---------------------------------------------------------------------------------------------------
 # Data -> spec
@@ -52,6 +53,8 @@ def parse_spec(data: Any, source: str = "<spec>") -> ChainSpec:
         raise with_source(exc, source) from None
     if "attention" in data:
         return _parse_attention(data, source)
+    if _is_conv_chain(data):
+        return _parse_conv(data, source)
     try:
         spec = ChainSpec.model_validate(data)
     except ValidationError as exc:
@@ -107,6 +110,32 @@ def _no_attention_cluster(data: dict[str, Any]) -> None:
         if isinstance(tile, dict) and "cluster" in tile:
             raise SpecError(f"attention.tiles.{name}.cluster", "cluster is a Hopper kernel setting; the attention chain "
                             "uses sm80 kernels", "remove cluster")
+
+
+def _is_conv_chain(data: dict[str, Any]) -> bool:
+    """Any stage with op: conv makes the spec a conv chain (then every stage must be one)."""
+    stages = data.get("stages")
+    return isinstance(stages, list) and any(isinstance(s, dict) and s.get("op") == "conv" for s in stages)
+
+
+def _parse_conv(data: dict[str, Any], source: str) -> ConvChainSpec:
+    stages = data["stages"]
+    if not all(isinstance(s, dict) and s.get("op") == "conv" for s in stages):
+        i = next(i for i, s in enumerate(stages) if isinstance(s, dict) and s.get("op") == "conv")
+        raise with_source(SpecError(f"stages[{i}].op", "'conv' stages make a chain of their own: they cannot be "
+                                    "mixed with 'gemm' or 'swiglu' stages (or other entries) in one spec",
+                                    "make every stage op: conv, or put the convolutions in their own spec"), source)
+    try:
+        spec = ConvChainSpec.model_validate(data)
+    except ValidationError as exc:
+        raise with_source(from_validation_error(exc, ConvChainSpec), source) from None
+    stages = [s.model_copy(update={"tile": default_sm80_tile(s.tile)}) for s in spec.stages]
+    spec = spec.model_copy(update={"stages": stages})
+    try:
+        check_conv_rules(spec)
+    except SpecError as exc:
+        raise with_source(exc, source) from None
+    return spec
 
 
 def _parse_attention(data: dict[str, Any], source: str) -> AttentionSpec:

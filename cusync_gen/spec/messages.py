@@ -17,6 +17,8 @@ from cusync_gen.spec.model import (
     AttentionSpec,
     AttentionTiles,
     ChainSpec,
+    ConvChainSpec,
+    ConvStageSpec,
     DispatchEntrySpec,
     DispatchSpec,
     Optimizations,
@@ -68,6 +70,8 @@ _NESTED: dict[type[BaseModel], dict[str, type[BaseModel]]] = {
     StageSpec: {"tile": TileSpec, "reads": ReadsSpec},
     ReadsSpec: {"cols": StridedCols},
     AttentionSpec: {"attention": AttentionBlock},
+    ConvChainSpec: {"stages": ConvStageSpec},
+    ConvStageSpec: {"tile": TileSpec},
     AttentionBlock: {"tiles": AttentionTiles},
     AttentionTiles: {name: TileSpec for name in ("qkv", "scores", "pv", "proj")},
 }
@@ -105,7 +109,9 @@ def _render_loc(loc: tuple[int | str, ...]) -> str:
 _LIMIT_OF_KEY = {"n": "n, k", "k": "n, k", "hidden": "attention.hidden",
                  "heads": "attention.heads * attention.head_dim", "head_dim": "attention.head_dim",
                  "stages": "tile.stages", "sms": "sms", "m_max": "tile_configs[i].m_max",
-                 "strided": "reads", "count": "reads", "halo": "reads"}
+                 "strided": "reads", "count": "reads", "halo": "reads", "h": "conv h, w", "w": "conv h, w",
+                 "c": "conv c, k", "r": "conv r, s, padding", "s": "conv r, s, padding", "padding": "conv r, s, padding",
+                 "stride": "conv stride, dilation", "dilation": "conv stride, dilation"}
 
 
 def _above_limit(loc: tuple[int | str, ...], key: str, value: Any, maximum: Any) -> SpecError:
@@ -153,6 +159,8 @@ def from_validation_error(exc: ValidationError, root: type[BaseModel] = ChainSpe
                          "write a whole number without quotes, e.g. 128")
     if kind == "greater_than":
         return SpecError(field, f"must be greater than {ctx.get('gt')}, got {show(value)}", "use a positive number")
+    if kind == "greater_than_equal":
+        return SpecError(field, f"must be at least {ctx.get('ge')}, got {show(value)}", f"use {ctx.get('ge')} or more")
     if kind == "less_than_equal":
         return _above_limit(loc, key, value, ctx.get("le"))
     if kind in ("bool_type", "bool_parsing"):

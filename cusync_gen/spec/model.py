@@ -15,7 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from cusync_gen.spec.archs import ARCHS, DEFAULT_ARCH, SM90, TARGETS, Arch, Schedule  # noqa: F401 (re-exported)
 from cusync_gen.spec.limits import (
+    MAX_BATCH,
+    MAX_CHANNELS,
     MAX_DIM,
+    MAX_FILTER,
+    MAX_IMAGE,
+    MAX_STRIDE,
     MAX_DISPATCH_ENTRIES,
     MAX_GPU_NAME,
     MAX_HEAD_DIM,
@@ -341,6 +346,39 @@ class AttentionSpec(_SpecHead):
     attention: AttentionBlock
 
 
+class ConvStageSpec(BaseModel):
+    """One 2D convolution (NHWC activations, KRSC filters) computed as an implicit GEMM: GEMM M = n*p*q output
+    pixels, N = k output channels, K = r*s*c (docs/conv.md). `a` names the tensor its window reads."""
+
+    model_config = _FROZEN
+
+    name: str
+    op: Literal["conv"]
+    a: str
+    n: Annotated[int, Field(strict=True, gt=0, le=MAX_BATCH)] | None = None      # the largest batch (stages[0])
+    h: Annotated[int, Field(strict=True, gt=0, le=MAX_IMAGE)] | None = None      # input height (stages[0])
+    w: Annotated[int, Field(strict=True, gt=0, le=MAX_IMAGE)] | None = None      # input width (stages[0])
+    c: Annotated[int, Field(strict=True, gt=0, le=MAX_CHANNELS)] | None = None   # input channels (stages[0])
+    k: Annotated[int, Field(strict=True, gt=0, le=MAX_CHANNELS)]                 # output channels
+    r: Annotated[int, Field(strict=True, gt=0, le=MAX_FILTER)] = 3               # filter height
+    s: Annotated[int, Field(strict=True, gt=0, le=MAX_FILTER)] = 3               # filter width
+    stride: Annotated[int, Field(strict=True, gt=0, le=MAX_STRIDE)] = 1
+    padding: Annotated[int, Field(strict=True, ge=0, le=MAX_FILTER)] = 0
+    dilation: Annotated[int, Field(strict=True, gt=0, le=MAX_STRIDE)] = 1
+    bias: bool = Field(default=False, strict=True)   # a per-channel [k] bias (batch norm folded in)
+    residual: str | None = None                      # `input` or an earlier stage, added before the activation
+    epilogue: Epilogue = Epilogue.IDENTITY           # identity or relu
+    sync: Policy | None = None                       # auto (the default with a producer) or none
+    order: Order = Order.ROW_MAJOR
+    tile: TileSpec = TileSpec(threadblock=(128, 64, 32))
+
+
+class ConvChainSpec(_SpecHead):
+    """A spec whose stages are convolutions (`op: conv`): a chain of conv layers, e.g. a ResNet or VGG block."""
+
+    stages: list[ConvStageSpec] = Field(min_length=1, max_length=MAX_STAGES)
+
+
 #: The attention chain's GEMMs in chain order, and what each computes (for messages and docs).
 ATTENTION_GEMMS: tuple[str, ...] = ("qkv", "scores", "pv", "proj")
 
@@ -481,6 +519,11 @@ def spec_data(spec: ChainSpec) -> dict[str, Any]:
 def config_spec(spec: ChainSpec, config: TileConfigSpec) -> ChainSpec:
     """The chain a tile configuration runs: the spec with that configuration's tiles and schedules."""
     return with_tiles(spec, dict(config.tiles), dict(config.schedules))
+
+
+def conv_output_size(size: int, filt: int, stride: int, padding: int, dilation: int) -> int:
+    """Output rows (or columns) of a convolution, as PyTorch computes them (may be < 1: the rules refuse it)."""
+    return (size + 2 * padding - dilation * (filt - 1) - 1) // stride + 1
 
 
 def attention_gemm_shape(spec: AttentionSpec, name: str) -> tuple[str, str, str]:

@@ -29,6 +29,7 @@ from cusync_gen.spec.model import (
     AttentionSpec,
     BLayout,
     ChainSpec,
+    ConvChainSpec,
     Epilogue,
     Op,
     Order,
@@ -41,6 +42,7 @@ from cusync_gen.spec.model import (
     output_policy,
     producer_width,
     config_spec,
+    conv_output_size,
 )
 
 #: "input" names the external A tensor, so no stage may be called that.
@@ -137,6 +139,107 @@ def check_attention_rules(spec: AttentionSpec) -> None:
                             f"{name}'s tile M ({getattr(t, name).threadblock[0]}) must equal scores' ({rows}): the softmax "
                             "rows, the pv tiles and the O row semaphores that proj waits on are one grid of rows",
                             f"set threadblock M = {rows}")
+
+
+#: A thread block's shared memory on sm80 and sm90 (227 KiB): a conv tile's pipeline must fit in it.
+_SMEM_LIMIT = 227 << 10
+#: Most pixels of one conv tensor (n * h * w or n * p * q): the runtime's tile rows are int32.
+_MAX_CONV_PIXELS = 1 << 30
+
+
+def check_conv_rules(spec: ConvChainSpec) -> None:
+    """A conv chain's cross-field rules (docs/conv.md), each naming the field to change."""
+    _check_chain_name(spec.name)
+    if not ARCHS[spec.arch].hosts_conv:
+        raise SpecError("arch", "conv stages are built on the sm80 backend (CUTLASS 2.x implicit-GEMM kernels, which "
+                        "run on Hopper too)", "set arch: sm80 (and target: sm_90 to build for H100/H200)")
+    seen: dict[str, int] = {}
+    shapes: dict[str, tuple[int, int, int]] = {}  # tensor name -> (h, w, channels)
+    first = spec.stages[0]
+    for key in ("n", "h", "w", "c"):
+        if getattr(first, key) is None:
+            raise SpecError(f"stages[0].{key}", f"the first conv stage reads the chain input and must give its {key}",
+                            f"add {key}: ... to stages[0] ({'the largest batch' if key == 'n' else 'the input image'})")
+    shapes["input"] = (first.h, first.w, first.c)
+    batch = first.n
+    for i, stage in enumerate(spec.stages):
+        field = f"stages[{i}]"
+        _check_name(f"{field}.name", stage.name, stage=True)
+        if stage.name in seen or stage.name in RESERVED_NAMES:
+            raise SpecError(f"{field}.name", f"{show(stage.name)} is already the name of "
+                            + (f"stages[{seen[stage.name]}]" if stage.name in seen else "the chain input"),
+                            "give every stage its own name")
+        expected = "input" if i == 0 else spec.stages[i - 1].name
+        if stage.a != expected:
+            raise SpecError(f"{field}.a", f"a conv stage reads the output of the stage before it (a chain of layers); "
+                            f"{show(stage.a)} is not {show(expected)}",
+                            f"set a: {expected} (a skip connection is `residual:`)")
+        h, w, c = shapes[stage.a]
+        if stage.n is not None and stage.n != batch:
+            raise SpecError(f"{field}.n", f"n={stage.n} differs from stages[0].n={batch}: one batch runs through the chain",
+                            "remove n from this stage")
+        for key, value in (("h", h), ("w", w), ("c", c)):
+            given = getattr(stage, key)
+            if given is not None and given != value:
+                raise SpecError(f"{field}.{key}", f"{key}={given}, but {stage.a}'s output has {key}={value}",
+                                f"set {key}: {value} (or remove it: it is derived from {stage.a})")
+        for key, value in (("c" if i == 0 else "k", c if i == 0 else stage.k), ("k", stage.k)):
+            if value % ALIGNMENT:
+                raise SpecError(f"{field}.{key}", f"{key}={value} is not a multiple of {ALIGNMENT} (16-byte NHWC vector "
+                                "accesses of CUTLASS's optimized conv iterators)",
+                                f"use a multiple of {ALIGNMENT}, e.g. {_round_up(value, ALIGNMENT)}")
+        for key, filt in (("r", stage.r), ("s", stage.s)):
+            if stage.padding > stage.dilation * (filt - 1):
+                raise SpecError(f"{field}.padding", f"padding={stage.padding} is wider than the window's reach "
+                                f"dilation * ({key} - 1) = {stage.dilation * (filt - 1)}: some output rows would read "
+                                "only padding", f"use padding <= {stage.dilation * (filt - 1)}")
+        p = conv_output_size(h, stage.r, stage.stride, stage.padding, stage.dilation)
+        q = conv_output_size(w, stage.s, stage.stride, stage.padding, stage.dilation)
+        if p < 1 or q < 1:
+            raise SpecError(f"{field}.r" if p < 1 else f"{field}.s",
+                            f"the window ({stage.r}x{stage.s}, dilation {stage.dilation}) does not fit the "
+                            f"{h}x{w} input with padding {stage.padding}", "use a smaller filter or more padding")
+        if batch * max(h * w, p * q) > _MAX_CONV_PIXELS:
+            raise SpecError("stages[0].n", f"n * pixels = {batch} * {max(h * w, p * q)} is above 2^30 (the tile rows of "
+                            "the runtime are 32-bit)", "use a smaller batch n")
+        if stage.residual is not None:
+            if stage.residual not in shapes:
+                raise SpecError(f"{field}.residual", f"{show(stage.residual)} is neither input nor an earlier stage",
+                                f"use one of: {', '.join(shapes)}")
+            if shapes[stage.residual] != (p, q, stage.k):
+                rh, rw, rc = shapes[stage.residual]
+                raise SpecError(f"{field}.residual", f"{stage.residual} is {rh}x{rw}x{rc}, this stage's output is "
+                                f"{p}x{q}x{stage.k}: a residual add needs the same shape",
+                                "add from a tensor of the output's shape, or change k, stride or padding")
+        if stage.epilogue not in (Epilogue.IDENTITY, Epilogue.RELU):
+            raise SpecError(f"{field}.epilogue", f"epilogue {stage.epilogue.value} is not available on conv stages",
+                            "use relu or identity")
+        if stage.sync not in (None, Policy.AUTO):
+            raise SpecError(f"{field}.sync", f"sync: {stage.sync.value} is not a conv policy: a conv stage waits for the "
+                            "producer rows its window reads (Conv2D tile sync with halo), derived from r, stride, "
+                            "padding and dilation", "write sync: auto (or omit it)")
+        if stage.order is not Order.ROW_MAJOR:
+            raise SpecError(f"{field}.order", "a conv stage's tiles run row-major over (n, p) then q, so the first "
+                            "image rows complete first", "write order: row_major (or omit it)")
+        tile = stage.tile
+        if tile.schedule is not None:  # (a cluster never reaches here: loading refuses it on sm80 tiles)
+            raise SpecError(f"{field}.tile.schedule", "schedule is a Hopper kernel setting; conv stages use sm80 "
+                            "kernels", "remove schedule")
+        _check_gemm_tile(i, StageSpec(name=stage.name, op=Op.GEMM, a="input", n=ALIGNMENT, tile=tile))
+        bm, bn, bk = tile.threadblock
+        if bk not in (32, 64):
+            raise SpecError(f"{field}.tile.threadblock", f"threadblock K={bk}: the conv mainloop takes 32 or 64 "
+                            "channels per step", f"use [{bm}, {bn}, 32]")
+        warps = (bm // tile.warp[0]) * (bn // tile.warp[1])
+        if warps not in (2, 4, 8):
+            raise SpecError(f"{field}.tile.warp", f"{warps} warps per thread block; CUTLASS's conv tiles use 2, 4 or 8",
+                            "pick a warp shape that splits the threadblock into 4 warps, e.g. half of it in M and N")
+        smem = tile.stages * (bm * bk + bk * bn) * 2
+        if smem > _SMEM_LIMIT:
+            raise SpecError(f"{field}.tile.stages", f"{tile.stages} stages of a {bm}x{bn}x{bk} tile need {smem} bytes of "
+                            f"shared memory, above {_SMEM_LIMIT}", "use fewer stages or a smaller tile")
+        seen[stage.name] = i
+        shapes[stage.name] = (p, q, stage.k)
 
 
 # ---------------------------------------------------------------------------------------------------

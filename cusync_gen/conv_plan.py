@@ -1,0 +1,249 @@
+"""A conv chain's plan: every number its templates need, derived once from a ConvChainSpec (docs/conv.md).
+
+Each stage is an implicit-GEMM convolution: GEMM M = n*p*q output pixels (flattened NHWC rows, n major, then
+p, then q), N = k output channels, K = r*s*c. A tile is `tile.m` consecutive output pixels by `tile.n`
+channels, so its pixels need not be whole image rows: the dependency is computed per pixel range. A tile
+of pixels [m0, m1) spans output rows p0 (of image n0) .. p1 (of image n1); the R x S windows of those rows
+read producer rows first_row(p0) .. last_row(p1) (the halo: r - 1 dilated rows, less the padding, clamped
+at the image border), all their columns and all channels. Those producer pixels are one contiguous range,
+so the tile waits for the producer's tile rows that hold it (RowSync semaphores: one per tile row of
+pixels, posted by each of its channel tiles). `sync: auto` picks exactly this; the runtime computes the same
+range (templates/conv/include/cusync/conv/conv.cuh, ConvWindow), and cusync_gen/verify_conv.py proves it
+covers every pixel each window reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cusync_gen.errors import UsageError
+from cusync_gen.plan import DEFAULT_SMS, TilePlan, tile_plan
+from cusync_gen.spec.model import (
+    TARGETS,
+    Arch,
+    ConvChainSpec,
+    Dtype,
+    Epilogue,
+    Op,
+    StageSpec,
+    conv_output_size,
+    spec_hash,
+)
+
+INPUT = -1  # producer / residual index of the chain input
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class ConvStagePlan:
+    index: int
+    name: str
+    producer: int           # INPUT or the previous stage
+    residual: int | None    # None, INPUT or an earlier stage
+    h: int
+    w: int
+    c: int
+    k: int
+    r: int
+    s: int
+    p: int
+    q: int
+    pad: int
+    stride: int
+    dilation: int
+    bias: bool
+    epilogue: Epilogue
+    tile: TilePlan
+
+    @property
+    def act_cpp(self) -> str:
+        return "cutlass::epilogue::thread::ReLu" if self.epilogue is Epilogue.RELU else "cutlass::epilogue::thread::Identity"
+
+    @property
+    def gemm_k(self) -> int:
+        return self.r * self.s * self.c
+
+    def pixels(self, batch: int) -> int:
+        return batch * self.p * self.q
+
+    def tiles_m(self, batch: int) -> int:
+        return _ceil_div(self.pixels(batch), self.tile.m)
+
+    @property
+    def tiles_n(self) -> int:
+        return _ceil_div(self.k, self.tile.n)
+
+    # The window, as ConvWindow computes it on the device.
+    def first_row(self, out_row: int) -> int:
+        return max(0, out_row * self.stride - self.pad)
+
+    def last_row(self, out_row: int) -> int:
+        return min(self.h - 1, out_row * self.stride - self.pad + (self.r - 1) * self.dilation)
+
+    def window_pixels(self, m0: int, m1: int) -> tuple[int, int]:
+        """Producer pixels [first, last] that output pixels [m0, m1) read."""
+        pq = self.p * self.q
+        n0, p0 = m0 // pq, (m0 % pq) // self.q
+        n1, p1 = (m1 - 1) // pq, ((m1 - 1) % pq) // self.q
+        return (n0 * self.h + self.first_row(p0)) * self.w, (n1 * self.h + self.last_row(p1)) * self.w + self.w - 1
+
+    def tile_pixels(self, tm: int, batch: int) -> tuple[int, int]:
+        m0 = tm * self.tile.m
+        return m0, min(m0 + self.tile.m, self.pixels(batch))
+
+    def waited_rows(self, tm: int, producer: ConvStagePlan, batch: int) -> range:
+        """The producer tile rows consumer tile row `tm` waits for (what ConvWaits::wait does): those holding
+        its window's pixels, widened up to the next tile row's first one (the first and last tile rows: to
+        the producer's first and last), so that every producer tile row is waited for by some consumer even
+        where a stride skips rows. The run's close (the epoch bump) relies on that: every post is seen."""
+        m0, m1 = self.tile_pixels(tm, batch)
+        ptm, ptiles = producer.tile.m, producer.tiles_m(batch)
+        first = 0 if tm == 0 else self.window_pixels(m0, m1)[0] // ptm
+        last = self.window_pixels(m0, m1)[1] // ptm
+        if tm + 1 < self.tiles_m(batch):
+            last = max(last, self.window_pixels(m1, m1 + 1)[0] // ptm - 1)
+        else:
+            last = ptiles - 1
+        return range(first, min(last, ptiles - 1) + 1)
+
+    def residual_rows(self, tm: int, source: ConvStagePlan, batch: int) -> range:
+        m0, m1 = self.tile_pixels(tm, batch)
+        return range(m0 // source.tile.m, min((m1 - 1) // source.tile.m, source.tiles_m(batch) - 1) + 1)
+
+    @property
+    def window_rows(self) -> int:
+        """Input rows a filter window spans beyond its first one: (r - 1) * dilation."""
+        return (self.r - 1) * self.dilation
+
+    @property
+    def halo_rows(self) -> tuple[int, int]:
+        """Input rows a window reaches above (at most pad) and below its output row's first input row."""
+        return self.pad, self.window_rows - self.pad
+
+
+@dataclass(frozen=True)
+class ConvPlan:
+    name: str
+    class_name: str
+    spec_hash: str
+    arch: Arch
+    target: str
+    cuda_arch: str
+    dtype: Dtype
+    max_batch: int
+    stages: tuple[ConvStagePlan, ...]
+    sms: int
+
+    @property
+    def backend(self) -> str:
+        return "conv"
+
+    @property
+    def element(self) -> str:
+        return "cutlass::half_t" if self.dtype is Dtype.FP16 else "cutlass::bfloat16_t"
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        s = self.stages[0]
+        return s.h, s.w, s.c
+
+    def has_consumer(self, index: int) -> bool:
+        return any(s.producer == index or s.residual == index for s in self.stages)
+
+    def tensor_name(self, index: int | None) -> str:
+        return "input" if index == INPUT else "none" if index is None else self.stages[index].name
+
+    def check_batch(self, batch: int, option: str = "--batch") -> None:
+        if not 1 <= batch <= self.max_batch:
+            raise UsageError(f"{option}: batch {batch} is outside 1 .. {self.max_batch} (stages[0].n, the largest batch "
+                             "the library is built for)", f"use a batch of at most {self.max_batch}, or raise n")
+
+    def describe(self, batch: int) -> str:
+        """The plan at one batch, as `validate` prints it: shapes, tiles, grids, and each wait explained."""
+        self.check_batch(batch)
+        h, w, c = self.input_shape
+        lines = [f"{self.name}: {len(self.stages)} conv stages, sm80 implicit-GEMM kernels for {self.target}, "
+                 f"{self.dtype.value}, batch {batch} (at most {self.max_batch}); input [{batch}, {h}, {w}, {c}] NHWC"]
+        for st in self.stages:
+            t = st.tile
+            extra = ", bias" if st.bias else ""
+            extra += f", + {self.tensor_name(st.residual)}" if st.residual is not None else ""
+            lines.append(f"  {st.name}: {self.tensor_name(st.producer)} [{batch}, {st.h}, {st.w}, {st.c}] -> "
+                         f"[{batch}, {st.p}, {st.q}, {st.k}], {st.r}x{st.s} stride {st.stride} padding {st.pad} "
+                         f"dilation {st.dilation}{extra}, {st.epilogue.value}")
+            lines.append(f"    implicit GEMM M = {batch}*{st.p}*{st.q} = {st.pixels(batch)}, N = {st.k}, "
+                         f"K = {st.r}*{st.s}*{st.c} = {st.gemm_k}; tile {t.m}x{t.n}x{t.k} ({t.threads // 32} warps, "
+                         f"{t.stages} stages, {t.smem_bytes} B smem): grid {st.tiles_m(batch)} x {st.tiles_n}, "
+                         "row-major (tile rows are runs of output pixels: the first image rows complete first)")
+            if self.has_consumer(st.index):
+                lines.append(f"    posts: one semaphore per tile row of output pixels ({st.tiles_m(batch)}), "
+                             f"{st.tiles_n} post(s) each (one per channel tile)")
+            if st.producer != INPUT:
+                pr = self.stages[st.producer]
+                above, below = st.halo_rows
+                lines.append(f"    waits on {pr.name} (sync auto: Conv2D tile sync): a tile of output pixels spans "
+                             f"output rows p0..p1; their {st.r}x{st.s} windows read {pr.name} rows "
+                             f"p0*{st.stride}-{above} .. p1*{st.stride}+{below}, clamped to the image (0 .. {st.h - 1}), "
+                             f"all {st.w} columns and all {st.c} channels: that pixel range's tile rows of {pr.name}")
+                tiles = st.tiles_m(batch)
+                for tm in sorted({0, 1, tiles // 2, tiles - 1}):
+                    if 0 <= tm < tiles:
+                        m0, m1 = st.tile_pixels(tm, batch)
+                        rows = st.waited_rows(tm, pr, batch)
+                        lines.append(f"      tile row {tm} (pixels {m0}..{m1 - 1}) waits for {pr.name} tile rows "
+                                     f"{rows.start}..{rows.stop - 1} of {pr.tiles_m(batch)}")
+            if st.residual is not None and st.residual != INPUT:
+                lines.append(f"    waits on {self.tensor_name(st.residual)} (residual): the tile rows holding its own "
+                             "output pixels")
+            elif st.residual == INPUT:
+                lines.append("    residual: the chain input (ready before the chain starts: no wait)")
+        return "\n".join(lines)
+
+
+def make_conv_plan(spec: ConvChainSpec, target: str | None = None) -> ConvPlan:
+    if target is not None:
+        if target not in TARGETS:
+            raise UsageError(f"unknown target '{target}'", f"use one of: {', '.join(TARGETS)}")
+        spec = spec.model_copy(update={"target": target})
+    names = {"input": INPUT}
+    stages = []
+    h, w, c = spec.stages[0].h, spec.stages[0].w, spec.stages[0].c
+    shapes = {INPUT: (h, w, c)}
+    for i, st in enumerate(spec.stages):
+        producer = names[st.a]
+        h, w, c = shapes[producer]
+        p = conv_output_size(h, st.r, st.stride, st.padding, st.dilation)
+        q = conv_output_size(w, st.s, st.stride, st.padding, st.dilation)
+        tile = tile_plan(i, StageSpec(name=st.name, op=Op.GEMM, a="input", n=8, tile=st.tile), spec.target,
+                         base=f"stages[{i}].tile")
+        stages.append(ConvStagePlan(
+            index=i, name=st.name, producer=producer,
+            residual=None if st.residual is None else names[st.residual],
+            h=h, w=w, c=c, k=st.k, r=st.r, s=st.s, p=p, q=q, pad=st.padding, stride=st.stride, dilation=st.dilation,
+            bias=st.bias, epilogue=st.epilogue, tile=tile))
+        names[st.name] = i
+        shapes[i] = (p, q, st.k)
+    return ConvPlan(
+        name=spec.name,
+        class_name="".join(part[:1].upper() + part[1:] for part in spec.name.split("_") if part),
+        spec_hash=spec_hash(spec),
+        arch=spec.arch,
+        target=spec.target,
+        cuda_arch=spec.target.removeprefix("sm_"),
+        dtype=spec.dtype,
+        max_batch=spec.stages[0].n or 1,
+        stages=tuple(stages),
+        sms=DEFAULT_SMS[spec.target],
+    )
+
+
+def conv_json_stages(plan: ConvPlan, batch: int) -> list[dict[str, Any]]:
+    return [{"name": s.name, "op": "conv", "input": plan.tensor_name(s.producer), "residual": plan.tensor_name(s.residual)
+             if s.residual is not None else None, "nhwc_in": [batch, s.h, s.w, s.c], "nhwc_out": [batch, s.p, s.q, s.k],
+             "filter": [s.k, s.r, s.s, s.c], "stride": s.stride, "padding": s.pad, "dilation": s.dilation,
+             "bias": s.bias, "epilogue": s.epilogue.value, "tile": [s.tile.m, s.tile.n, s.tile.k],
+             "grid": [s.tiles_m(batch), s.tiles_n]} for s in plan.stages]

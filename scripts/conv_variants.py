@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Tile variants of the conv examples, for the selection pass of scripts/conv_gpu.sh: each variant is the
+example spec with every stage's tile replaced (same name, so the project it generates differs from the
+example's only in the tiles). Writes DIR/<chain>@<variant>.yaml.
+
+    python3 scripts/conv_variants.py DIR
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+VARIANTS = {
+    "resnet_block": {
+        "t128x64x32s4": {"threadblock": [128, 64, 32], "warp": [64, 32, 32], "stages": 4},
+        "t128x64x64s3": {"threadblock": [128, 64, 64], "warp": [64, 32, 64], "stages": 3},
+        "t64x64x64s4": {"threadblock": [64, 64, 64], "warp": [32, 32, 64], "stages": 4},
+    },
+    "vgg_block": {
+        "t128x128x32s4": {"threadblock": [128, 128, 32], "warp": [64, 64, 32], "stages": 4},
+        "t128x128x64s3": {"threadblock": [128, 128, 64], "warp": [64, 64, 64], "stages": 3},
+        "t256x128x32s3": {"threadblock": [256, 128, 32], "warp": [64, 64, 32], "stages": 3},
+        "t64x128x64s4": {"threadblock": [64, 128, 64], "warp": [32, 64, 64], "stages": 4},
+    },
+}
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    for chain, variants in VARIANTS.items():
+        data = yaml.safe_load((REPO / "cusync_gen" / "examples" / f"{chain}.yaml").read_text())
+        for name, tile in variants.items():
+            for stage in data["stages"]:
+                stage["tile"] = tile
+            (out / f"{chain}@{name}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,341 @@
+"""Conv chains (`op: conv`, docs/conv.md): the spec's rules, the plan's window, its proof (and that the
+proof catches a window that misses rows), the goldens, an nvcc build and, on a GPU, the bench's checks."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+import random
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import EXAMPLES_CONV, REPO
+from cusync_gen.conv_plan import ConvStagePlan, make_conv_plan
+from cusync_gen.errors import SpecError
+from cusync_gen.render import generate
+from cusync_gen.spec import ConvChainSpec, load_spec, parse_spec
+from cusync_gen.verify import VerificationError
+from cusync_gen.verify_conv import representative_batches, verify_conv
+
+EXAMPLES_DIR = REPO / "cusync_gen" / "examples"
+DATA = REPO / "tests" / "data"
+
+
+def _data(name: str) -> dict:
+    return yaml.safe_load((EXAMPLES_DIR / f"{name}.yaml").read_text())
+
+
+def _small(**first: object) -> dict:
+    """A two-stage chain small enough to prove at every batch quickly."""
+    stage0 = {"name": "c1", "op": "conv", "a": "input", "n": 4, "h": 9, "w": 7, "c": 16, "k": 24, "padding": 1,
+              "bias": True, "epilogue": "relu", "tile": {"threadblock": [64, 64, 32], "warp": [32, 32, 32]}}
+    stage0.update(first)
+    return {"name": "small", "arch": "sm80", "target": "sm_90", "stages": [
+        stage0,
+        {"name": "c2", "op": "conv", "a": "c1", "k": 24, "padding": 1, "residual": "c1", "epilogue": "relu",
+         "tile": {"threadblock": [128, 32, 32], "warp": [64, 32, 32]}}]}
+
+
+@pytest.mark.parametrize("name", EXAMPLES_CONV)
+def test_examples_parse_and_prove(name: str) -> None:
+    spec = load_spec(EXAMPLES_DIR / f"{name}.yaml")
+    assert isinstance(spec, ConvChainSpec)
+    plan = make_conv_plan(spec)
+    assert plan.backend == "conv" and plan.max_batch == 32
+    for batch in (1, 3, 8, 32):
+        proof = verify_conv(plan, batch)
+        assert set(proof.tiles_checked) == {s.name for s in plan.stages[1:]}
+
+
+def test_resnet_block_shapes_and_waits() -> None:
+    plan = make_conv_plan(load_spec(EXAMPLES_DIR / "resnet_block.yaml"))
+    conv1, conv2 = plan.stages
+    assert (conv2.h, conv2.w, conv2.c, conv2.p, conv2.q, conv2.k) == (56, 56, 64, 56, 56, 64)
+    assert conv2.residual == -1 and conv2.gemm_k == 576
+    assert conv1.tiles_m(8) == 196 and conv1.tiles_n == 1
+    # Tile row 0 (pixels 0..127: image rows 0..2) reads rows 0..3 of conv1: pixels 0..223, tile rows 0..1.
+    assert conv2.waited_rows(0, conv1, 8) == range(0, 2)
+    # A middle tile waits for the rows one above and one below its own.
+    m0, m1 = conv2.tile_pixels(100, 8)
+    first, last = conv2.window_pixels(m0, m1)
+    assert first == (m0 // 56 - 1) * 56 and last == ((m1 - 1) // 56 + 2) * 56 - 1
+
+
+def test_validate_explains_the_window() -> None:
+    out = subprocess.run(["python3", "-m", "cusync_gen.cli", "validate", str(EXAMPLES_DIR / "resnet_block.yaml"),
+                          "--batch", "1,8"], capture_output=True, text=True, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "Conv2D tile sync" in text and "clamped to the image" in text
+    assert "tile row 0 (pixels 0..127) waits for conv1 tile rows 0..1 of 25" in text
+    assert "proof at batch 8" in text and text.rstrip().endswith("OK")
+
+
+def test_validate_json() -> None:
+    out = subprocess.run(["python3", "-m", "cusync_gen.cli", "validate", str(EXAMPLES_DIR / "vgg_block.yaml"),
+                          "--batch", "2", "--json"], capture_output=True, text=True, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stderr
+    import json
+
+    doc = json.loads(out.stdout)
+    assert doc["kind"] == "conv" and doc["runs"][0]["stages"][2]["grid"] == [49, 2]
+
+
+@pytest.mark.parametrize("name", ("conv_mix", "conv_mix_bf16"))
+def test_correctness_specs_prove(name: str) -> None:
+    plan = make_conv_plan(load_spec(DATA / f"{name}.yaml"))
+    for batch in (1, 2, 3):
+        verify_conv(plan, batch)
+
+
+def test_random_windows_prove() -> None:
+    """The plan's window covers every read for random sizes, strides, paddings, dilations and tiles."""
+    rng = random.Random(7)
+    for _ in range(60):
+        r, s, dil = rng.choice((1, 3, 5)), rng.choice((1, 3)), rng.choice((1, 2))
+        pad = rng.randint(0, min(r - 1, s - 1) * dil)
+        stride = rng.choice((1, 2, 3))
+        h, w = rng.randint(max(r, s) * dil, 23), rng.randint(max(r, s) * dil, 19)
+        tm0, tm1 = rng.choice((64, 128)), rng.choice((64, 128))
+        data = _small(h=h, w=w, tile={"threadblock": [tm0, 64, 32], "warp": [32, 32, 32]})
+        data["stages"][1].update({"r": r, "s": s, "stride": stride, "padding": pad, "dilation": dil, "residual": None,
+                                  "tile": {"threadblock": [tm1, 32, 32], "warp": [32, 32, 32]}})
+        plan = make_conv_plan(parse_spec(data))
+        for batch in (1, 2, 3, 4):
+            verify_conv(plan, batch)
+
+
+def test_the_proof_catches_a_window_without_its_halo(monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = make_conv_plan(load_spec(EXAMPLES_DIR / "resnet_block.yaml"))
+    monkeypatch.setattr(ConvStagePlan, "first_row", lambda self, p: p * self.stride)  # forgets the row above
+    with pytest.raises(VerificationError) as err:
+        verify_conv(plan, 1)
+    assert err.value.field == "stages[1].sync" and "tile row" in err.value.message
+
+
+def test_the_proof_catches_a_missing_bottom_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = make_conv_plan(load_spec(EXAMPLES_DIR / "resnet_block.yaml"))
+    monkeypatch.setattr(ConvStagePlan, "last_row", lambda self, p: min(self.h - 1, p * self.stride))
+    with pytest.raises(VerificationError) as err:
+        verify_conv(plan, 1)
+    assert "conv1 pixels" in err.value.message
+
+
+def test_the_proof_catches_a_missing_residual_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = make_conv_plan(parse_spec(_small()))
+    monkeypatch.setattr(ConvStagePlan, "residual_rows", lambda self, tm, src, b: range(0, 0))
+    with pytest.raises(VerificationError) as err:
+        verify_conv(plan, 1)
+    assert err.value.field == "stages[1].residual"
+
+
+def test_generate_proves_these_batches() -> None:
+    plan = make_conv_plan(load_spec(EXAMPLES_DIR / "resnet_block.yaml"))
+    assert representative_batches(plan) == [1, 2, 3, 32]
+
+
+BAD = [
+    (lambda d: d["stages"][0].pop("h"), "stages[0].h", "must give its h"),
+    (lambda d: d["stages"][0].update(c=60), "stages[0].c", "multiple of 8"),
+    (lambda d: d["stages"][1].update(k=20), "stages[1].k", "multiple of 8"),
+    (lambda d: d["stages"][1].update(a="input"), "stages[1].a", "set a: c1"),
+    (lambda d: d["stages"][1].update(residual="input"), "stages[1].residual", "same shape"),
+    (lambda d: d["stages"][1].update(residual="c9"), "stages[1].residual", "neither input nor an earlier stage"),
+    (lambda d: d["stages"][0].update(padding=3), "stages[0].padding", "padding <= 2"),
+    (lambda d: d["stages"][1].update(sync="row"), "stages[1].sync", "sync: auto"),
+    (lambda d: d["stages"][0].update(epilogue="gelu"), "stages[0].epilogue", "relu or identity"),
+    (lambda d: d["stages"][0].update(n=5000), "stages[0].n", "limit of 4096"),
+    (lambda d: d["stages"][0].update(stride=0), "stages[0].stride", "greater than 0"),
+    (lambda d: d["stages"][0].update(padding=-1), "stages[0].padding", "at least 0"),
+    (lambda d: d["stages"][0].update(r=16), "stages[0].r", "limit of 15"),
+    (lambda d: d["stages"][1].update(h=8), "stages[1].h", "set h: 9"),
+    (lambda d: d["stages"][1].update(n=2), "stages[1].n", "one batch"),
+    (lambda d: d.update(arch="sm90"), "arch", "set arch: sm80"),
+    (lambda d: d["stages"][1].update(op="gemm", n=8), "stages[0].op", "cannot be mixed with 'gemm'"),
+    (lambda d: d["stages"][0].update(r=11, padding=0, dilation=1), "stages[0].r", "does not fit"),
+    (lambda d: d["stages"][0].update(n=4096, h=8192, w=8192), "stages[0].n", "2^30"),
+    (lambda d: d["stages"][1].update(tile={"threadblock": [128, 32, 16], "warp": [64, 32, 16]}),
+     "stages[1].tile.threadblock", "32 or 64"),
+    (lambda d: d["stages"][1].update(tile={"threadblock": [128, 32, 32], "warp": [64, 32, 32], "schedule": "pingpong"}),
+     "stages[1].tile.schedule", "remove schedule"),
+    (lambda d: d["stages"][1].update(name="c1"), "stages[1].name", "already the name"),
+    (lambda d: d["stages"][1].update(order="banded"), "stages[1].order", "row_major"),
+    (lambda d: d["stages"][0].update(unknown=1), "stages[0].unknown", "unknown key"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "field", "text"), BAD)
+def test_spec_errors_name_the_field_and_the_fix(mutate, field: str, text: str) -> None:  # noqa: ANN001
+    data = copy.deepcopy(_small())
+    mutate(data)
+    with pytest.raises(SpecError) as err:
+        parse_spec(data)
+    assert err.value.field == field, err.value.message
+    assert text in err.value.message + " " + err.value.hint
+    assert err.value.hint
+
+
+def test_defaults() -> None:
+    data = _small()
+    for key in ("padding", "bias", "epilogue", "tile"):
+        data["stages"][0].pop(key)
+    data["stages"][0]["padding"] = 0
+    spec = parse_spec(data)
+    st = spec.stages[0]
+    assert (st.r, st.s, st.stride, st.dilation, st.bias, st.epilogue.value) == (3, 3, 1, 1, False, "identity")
+    assert st.tile.threadblock == (128, 64, 32) and st.tile.warp == (64, 32, 32) and st.tile.stages == 3
+
+
+@pytest.mark.parametrize("name", EXAMPLES_CONV)
+def test_goldens_match_the_generator(name: str) -> None:
+    generate(EXAMPLES_DIR / f"{name}.yaml", REPO / "generated" / name, check=True)
+
+
+def test_generated_files_and_stage_units(tmp_path: Path) -> None:
+    generate(EXAMPLES_DIR / "resnet_block.yaml", tmp_path / "p")
+    files = {str(p.relative_to(tmp_path / "p")) for p in (tmp_path / "p").rglob("*") if p.is_file()}
+    assert {"src/stage_conv1.cu", "src/stage_conv2.cu", "include/resnet_block.h", "bench/resnet_block_bench.cu",
+            "include/cusync/conv/conv.cuh", "bench/conv_reference.cuh"} <= files
+    unit = (tmp_path / "p" / "src" / "stage_conv2.cu").read_text()
+    assert "cutlass::epilogue::thread::ReLu, /*kResidual=*/true" in unit
+    assert "cutlass::gemm::GemmShape<128, 64, 64>" in unit
+    header = (tmp_path / "p" / "include" / "resnet_block.h").read_text()
+    assert '{"conv2", 0, -1, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true}' in header
+
+
+@pytest.mark.nvcc
+def test_resnet_block_compiles(tmp_path: Path, cutlass_dir: Path) -> None:
+    cmake, nvcc = shutil.which("cmake"), shutil.which("nvcc")
+    if cmake is None or nvcc is None:
+        pytest.skip("cmake or nvcc not found")
+    build = tmp_path / "build"
+    configure = [cmake, "-S", str(REPO / "generated" / "resnet_block"), "-B", str(build), f"-DCUTLASS_DIR={cutlass_dir}",
+                 "-DCMAKE_CUDA_ARCHITECTURES=90a", f"-DCMAKE_CUDA_COMPILER={nvcc}", "-DRESNET_BLOCK_WERROR=ON"]
+    if shutil.which("ninja"):
+        configure += ["-G", "Ninja"]
+    out = subprocess.run(configure, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    out = subprocess.run([cmake, "--build", str(build), "-j", str(os.cpu_count() or 2)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+    assert (build / "resnet_block_bench").is_file()
+
+
+@pytest.fixture(scope="module")
+def conv_benches(cutlass_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("conv-gpu")
+    benches = {}
+    for name, spec in (("resnet_block", EXAMPLES_DIR / "resnet_block.yaml"), ("conv_mix", DATA / "conv_mix.yaml"),
+                       ("conv_mix_bf16", DATA / "conv_mix_bf16.yaml")):
+        generate(spec, root / name)
+        build = root / name / "build"
+        subprocess.run(["cmake", "-S", str(root / name), "-B", str(build), f"-DCUTLASS_DIR={cutlass_dir}",
+                        "-DCMAKE_CUDA_ARCHITECTURES=90a"], check=True, capture_output=True)
+        out = subprocess.run(["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)], capture_output=True, text=True)
+        assert out.returncode == 0, out.stdout[-4000:]
+        benches[name] = build / f"{name}_bench"
+    return benches
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ("resnet_block", "conv_mix", "conv_mix_bf16"))
+def test_gpu_tile_synced_equals_back_to_back_and_the_reference(conv_benches: dict[str, Path], name: str) -> None:
+    out = subprocess.run([str(conv_benches[name]), "--batch", "1,3", "--check-only"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count("bitwise yes") == 2 and "all checks passed" in out.stdout
+
+
+@pytest.mark.gpu
+def test_gpu_missing_post_times_out_naming_the_tile(conv_benches: dict[str, Path]) -> None:
+    out = subprocess.run([str(conv_benches["conv_mix"]), "--batch", "3", "--missing-post", "s2"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert re.search(r"stage s3, tile \(m \d+, n \d+\), timed out waiting for s2 tile row \d+", out.stdout), out.stdout
+
+
+def test_all_tile_rows_have_reads() -> None:
+    """Every consumer tile reads something of its producer (padding never swallows a whole window)."""
+    plan = make_conv_plan(load_spec(DATA / "conv_mix.yaml"))
+    for st, batch in itertools.product(plan.stages[1:], (1, 3)):
+        for tm in range(st.tiles_m(batch)):
+            assert len(st.waited_rows(tm, plan.stages[st.producer], batch)) >= 1
+
+
+def test_producer_rows_no_window_reads_are_still_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1x1 stride-2 conv reads no odd row: those producer tile rows are waited for anyway (widened waits),
+    else the run could close (bump the epoch) while a producer tile is still to post."""
+    data = _small(h=16, w=64, tile={"threadblock": [64, 64, 32], "warp": [32, 32, 32]})
+    data["stages"][1].update({"r": 1, "s": 1, "stride": 2, "padding": 0, "residual": None})
+    plan = make_conv_plan(parse_spec(data))
+    for batch in (1, 2, 3, 4):
+        verify_conv(plan, batch)
+    raw = ConvStagePlan.waited_rows
+
+    def window_only(self: ConvStagePlan, tm: int, producer: ConvStagePlan, batch: int) -> range:
+        first, last = self.window_pixels(*self.tile_pixels(tm, batch))
+        return range(first // producer.tile.m, last // producer.tile.m + 1)
+
+    assert raw is not window_only
+    monkeypatch.setattr(ConvStagePlan, "waited_rows", window_only)
+    with pytest.raises(VerificationError) as err:
+        verify_conv(plan, 1)
+    assert "no c2 tile waits for c1 tile row" in err.value.message
+
+
+@pytest.mark.parametrize("args", (["run", "resnet_block", "--m", "1"], ["tune", "resnet_block"],
+                                  ["generate", "resnet_block", "--torch", "-o", "unused"]))
+def test_gemm_only_commands_refuse_a_conv_chain(args: list[str], tmp_path: Path) -> None:
+    out = subprocess.run(["python3", "-m", "cusync_gen.cli", *args], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "conv chain" in out.stderr or "GEMM chains" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "unused").exists()
+
+
+@pytest.mark.nvcc
+def test_the_device_window_is_the_planned_one(tmp_path: Path, cutlass_dir: Path) -> None:
+    """ConvWindow (templates/conv/include/cusync/conv/conv.cuh), compiled for the host, gives the producer pixel
+    range that ConvStagePlan.window_pixels gives (and so the proof's premise) for random convolutions."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    rng = random.Random(11)
+    cases = []
+    for _ in range(300):
+        r, dil, stride = rng.choice((1, 3, 5, 7)), rng.choice((1, 2, 3)), rng.choice((1, 2, 3, 4))
+        pad = rng.randint(0, (r - 1) * dil)
+        h, w = rng.randint(r * dil, 40), rng.randint(1, 40)
+        p = (h + 2 * pad - dil * (r - 1) - 1) // stride + 1
+        q = rng.randint(1, 40)
+        n = rng.randint(1, 5)
+        m0 = rng.randrange(n * p * q)
+        m1 = rng.randint(m0 + 1, n * p * q)
+        cases.append((h, w, p, q, r, stride, pad, dil, m0, m1))
+    src = tmp_path / "window.cu"
+    rows = ",\n".join("{%s}" % ", ".join(map(str, c)) for c in cases)
+    src.write_text('#include <cstdio>\n#include "cusync/conv/conv.cuh"\n'
+                   f"long long cases[][10] = {{{rows}}};\n"
+                   "int main() {\n  for (auto& c : cases) {\n"
+                   "    cusync::conv::ConvWindow win{int(c[0]), int(c[1]), int(c[2]), int(c[3]), int(c[4]), int(c[5]), "
+                   "int(c[6]), int(c[7])};\n"
+                   '    std::printf("%lld %lld\\n", (long long)win.first_pixel(c[8]), (long long)win.last_pixel(c[9]));\n'
+                   "  }\n}\n")
+    exe = tmp_path / "window"
+    out = subprocess.run([nvcc, "-std=c++17", "--expt-relaxed-constexpr", "-I", str(REPO / "templates" / "runtime" / "include"),
+                          "-I", str(REPO / "templates" / "conv" / "include"), "-isystem", str(cutlass_dir / "include"),
+                          str(src), "-o", str(exe)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n")
+    for case, line in zip(cases, got):
+        h, w, p, q, r, stride, pad, dil, m0, m1 = case
+        st = ConvStagePlan(index=1, name="x", producer=0, residual=None, h=h, w=w, c=8, k=8, r=r, s=1, p=p, q=q,
+                           pad=pad, stride=stride, dilation=dil, bias=False, epilogue=None, tile=None)  # type: ignore[arg-type]
+        assert tuple(map(int, line.split())) == st.window_pixels(m0, m1), case
