@@ -175,11 +175,17 @@ def validate(
 ) -> None:
     """Check a spec, print the plan (tiles, grids, semaphores, occupancy) and prove its sync sound per M."""
     from cusync_gen import report
-    from cusync_gen.spec.loading import load_spec
+    from cusync_gen.spec.loading import ignored_fields, parse_spec, read_spec_data
     from cusync_gen.spec.model import ConvChainSpec
 
     ms = parse_ms(m)
-    loaded = load_spec(resolve_spec(spec))
+    path = resolve_spec(spec)
+    data = read_spec_data(path)
+    loaded = parse_spec(data, source=str(path))
+    if (ignored := ignored_fields(data)) and not as_json:
+        what = "a one-value setting, accepted and ignored; remove it" if len(ignored) == 1 else \
+            "one-value settings, accepted and ignored; remove them"
+        _out().print(f"note: {', '.join(ignored)}: {what}", markup=False)
     if isinstance(loaded, ConvChainSpec):
         target = parse_target(target, "--target")
         batches_conv = parse_ms(batch, "--batch")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from cusync_gen import build, cli, paths
 from cusync_gen.errors import ToolError
@@ -124,6 +125,22 @@ def test_validate_says_where_avoid_wait_kernel_falls_back(tmp_path: Path, capsys
     code, out, err = cli_run(capsys, "validate", str(spec), "--m", "256,8192")
     assert code == 0, err
     assert "verified at M = 8192" in out and "run() keeps the wait kernel" in out
+
+
+def test_validate_names_the_one_value_settings_it_ignores(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`split_k: 1` and `cluster: [1, 1, 1]` load (old specs keep working); validate names them, and --json
+    stays one JSON document."""
+    data = yaml.safe_load((paths.examples_dir() / "two_gemm_sm90.yaml").read_text())
+    data["stages"][0]["split_k"] = 1
+    data["stages"][1]["tile"]["cluster"] = [1, 1, 1]
+    spec = tmp_path / "old.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    code, out, err = cli_run(capsys, "validate", str(spec), "--m", "256")
+    assert code == 0, err
+    assert out.startswith("note: stages[0].split_k, stages[1].tile.cluster: one-value settings, accepted and ignored")
+    code, out, err = cli_run(capsys, "validate", str(spec), "--m", "256", "--json")
+    assert code == 0, err
+    assert json.loads(out)["name"] == data["name"]
 
 
 def test_validate_example_by_name(capsys: pytest.CaptureFixture[str]) -> None:

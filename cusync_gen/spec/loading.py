@@ -168,6 +168,20 @@ def load_spec(path: Path) -> ChainSpec:
     return parse_spec(read_spec_data(path), source=str(Path(path)))
 
 
+def ignored_fields(data: Any) -> list[str]:
+    """The fields of raw spec data that the loader accepts and drops (one-value settings: `split_k: 1`,
+    `cluster: [1, 1, 1]`), as field paths; `validate` names them so a user can remove them."""
+    stages = data.get("stages") if isinstance(data, dict) else None
+    found = []
+    for i, stage in enumerate(stages if isinstance(stages, list) else ()):
+        if isinstance(stage, dict) and "split_k" in stage:
+            found.append(f"stages[{i}].split_k")
+        tile = stage.get("tile") if isinstance(stage, dict) else None
+        if isinstance(tile, dict) and "cluster" in tile:
+            found.append(f"stages[{i}].tile.cluster")
+    return found
+
+
 def read_spec_data(path: Path) -> Any:
     """The raw data of a spec file (what `load_spec` parses), within the limits; `tune` edits it."""
     path = Path(path)
