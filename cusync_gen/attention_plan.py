@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cusync_gen.errors import UsageError
-from cusync_gen.plan import DEFAULT_SMS, TilePlan, tile_plan
+from cusync_gen.plan import DEFAULT_SMS, TilePlan, plan_head, tile_plan
 from cusync_gen.plan_describe import json_identity, tile_json
 from cusync_gen.spec.model import (
     ATTENTION_GEMMS,
@@ -25,7 +25,6 @@ from cusync_gen.spec.model import (
     Op,
     StageSpec,
     attention_gemm_shape,
-    spec_hash,
 )
 
 
@@ -296,13 +295,7 @@ def make_attention_plan(spec: AttentionSpec, target: str | None = None) -> Atten
             post_note=post,
         ))
     return AttentionPlan(
-        name=spec.name,
-        class_name="".join(part[:1].upper() + part[1:] for part in spec.name.split("_") if part),
-        spec_hash=spec_hash(spec),
-        arch=spec.arch,
-        target=spec.target,
-        cuda_arch=spec.target.removeprefix("sm_"),
-        dtype=spec.dtype,
+        **plan_head(spec),
         hidden=spec.attention.hidden,
         heads=spec.attention.heads,
         head_dim=spec.attention.head_dim,

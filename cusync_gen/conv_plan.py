@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cusync_gen.errors import UsageError
-from cusync_gen.plan import DEFAULT_SMS, TilePlan, tile_plan
+from cusync_gen.plan import DEFAULT_SMS, TilePlan, plan_head, tile_plan
 from cusync_gen.spec.model import (
     TARGETS,
     Arch,
@@ -28,7 +28,6 @@ from cusync_gen.spec.model import (
     Op,
     StageSpec,
     conv_output_size,
-    spec_hash,
 )
 
 INPUT = -1  # producer / residual index of the chain input
@@ -228,13 +227,7 @@ def make_conv_plan(spec: ConvChainSpec, target: str | None = None) -> ConvPlan:
         names[st.name] = i
         shapes[i] = (p, q, st.k)
     return ConvPlan(
-        name=spec.name,
-        class_name="".join(part[:1].upper() + part[1:] for part in spec.name.split("_") if part),
-        spec_hash=spec_hash(spec),
-        arch=spec.arch,
-        target=spec.target,
-        cuda_arch=spec.target.removeprefix("sm_"),
-        dtype=spec.dtype,
+        **plan_head(spec),
         max_batch=spec.stages[0].n or 1,
         stages=tuple(stages),
         sms=DEFAULT_SMS[spec.target],

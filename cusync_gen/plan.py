@@ -291,13 +291,7 @@ def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
     ]
     configs.append(ConfigPlan(len(configs), None, stages))
     return ChainPlan(
-        name=spec.name,
-        class_name="".join(part[:1].upper() + part[1:] for part in spec.name.split("_") if part),
-        spec_hash=spec_hash(spec),
-        dtype=spec.dtype,
-        arch=spec.arch,
-        target=spec.target,
-        cuda_arch=ARCHS[spec.arch].cuda_arch(spec.target),
+        **plan_head(spec),
         sms=spec.sms if spec.sms is not None else DEFAULT_SMS[spec.target],
         optimizations=spec.optimizations,
         stages=stages,
@@ -406,6 +400,19 @@ def _stage_plans(spec: ChainSpec) -> tuple[StagePlan, ...]:
 
 # ---------------------------------------------------------------------------------------------------
 # Derivations
+
+
+def plan_head(spec: Any) -> dict[str, Any]:  # noqa: ANN401 (any parsed spec: chain, attention, conv)
+    """The fields every kind of plan starts with: the chain's names, its spec hash, dtype and target."""
+    return {
+        "name": spec.name,
+        "class_name": "".join(part[:1].upper() + part[1:] for part in spec.name.split("_") if part),
+        "spec_hash": spec_hash(spec),
+        "dtype": spec.dtype,
+        "arch": spec.arch,
+        "target": spec.target,
+        "cuda_arch": ARCHS[spec.arch].cuda_arch(spec.target),
+    }
 
 
 def tile_plan(i: int, stage: StageSpec, target: str, arch: Arch = DEFAULT_ARCH, base: str | None = None) -> TilePlan:
