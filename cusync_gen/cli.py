@@ -186,24 +186,21 @@ def validate(
         what = "a one-value setting, accepted and ignored; remove it" if len(ignored) == 1 else \
             "one-value settings, accepted and ignored; remove them"
         _out().print(f"note: {', '.join(ignored)}: {what}", markup=False)
-    if isinstance(loaded, ConvChainSpec):
+    if isinstance(loaded, ConvChainSpec):  # --batch: the batches to describe (conv chains have no M)
         target = parse_target(target, "--target")
-        batches_conv = parse_ms(batch, "--batch")
-        if as_json:
-            _print_json(report.validate_conv_json(loaded, batches_conv, target))
-            return
-        out = _out()
-        for block in report.validate_conv_text(loaded, batches_conv, target):
-            out.print(block, markup=False)
-        out.print("[green]OK[/]")
-        return
-    batches, cached = parse_count(batch, "--batch", example=4), parse_count(cache, "--cache", 0, example=1023)
-    target = parse_target(target, "--target")
+        images = parse_ms(batch, "--batch")
+        document = lambda: report.validate_conv_json(loaded, images, target)  # noqa: E731
+        blocks = lambda: report.validate_conv_text(loaded, images, target)  # noqa: E731
+    else:
+        batches, cached = parse_count(batch, "--batch", example=4), parse_count(cache, "--cache", 0, example=1023)
+        target = parse_target(target, "--target")
+        document = lambda: report.validate_json(loaded, ms, batches, cached, target)  # noqa: E731
+        blocks = lambda: report.validate_text(loaded, ms, batches, cached, target)  # noqa: E731
     if as_json:
-        _print_json(report.validate_json(loaded, ms, batches, cached, target))  # nothing unless every M is proved
+        _print_json(document())  # nothing printed unless every size is proved
         return
     out = _out()
-    for block in report.validate_text(loaded, ms, batches, cached, target):
+    for block in blocks():
         out.print(block, markup=False)
     out.print("[green]OK[/]")
 
