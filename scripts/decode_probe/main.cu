@@ -1,6 +1,8 @@
 // decode_probe: decode-size MLP chains Y = act(X @ W1 [+ b1]) @ W2 on one GPU, cuBLAS / cuBLASLt chains against
 // the weight-streaming kernels of cusync/sm90/stream_gemm.cuh (v1: back to back, PDL + K-range tile sync,
-// persistent) and the warp-specialized persistent chain of cusync/sm90/stream_chain_ws.cuh (v2, "ws", f = rounds).
+// persistent), the warp-specialized persistent chain of cusync/sm90/stream_chain_ws.cuh (v2, "ws", f = rounds),
+// the register-streaming stages of reg_stream.cuh (v3, "reg"/"regs") and v2's TMA ring with v3-style consumers
+// of stream_ring.cuh (v4, "ring", f = rounds).
 // Checks, then times (CUDA graphs of kRunsPerGraph chain runs, round robin, median).
 // Usage: decode_probe OUT_DIR   (env DECODE_PROBE_QUICK=1: fewer M and repetitions;
 //   DECODE_PROBE_VARIANTS=ws,b2b: time only these of our variants (checks still run all))
@@ -22,6 +24,7 @@
 #include "cusync/sm90/stream_chain_ws.cuh"
 #include "cusync/sm90/stream_gemm.cuh"
 #include "cusync/sm90/reg_stream.cuh"
+#include "cusync/sm90/stream_ring.cuh"
 
 using namespace cusync::stream;
 using cusync::SyncErrorInfo;
@@ -118,8 +121,8 @@ static ErrStat compare(std::vector<uint16_t> const& a, std::vector<uint16_t> con
 
 struct ShapeDef { char const* name; int k1, n1, n2; Act act; bool bf16; };
 
-enum Variant { kB2B = 0, kSync = 1, kPers = 2, kWS = 3, kReg = 4, kRegSync = 5 };
-static char const* kVarName[] = {"b2b", "sync", "pers", "ws", "reg", "regs"};
+enum Variant { kB2B = 0, kSync = 1, kPers = 2, kWS = 3, kReg = 4, kRegSync = 5, kRing = 6 };
+static char const* kVarName[] = {"b2b", "sync", "pers", "ws", "reg", "regs", "ring"};
 static std::vector<std::string> g_variant_filter;
 static int g_reg_cfg = 0;                  // DECODE_PROBE_REG_CFG: v3 shape, see with_wn (0: 1 warp along N)
 static int g_reg_wn = 1;                   // warps side by side along N (1, 2, 4) of that shape
@@ -132,7 +135,7 @@ static bool variant_timed(Variant v) {
 }
 
 struct Row {
-  std::string shape; int m; double floor_us, cublas_us, lt_us, b2b_us, sync_us, pers_us, ws_us, reg_us, regs_us;
+  std::string shape; int m; double floor_us, cublas_us, lt_us, b2b_us, sync_us, pers_us, ws_us, reg_us, regs_us, ring_us;
   std::string best_cfg; double best_us; std::string checks; double rel_l2;
 };
 
@@ -227,6 +230,7 @@ struct Probe {
       with_mpad(mp, [&](auto mc) {
         CK((prepare_kernels<T, decltype(mc)::value>()));
         CK((ws::prepare_chain_ws<T, decltype(mc)::value>()));
+        CK((ring::prepare_chain_ring<T, decltype(mc)::value>()));
       });
     CK(cudaStreamSynchronize(st));
   }
@@ -332,9 +336,11 @@ struct Probe {
       reg::reg_make(a1, mpad, g_reg_wn, f * reg_occ * sms, false, &s);
       return s.tiles * s.splits;
     }
-    if (v == kWS) {  // one co-resident wave; f is the number of rounds
+    if (v == kWS || v == kRing) {  // one co-resident wave; f is the number of rounds
       int occ = 0;
-      with_mpad(mpad, [&](auto mc) { occ = ws::chain_ws_occupancy<T, decltype(mc)::value>(); });
+      with_mpad(mpad, [&](auto mc) {
+        occ = v == kWS ? ws::chain_ws_occupancy<T, decltype(mc)::value>() : ring::chain_ring_occupancy<T, decltype(mc)::value>();
+      });
       return std::max(1, occ) * sms;
     }
     if (v == kPers) {
@@ -383,6 +389,11 @@ struct Probe {
         char const* bad = ws::make_chain_ws<T, MP>(a1, a2, f, grid, &p);
         if (bad) { fprintf(stderr, "make_chain_ws: %s\n", bad); exit(1); }
         CK((ws::launch_chain_ws<T, MP>(p, grid, state, err, timeout_ns, st)));
+      } else if (v == kRing) {
+        ws::ChainParams p;
+        char const* bad = ring::make_chain_ring<T, MP>(a1, a2, f, grid, &p);
+        if (bad) { fprintf(stderr, "make_chain_ring: %s\n", bad); exit(1); }
+        CK((ring::launch_chain_ring<T, MP>(p, grid, state, err, timeout_ns, st)));
       } else if (v == kSync) {
         CK((launch_stage<T, MP>(a1, grid, state, err, timeout_ns, kTriggerDependents, false, st)));
         CK((launch_stage<T, MP>(a2, grid, state, err, timeout_ns, kClosesRun, true, st)));
@@ -469,6 +480,9 @@ struct Probe {
     if (reg_ok)
       for (Cfg c : {Cfg{kReg, g_reg_f[0]}, Cfg{kReg, g_reg_f[1]}, Cfg{kRegSync, g_reg_f[0]}, Cfg{kRegSync, g_reg_f[1]}})
         cfgs.push_back(c);
+    size_t const ring_i = cfgs.size();  // v4: rounds 1, 2
+    cfgs.push_back({kRing, 1});
+    cfgs.push_back({kRing, 2});
     double worst = 0;
     std::vector<std::vector<uint16_t>> outs(cfgs.size());
     for (size_t i = 0; i < cfgs.size(); ++i) {
@@ -497,6 +511,8 @@ struct Probe {
       poison(y, ny); ours(kWS, 1, m, 0); det &= fetch(y, ny) == outs[6];  // v2 against itself
       poison(y, ny); ours(kWS, 2, m, 0); det &= fetch(y, ny) == outs[7];
       if (reg_ok) { poison(y, ny); ours(kRegSync, g_reg_f[1], m, 0); det &= fetch(y, ny) == outs[11]; }
+      poison(y, ny); ours(kRing, 1, m, 0); det &= fetch(y, ny) == outs[ring_i];  // v4 against itself
+      poison(y, ny); ours(kRing, 2, m, 0); det &= fetch(y, ny) == outs[ring_i + 1];
     }
     checks += det ? " det" : " DET!";
     all_ok &= bit && det;
@@ -543,12 +559,13 @@ struct Probe {
     };
     row.b2b_us = pair_min(2, 3); row.sync_us = pair_min(4, 5); row.pers_us = pair_min(6, 7); row.ws_us = pair_min(8, 9);
     row.reg_us = reg_ok ? pair_min(10, 11) : 0; row.regs_us = reg_ok ? pair_min(12, 13) : 0;
+    row.ring_us = pair_min(2 + int(ring_i), 3 + int(ring_i));
     int best = -1;
     for (int v = 2; v < nv; ++v) if (med[v] > 0 && (best < 0 || med[v] < med[best])) best = v;
     if (best < 0) best = 2;
     row.best_us = med[best];
     row.best_cfg = std::string(kVarName[cfgs[best - 2].v]) + "/G=" + std::to_string(grid_of(cfgs[best - 2].v, cfgs[best - 2].f, m_pad_for(m)));
-    if (cfgs[best - 2].v == kWS) row.best_cfg += "/R=" + std::to_string(cfgs[best - 2].f);
+    if (cfgs[best - 2].v == kWS || cfgs[best - 2].v == kRing) row.best_cfg += "/R=" + std::to_string(cfgs[best - 2].f);
     for (int v = 0; v < nv; ++v)
       fprintf(log, "%s M=%d timing v=%d (%s) median=%.2f us\n", sd.name, m, v,
               v == 0 ? "cublas" : v == 1 ? "lt" : (std::string(kVarName[cfgs[v - 2].v]) + " f=" + std::to_string(cfgs[v - 2].f)).c_str(), med[v]);
@@ -564,7 +581,7 @@ struct Probe {
     for (int m : {1, 3, 17, 100, 127}) {
       size_t const ny = size_t(m) * sd.n2;
       poison(yc, ny); cublas_chain(m, 0); auto ref = fetch(yc, ny);
-      for (Variant v : {kB2B, kSync, kPers, kWS, kReg, kRegSync})
+      for (Variant v : {kB2B, kSync, kPers, kWS, kReg, kRegSync, kRing})
         for (int f : {1, 2}) {
           if ((v == kReg || v == kRegSync) && m > 32) continue;
           poison(y, ny); ours(v, f, m, 0); auto got = fetch(y, ny);
@@ -586,13 +603,16 @@ struct Probe {
       poison(y, size_t(m) * sd.n2); ours(kRegSync, 1, m, 0, true); got = fetch(y, size_t(m) * sd.n2);
       double r4 = host_check(m, true, {0, 3}, 48, got);
       fprintf(log, "%s host fp32 ref: regs+bias max_rel=%.3e\n", sd.name, r4);
-      bool good = r1 < 2e-2 && r2 < 2e-2 && r3 < 2e-2 && r4 < 2e-2 && sync_error_clear();
+      poison(y, size_t(m) * sd.n2); ours(kRing, 2, m, 0, true); got = fetch(y, size_t(m) * sd.n2);
+      double r5 = host_check(m, true, {1, 4}, 48, got);
+      fprintf(log, "%s host fp32 ref: ring+bias max_rel=%.3e\n", sd.name, r5);
+      bool good = r1 < 2e-2 && r2 < 2e-2 && r3 < 2e-2 && r4 < 2e-2 && r5 < 2e-2 && sync_error_clear();
       fprintf(log, "%s host fp32 ref: sync+bias max_rel=%.3e pers max_rel=%.3e ws+bias max_rel=%.3e %s\n", sd.name, r1, r2,
               r3, good ? "ok" : "FAIL");
       s += good ? ", host ok" : ", host FAIL"; ok &= good;
     }
     // negative: gemm1's last tile never posts -> gemm2 must time out, record it and return
-    for (Variant v : {kSync, kPers, kWS, kRegSync}) {
+    for (Variant v : {kSync, kPers, kWS, kRegSync, kRing}) {
       int const skip = v == kRegSync ? reg::tiles_of(n1w, reg::cta_n_of(g_reg_wn)) - 1 : tiles_of(n1w) - 1;
       auto t0 = std::chrono::steady_clock::now();
       ours(v, 1, 4, 0, false, skip, 50000000ull);  // 50 ms
@@ -691,27 +711,27 @@ int main(int argc, char** argv) {
 
   FILE* csv = fopen((out + "/decode_probe.csv").c_str(), "w");
   FILE* js = fopen((out + "/decode_probe.json").c_str(), "w");
-  if (csv) fprintf(csv, "shape,M,floor_us,cublas_us,lt_us,ours_b2b_us,ours_sync_us,ours_pers_us,ours_ws_us,ours_reg_us,ours_regs_us,best_cfg,best_us,x_floor,speedup_vs_cublas,rel_l2,checks\n");
+  if (csv) fprintf(csv, "shape,M,floor_us,cublas_us,lt_us,ours_b2b_us,ours_sync_us,ours_pers_us,ours_ws_us,ours_reg_us,ours_regs_us,ours_ring_us,best_cfg,best_us,x_floor,speedup_vs_cublas,rel_l2,checks\n");
   if (js) fprintf(js, "{\"stream_read_tbps\": %.4f, \"extra_checks\": [", bw / 1e12);
   for (size_t i = 0; js && i < extras.size(); ++i) fprintf(js, "%s\"%s\"", i ? ", " : "", extras[i].c_str());
   if (js) fprintf(js, "], \"rows\": [\n");
   printf("\nstream-read %.2f TB/s; floor = bytes / 4.8 TB/s; speedup = min(cublas, lt) / best ours\n", bw / 1e12);
   for (auto& e : extras) printf("%s\n", e.c_str());
-  printf("%-10s %4s %8s %8s %8s %8s %8s %8s %8s %8s %8s %-14s %6s %6s  %s\n", "shape", "M", "floor", "cublas", "lt", "b2b", "sync",
-         "pers", "ws", "reg", "regs", "best", "xfloor", "speedup", "checks");
+  printf("%-10s %4s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %-14s %6s %6s  %s\n", "shape", "M", "floor", "cublas", "lt", "b2b", "sync",
+         "pers", "ws", "reg", "regs", "ring", "best", "xfloor", "speedup", "checks");
   for (size_t i = 0; i < rows.size(); ++i) {
     Row& r = rows[i];
     double peer = r.lt_us > 0 ? std::min(r.cublas_us, r.lt_us) : r.cublas_us;
     double xf = r.best_us / r.floor_us, sp = peer / r.best_us;
-    printf("%-10s %4d %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %-14s %6.2f %6.2f  %s\n", r.shape.c_str(), r.m, r.floor_us,
-           r.cublas_us, r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.ws_us, r.reg_us, r.regs_us, r.best_cfg.c_str(), xf, sp, r.checks.c_str());
-    if (csv) fprintf(csv, "%s,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%s,%.3f,%.4f,%.4f,%.3e,%s\n", r.shape.c_str(), r.m, r.floor_us, r.cublas_us,
-                     r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.ws_us, r.reg_us, r.regs_us, r.best_cfg.c_str(), r.best_us, xf, sp, r.rel_l2, r.checks.c_str());
+    printf("%-10s %4d %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %-14s %6.2f %6.2f  %s\n", r.shape.c_str(), r.m, r.floor_us,
+           r.cublas_us, r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.ws_us, r.reg_us, r.regs_us, r.ring_us, r.best_cfg.c_str(), xf, sp, r.checks.c_str());
+    if (csv) fprintf(csv, "%s,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%s,%.3f,%.4f,%.4f,%.3e,%s\n", r.shape.c_str(), r.m, r.floor_us, r.cublas_us,
+                     r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.ws_us, r.reg_us, r.regs_us, r.ring_us, r.best_cfg.c_str(), r.best_us, xf, sp, r.rel_l2, r.checks.c_str());
     if (js) fprintf(js, "%s{\"shape\":\"%s\",\"M\":%d,\"floor_us\":%.3f,\"cublas_us\":%.3f,\"lt_us\":%.3f,\"b2b_us\":%.3f,"
-                    "\"sync_us\":%.3f,\"pers_us\":%.3f,\"ws_us\":%.3f,\"reg_us\":%.3f,\"regs_us\":%.3f,\"best\":\"%s\",\"best_us\":%.3f,\"x_floor\":%.4f,\"speedup\":%.4f,"
+                    "\"sync_us\":%.3f,\"pers_us\":%.3f,\"ws_us\":%.3f,\"reg_us\":%.3f,\"regs_us\":%.3f,\"ring_us\":%.3f,\"best\":\"%s\",\"best_us\":%.3f,\"x_floor\":%.4f,\"speedup\":%.4f,"
                     "\"rel_l2\":%.3e,\"checks\":\"%s\"}",
                     i ? ",\n" : "", r.shape.c_str(), r.m, r.floor_us, r.cublas_us, r.lt_us, r.b2b_us, r.sync_us, r.pers_us,
-                    r.ws_us, r.reg_us, r.regs_us, r.best_cfg.c_str(), r.best_us, xf, sp, r.rel_l2, r.checks.c_str());
+                    r.ws_us, r.reg_us, r.regs_us, r.ring_us, r.best_cfg.c_str(), r.best_us, xf, sp, r.rel_l2, r.checks.c_str());
   }
   if (js) { fprintf(js, "\n]}\n"); fclose(js); }
   if (csv) fclose(csv);

@@ -263,9 +263,12 @@ __device__ __forceinline__ void piece_ctas(Seg const& sg, int t, int grid, int64
 
 }  // namespace dev
 
-template <typename T, int kMPad>
-struct ChainWS {
-  using C = Cfg<kMPad>;
+// The parts of the chain kernel that do not depend on how consumers read a stage: the producer, the piece tail
+// and the tile reduction. C supplies the ring and shared-memory layout (kWStages, kXStages, kXBytes,
+// kSlotFloats, *Off, kSmemBytes). v2 (ChainWS below) and v4 (stream_ring.cuh) add their consumers.
+template <typename T, int kMPad, typename Cfg_>
+struct ChainCore {
+  using C = Cfg_;
 
   static __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
     T const l = detail::from_f<T>(lo), h = detail::from_f<T>(hi);
@@ -348,6 +351,49 @@ struct ChainWS {
       dev::consumer_bar();  // every consumer thread's stores of the tile, before thread 0's release
       if (threadIdx.x == 0 && t != a.skip_post_tile) post_store(a.post_sems + t, ctx.epoch);
     }
+  }
+
+  // The fp32 partial slot of the current piece (CTA, segment, tile): (M_pad, BLK_N) floats.
+  static __device__ __forceinline__ float* piece_slot(ChainParams const& p, dev::Cursor const& cur, int cta) {
+    Seg const& sg = p.seg[cur.seg];
+    StageArgs const& a = p.g[cur.gemm];
+    int64_t const slot = sg.slot_base + cta + (cur.t - sg.t_lo);
+    CUSYNC_STREAM_CHECK(slot < a.ws_slots);
+    return a.ws + slot * C::kSlotFloats;
+  }
+
+  // After every consumer thread stored its part of the piece's partial: arrive on the tile's counter; the last
+  // arriver's consumers reduce the tile (fixed order), apply the epilogue and post. Consumer threads only.
+  static __device__ __forceinline__ void finish_piece(ChainParams const& p, RunCtx const& ctx, int grid, int g, int t,
+                                                      int64_t* ranges, int* flag) {
+    StageArgs const& a = p.g[g];
+    dev::consumer_bar();  // the slot's stores, before thread 0's release
+    if (threadIdx.x == 0) {
+      // Arrive first: the ranges below are computed while the atomic is in flight.
+      uint32_t const before = detail::arrive(a.arrivals + t, ctx.epoch);
+      // The tile's pieces over this GEMM's segments, in the fixed reduction order.
+      int nr = 0;
+      int64_t total = 0;
+      for (int s2 = 0; s2 < p.nseg; ++s2) {
+        Seg const& o = p.seg[s2];
+        if (o.gemm != g || t < o.t_lo || t >= o.t_hi) continue;
+        int64_t cf, cl;
+        dev::piece_ctas(o, t, grid, cf, cl);
+        ranges[2 * nr] = o.slot_base + cf + (t - o.t_lo);
+        ranges[2 * nr + 1] = cl - cf + 1;
+        total += cl - cf + 1;
+        ++nr;
+      }
+      CUSYNC_STREAM_CHECK(before < uint32_t(total));
+      bool const last = before == uint32_t(total - 1);
+      if (last) ptx::fence_acq_rel_gpu();  // acquire: the other pieces' slots
+      flag[0] = last ? 1 : 0;
+      flag[1] = nr;
+    }
+    dev::consumer_bar();
+    // (flag/ranges are rewritten only after the next piece's first consumer_bar, which every reader of
+    // this piece's values has passed after reading them)
+    if (flag[0]) reduce_tile(p, g, t, ctx, ranges, flag[1]);
   }
 
   // ---- producer: one lane issues every W and X/H copy ----
@@ -440,6 +486,15 @@ struct ChainWS {
     }
   }
 
+};
+
+template <typename T, int kMPad>
+struct ChainWS : ChainCore<T, kMPad, Cfg<kMPad>> {
+  using C = Cfg<kMPad>;
+  using Core = ChainCore<T, kMPad, Cfg<kMPad>>;
+  using Core::finish_piece;
+  using Core::piece_slot;
+
   static constexpr int kKSteps = kBlkK / 16;  // m16n8k16 k-steps per k-block
 
   // Fragments of k-step kk of a stage: kNSub weight (A) fragments (ldmatrix.x4.trans) and the batch (B)
@@ -486,7 +541,7 @@ struct ChainWS {
   // ---- consumers: 8 warps ----
   static __device__ __forceinline__ void consume(ChainParams const& p, RunCtx const& ctx, int cta, int grid,
                                                  uint32_t w_ring, uint32_t x_ring, uint32_t bars,
-                                                 int64_t* ranges, int* flag) {
+                                                 int64_t* ranges, int* flag, char* /*smem: v2 needs no scratch*/) {
     uint32_t const w_full = bars, w_empty = bars + C::kWStages * 8;
     uint32_t const x_full = bars + 2 * C::kWStages * 8, x_empty = x_full + C::kXStages * 8;
     int const lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
@@ -569,12 +624,9 @@ struct ChainWS {
       if (++xs == C::kXStages) { xs = 0; xph ^= 1u; }
 
       if (cur.piece_end()) {
-        int const s = cur.seg, g = cur.gemm, t = cur.t;
-        Seg const& sg = p.seg[s];
+        int const g = cur.gemm, t = cur.t;
         StageArgs const& a = p.g[g];
-        int64_t const slot = sg.slot_base + cta + (t - sg.t_lo);
-        CUSYNC_STREAM_CHECK(slot < a.ws_slots);
-        float* dst = a.ws + slot * C::kSlotFloats;  // (M_pad, BLK_N)
+        float* dst = piece_slot(p, cur, cta);  // (M_pad, BLK_N)
         int const gq = lane >> 2, tg = lane & 3;
 #pragma unroll
         for (int ns = 0; ns < C::kNSub; ++ns)
@@ -593,44 +645,19 @@ struct ChainWS {
 #pragma unroll
             for (int j = 0; j < 4; ++j) acc[ns][ms][j] = 0.f;
           }
-        dev::consumer_bar();  // the slot's stores, before thread 0's release
-        if (threadIdx.x == 0) {
-          // Arrive first: the ranges below are computed while the atomic is in flight.
-          uint32_t const before = detail::arrive(a.arrivals + t, ctx.epoch);
-          // The tile's pieces over this GEMM's segments, in the fixed reduction order.
-          int nr = 0;
-          int64_t total = 0;
-          for (int s2 = 0; s2 < p.nseg; ++s2) {
-            Seg const& o = p.seg[s2];
-            if (o.gemm != g || t < o.t_lo || t >= o.t_hi) continue;
-            int64_t cf, cl;
-            dev::piece_ctas(o, t, grid, cf, cl);
-            ranges[2 * nr] = o.slot_base + cf + (t - o.t_lo);
-            ranges[2 * nr + 1] = cl - cf + 1;
-            total += cl - cf + 1;
-            ++nr;
-          }
-          CUSYNC_STREAM_CHECK(before < uint32_t(total));
-          bool const last = before == uint32_t(total - 1);
-          if (last) ptx::fence_acq_rel_gpu();  // acquire: the other pieces' slots
-          flag[0] = last ? 1 : 0;
-          flag[1] = nr;
-        }
-        dev::consumer_bar();
-        // (flag/ranges are rewritten only after the next piece's first consumer_bar, which every reader of
-        // this piece's values has passed after reading them)
-        if (flag[0]) reduce_tile(p, g, t, ctx, ranges, flag[1]);
+        finish_piece(p, ctx, grid, g, t, ranges, flag);
       }
       cur.advance(p, cta, grid);
     }
   }
 };
 
-template <typename T, int kMPad>
+// The persistent chain kernel of a ChainWS-like Impl (v2: ChainWS; v4: ring::ChainRing): barriers, roles,
+// Impl::produce on one producer lane, Impl::consume on the consumer warps, then the epoch bump.
+template <typename Impl>
 __global__ void __launch_bounds__(kThreads, 1)
-    chain_ws_kernel(ChainParams const __grid_constant__ p, StreamState* state, SyncErrorInfo* error,
-                    uint64_t timeout_ns) {
-  using C = Cfg<kMPad>;
+    chain_kernel(ChainParams const __grid_constant__ p, StreamState* state, SyncErrorInfo* error, uint64_t timeout_ns) {
+  using C = typename Impl::C;
   extern __shared__ __align__(1024) char smem_raw[];
   uint32_t const raw = detail::smem_u32(smem_raw);
   uint32_t const base = (raw + 1023u) & ~1023u;  // SWIZZLE_128B boxes need 1024-byte aligned stages
@@ -667,10 +694,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (warp == kConsumerWarps) {
     if (lane == 0)
-      ChainWS<T, kMPad>::produce(p, ctx, int(blockIdx.x), int(gridDim.x), w_ring, x_ring, bars, hbits);
+      Impl::produce(p, ctx, int(blockIdx.x), int(gridDim.x), w_ring, x_ring, bars, hbits);
     __syncwarp();
   } else {
-    ChainWS<T, kMPad>::consume(p, ctx, int(blockIdx.x), int(gridDim.x), w_ring, x_ring, bars, ranges, flag);
+    Impl::consume(p, ctx, int(blockIdx.x), int(gridDim.x), w_ring, x_ring, bars, ranges, flag, gbase);
   }
   close_run(state, ctx.epoch);  // __syncthreads (all roles converged), then the epoch bump by the last CTA
 }
@@ -738,25 +765,30 @@ inline bool encode_2d(CUtensorMap* tm, void const* ptr, int64_t rows, int64_t co
   return r == CUDA_SUCCESS;
 }
 
-template <typename T, int kMPad>
-inline cudaError_t prepare_chain_ws() {
-  return cudaFuncSetAttribute(chain_ws_kernel<T, kMPad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              Cfg<kMPad>::kSmemBytes);
+template <typename Impl>
+inline cudaError_t prepare_chain_kernel() {
+  return cudaFuncSetAttribute(chain_kernel<Impl>, cudaFuncAttributeMaxDynamicSharedMemorySize, Impl::C::kSmemBytes);
 }
-
-// CTAs per SM of the v2 kernel (1 with ~200 KB of shared memory).
 template <typename T, int kMPad>
-inline int chain_ws_occupancy() {
+inline cudaError_t prepare_chain_ws() { return prepare_chain_kernel<ChainWS<T, kMPad>>(); }
+
+// CTAs per SM of a chain kernel (1 with ~200 KB of shared memory).
+template <typename Impl>
+inline int chain_kernel_occupancy() {
   int blocks = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, chain_ws_kernel<T, kMPad>, kThreads,
-                                                    Cfg<kMPad>::kSmemBytes) != cudaSuccess)
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, chain_kernel<Impl>, kThreads, Impl::C::kSmemBytes) !=
+      cudaSuccess)
     return 0;
   return blocks;
 }
+template <typename T, int kMPad>
+inline int chain_ws_occupancy() { return chain_kernel_occupancy<ChainWS<T, kMPad>>(); }
 
 // Checks the preconditions and fills p (tensor maps, segments). nullptr on success, else what is wrong.
+// occ: CTAs per SM of the kernel that will run p (chain_kernel_occupancy).
 template <typename T, int kMPad>
-inline char const* make_chain_ws(StageArgs const& a1, StageArgs const& a2, int rounds, int grid, ChainParams* p) {
+inline char const* make_chain_params(StageArgs const& a1, StageArgs const& a2, int rounds, int grid, int occ,
+                                     ChainParams* p) {
   auto misaligned = [](void const* q) { return (reinterpret_cast<uintptr_t>(q) & 15u) != 0; };
   for (StageArgs const* a : {&a1, &a2}) {
     if (a->m < 1 || a->m > kMPad) return "m must be in 1..M_pad";
@@ -782,7 +814,6 @@ inline char const* make_chain_ws(StageArgs const& a1, StageArgs const& a2, int r
   if (cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
     return "cannot query the device";
-  int const occ = chain_ws_occupancy<T, kMPad>();
   if (grid > occ * sms) return "grid must be co-resident (<= SMs x occupancy; call prepare_chain_ws first)";
   int64_t s1 = 0, s2 = 0;
   *p = ChainParams{};
@@ -802,10 +833,20 @@ inline char const* make_chain_ws(StageArgs const& a1, StageArgs const& a2, int r
 }
 
 template <typename T, int kMPad>
+inline char const* make_chain_ws(StageArgs const& a1, StageArgs const& a2, int rounds, int grid, ChainParams* p) {
+  return make_chain_params<T, kMPad>(a1, a2, rounds, grid, chain_ws_occupancy<T, kMPad>(), p);
+}
+
+template <typename Impl>
+inline cudaError_t launch_chain_kernel(ChainParams const& p, int grid, StreamState* state, SyncErrorInfo* error,
+                                       uint64_t timeout_ns, cudaStream_t stream) {
+  chain_kernel<Impl><<<grid, kThreads, Impl::C::kSmemBytes, stream>>>(p, state, error, timeout_ns);
+  return cudaGetLastError();
+}
+template <typename T, int kMPad>
 inline cudaError_t launch_chain_ws(ChainParams const& p, int grid, StreamState* state, SyncErrorInfo* error,
                                    uint64_t timeout_ns, cudaStream_t stream) {
-  chain_ws_kernel<T, kMPad><<<grid, kThreads, Cfg<kMPad>::kSmemBytes, stream>>>(p, state, error, timeout_ns);
-  return cudaGetLastError();
+  return launch_chain_kernel<ChainWS<T, kMPad>>(p, grid, state, error, timeout_ns, stream);
 }
 
 }  // namespace cusync::stream::ws
