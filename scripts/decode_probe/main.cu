@@ -127,7 +127,8 @@ static std::vector<std::string> g_variant_filter;
 static int g_reg_cfg = 0;                  // DECODE_PROBE_REG_CFG: v3 shape, see with_wn (0: 1 warp along N)
 static int g_reg_wn = 1;                   // warps side by side along N (1, 2, 4) of that shape
 static bool g_reg_g1_split_major = false;  // DECODE_PROBE_REG_G1_SPLIT_MAJOR=1: gemm1 CTAs split by split
-static int g_reg_f[2] = {1, 2};            // DECODE_PROBE_REG_F=a,b: v3 CTAs = f x occupancy x SMs
+static int g_reg_f[2] = {1, 2};
+static int g_ring_mode = 0;                // DECODE_PROBE_RING_MODE: v4 consumer mode (ring::kConsumer*; 1 = no compute, wrong results)            // DECODE_PROBE_REG_F=a,b: v3 CTAs = f x occupancy x SMs
 static bool variant_timed(Variant v) {
   if (g_variant_filter.empty()) return true;
   for (auto const& n : g_variant_filter) if (n == kVarName[v]) return true;
@@ -393,6 +394,7 @@ struct Probe {
         ws::ChainParams p;
         char const* bad = ring::make_chain_ring<T, MP>(a1, a2, f, grid, &p);
         if (bad) { fprintf(stderr, "make_chain_ring: %s\n", bad); exit(1); }
+        p.consumer_mode = g_ring_mode;
         CK((ring::launch_chain_ring<T, MP>(p, grid, state, err, timeout_ns, st)));
       } else if (v == kSync) {
         CK((launch_stage<T, MP>(a1, grid, state, err, timeout_ns, kTriggerDependents, false, st)));
@@ -683,6 +685,7 @@ int main(int argc, char** argv) {
   if (char const* env = getenv("DECODE_PROBE_REG_CFG")) g_reg_cfg = std::atoi(env);
   g_reg_wn = g_reg_cfg == 1 ? 2 : g_reg_cfg == 2 ? 4 : 1;
   g_reg_g1_split_major = getenv("DECODE_PROBE_REG_G1_SPLIT_MAJOR") != nullptr;
+  if (char const* env = getenv("DECODE_PROBE_RING_MODE")) g_ring_mode = std::atoi(env);
   if (char const* env = getenv("DECODE_PROBE_REG_F")) {
     auto v = csv_list(env);
     if (v.size() == 2) { g_reg_f[0] = std::max(1, std::atoi(v[0].c_str())); g_reg_f[1] = std::max(1, std::atoi(v[1].c_str())); }

@@ -6,6 +6,7 @@
 #   EXTRA_FLAGS="-I.../include -L.../lib": where cuBLAS is not in the toolkit (e.g. the nvidia-cublas wheel).
 #   v3 (reg_stream.cuh, variants "reg" and "regs", M <= 32): DECODE_PROBE_REG_CFG=0|1|2 (1, 2, 4 warps along N),
 #   DECODE_PROBE_REG_F=a,b (CTAs = f x occupancy x SMs), DECODE_PROBE_REG_G1_SPLIT_MAJOR=1. sweep.sh runs several.
+#   v4 (stream_ring.cuh, variant "ring", f = rounds, M <= 128): DECODE_PROBE_RING_MODE=1|2 (ring_modes.sh).
 set -euo pipefail
 OUT=${1:-/tmp/decode_probe_out}
 mkdir -p "$OUT"

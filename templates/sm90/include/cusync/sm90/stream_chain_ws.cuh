@@ -120,6 +120,7 @@ struct ChainParams {  // 64-byte aligned through CUtensorMap
   int h_kb_per_tile;    // gemm2 k-blocks per gemm1 H tile (out_tile_cols(act1) / 64)
   int h_tiles;          // gemm1 tiles (= entries of h_sems)
   uint64_t const* h_sems;  // gemm1 tile semaphores (= g[0].post_sems)
+  int consumer_mode;       // v4 experiments only (ring::kConsumer*); v2 ignores it. 0 = normal
 };
 
 template <int kMPad>

@@ -37,6 +37,10 @@
 // before the TMA reads H). Same G, R, shape => bitwise identical results run after run. The sums differ from
 // v2's (another k order inside a block), so v4 has no bitwise twin among the other variants.
 //
+// MEASURED (H200, results/2026-12-03-h200-decode.md, v4): correct everywhere, but 0.55x of cuBLASLt (gpt3 M = 1
+// 113.9 us vs 78.0) and slower than v3; ncu shows the same DRAM rate as v2 (54% vs 57%), so with these
+// consumers the producer/ring/schedule side limits the stream. A probe, not used by the generated library.
+//
 // PRECONDITIONS: those of ws::make_chain_params (make_chain_ring calls it with this kernel's occupancy).
 #pragma once
 
@@ -75,6 +79,12 @@ struct Cfg {
   static_assert(kWarpsK * kWarpsM == 4 && kSteps >= 1 && kMSub >= 1 && kMSub <= 4, "warp tile");
   static_assert(!kAhead || kSteps == 1, "the stage-ahead path holds one k-step per warp");
 };
+
+// ChainParams::consumer_mode, for measuring where the time goes (the probe's DECODE_PROBE_RING_MODE):
+constexpr int kConsumerNormal = 0;
+constexpr int kConsumerNoCompute = 1;  // wait and release every stage, no fragment loads, no mma: WRONG results;
+                                       // times the producer, the ring and the schedule alone
+constexpr int kConsumerNoAhead = 2;    // M_pad <= 32: load a stage only after the previous one was released
 
 namespace dev {
 __device__ __forceinline__ uint4 lds_v4(uint32_t addr) {
@@ -153,7 +163,9 @@ struct ChainRing : ws::ChainCore<T, kMPad, Cfg<kMPad>> {
     int const wm0 = ((warp >> 1) / C::kWarpsK) * C::kWM;  // first batch row
     int const g = lane >> 2, t = lane & 3, lj = lane >> 3, lr = lane & 7;
     int const m_rows = p.g[0].m;
-    bool const rows = wm0 < m_rows;  // warp-uniform; a warp without rows still waits and releases
+    // warp-uniform; a warp without rows still waits and releases
+    bool const rows = wm0 < m_rows && p.consumer_mode != kConsumerNoCompute;
+    bool const ahead_on = C::kAhead && p.consumer_mode != kConsumerNoAhead;
     float* scratch = reinterpret_cast<float*>(smem + C::kScratchOff);  // (M_pad, BLK_N)
     uint32_t w_off[4];
 #pragma unroll
@@ -186,7 +198,7 @@ struct ChainRing : ws::ChainCore<T, kMPad, Cfg<kMPad>> {
       uint32_t const nwph = nws == 0 ? wph ^ 1u : wph, nxph = nxs == 0 ? xph ^ 1u : xph;
       // Not ahead across the gemm1 -> gemm2 switch: the first H box may wait for a gemm1 tile that this CTA's
       // own piece end (below) completes.
-      bool const ahead = C::kAhead && more && (nx.gemm == 0 || cur.gemm == 1);
+      bool const ahead = ahead_on && more && (nx.gemm == 0 || cur.gemm == 1);
       Step fb;
       if (ahead) fetch(fb, nws, nxs, nwph, nxph);
       if constexpr (C::kAhead) {
