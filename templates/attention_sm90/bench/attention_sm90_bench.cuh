@@ -1,7 +1,8 @@
 // cusync sm90 attention bench driver: checks and times one layer (Layer<Config>) over a list of shapes in
 // one process (so the GPU is preheated once and the shapes run one after another under sustained clocks).
 //
-//   <name>_bench [--check] [--time] [--repeats N] [--preheat-ms MS] SHAPE...
+//   <name>_bench [--check] [--time] [--repeats N] [--preheat-ms MS] [--decode-simt] SHAPE...
+//   (--decode-simt: the CUDA-core decode kernel instead of the tensor-core one)
 //   SHAPE = p:BATCHxTOKENS+CACHE (a prompt, FMHA) or g:BATCH+CACHE (a generation step, split-KV decode)
 //
 // Checks (--check): the attention stage against an fp32 reference over the same q, K and V buffers, and
@@ -164,7 +165,7 @@ struct Bench {
 
   int repeats = 50;
   double preheat_ms = 2000;
-  bool do_check = false, do_time = false;
+  bool do_check = false, do_time = false, decode_simt = false;
 
   template <class U>
   static U* alloc(int64_t n) {
@@ -222,6 +223,7 @@ struct Bench {
       std::string a = argv[i];
       if (a == "--check") do_check = true;
       else if (a == "--time") do_time = true;
+      else if (a == "--decode-simt") decode_simt = true;
       else if (a == "--repeats" && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
       else if (a == "--preheat-ms" && i + 1 < argc) preheat_ms = std::atof(argv[++i]);
       else {
@@ -237,6 +239,7 @@ struct Bench {
     cudaStream_t stream;
     BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     L layer;
+    layer.decode_mma = !decode_simt;
     if (layer.initialize() != Status::kSuccess) {
       std::fprintf(stderr, "initialize failed\n");
       return 2;
@@ -278,7 +281,8 @@ struct Bench {
     b.ml_part = alloc<float>(int64_t(sa.batch) * hk * splits * L::kGroup * 2);
     BENCH_CUDA(cudaStreamSynchronize(stream));
 
-    std::string json = "{\"shape\": \"" + sa.text + "\", \"mode\": \"" + (sa.step ? "generation" : "prompt") +
+    std::string json = "{\"shape\": \"" + sa.text + "\", \"decode\": \"" + (decode_simt ? "simt" : "mma") +
+                       "\", \"mode\": \"" + (sa.step ? "generation" : "prompt") +
                        "\", \"batch\": " + std::to_string(sa.batch) + ", \"tokens\": " + std::to_string(sa.tokens) +
                        ", \"cache\": " + std::to_string(sa.cache);
     int failed = 0;
@@ -312,7 +316,7 @@ struct Bench {
 
       // Attention stage alone: the reference over our q and caches (fp32 math on the same fp16/bf16 values).
       float* o_ref = alloc<float>(int64_t(rows) * kOCols);
-      size_t const smem = size_t(capacity) * sizeof(float);
+      size_t const smem = size_t(capacity + 32) * sizeof(float);
       if (smem > 48 * 1024)
         BENCH_CUDA(cudaFuncSetAttribute(ref_attention<T, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
       ref_attention<T, T><<<dim3(rows, hq), 128, smem, stream>>>(static_cast<T const*>(b.q), kc, vc, o_ref, lens,

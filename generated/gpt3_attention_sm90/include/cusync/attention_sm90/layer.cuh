@@ -68,8 +68,11 @@ struct Layer {
       if (s != Status::kSuccess) return s;
     }
     auto smem = DecodeSmem<kHeadDim, kGroup>::template bytes<T>();
+    auto smem_mma = DecodeMmaSmem<kHeadDim>::template bytes<T>();
     if (cudaFuncSetAttribute(decode_split<T, kHeadDim, kGroup>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(smem)) != cudaSuccess) {
+                             int(smem)) != cudaSuccess ||
+        cudaFuncSetAttribute(decode_split_mma<T, kHeadDim, kGroup>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(smem_mma)) != cudaSuccess) {
       return Status::kCudaError;
     }
     return Status::kSuccess;
@@ -100,7 +103,7 @@ struct Layer {
         return Gemm::launch(lt, p, stream);
       }
       case StageId::kRope: {
-        int64_t const threads = int64_t(rows) * (kHeads + 2 * kKvHeads) * (kHeadDim / 2);
+        int64_t const threads = int64_t(rows) * (kHeads + 2 * kKvHeads) * (kHeadDim / 2 / kRopeVector);
         cudaError_t e = launch_pdl(rope_append<T, kHeadDim>, dim3(unsigned((threads + 255) / 256)), dim3(256), 0, stream,
                                    static_cast<T const*>(b.qkv), static_cast<T*>(b.q), static_cast<T*>(b.k_cache),
                                    static_cast<T*>(b.v_cache), b.cache_len, rows, s.new_tokens, kHeads, kKvHeads,
@@ -116,6 +119,9 @@ struct Layer {
     }
     return Status::kInvalidArgument;
   }
+
+  // The decode split on tensor cores (decode_split_mma, the default) or on CUDA cores (decode_split).
+  bool decode_mma = true;
 
   // A generation step (one new token per sequence, per-sequence cache lengths) runs the split-KV decode;
   // a prompt (uniform cache) runs the FMHA. set_step_mode(false) runs a 1-token prompt through the FMHA.
@@ -143,8 +149,9 @@ struct Layer {
   Status decode(Shape const& s, Buffers const& b, cudaStream_t stream) {
     int const splits = max_splits(b.capacity);
     float const scale_log2 = float(1.4426950408889634 / std::sqrt(double(kHeadDim)));
-    cudaError_t e = launch_pdl(decode_split<T, kHeadDim, kGroup>, dim3(splits, kKvHeads, s.batch), dim3(kDecodeThreads),
-                               DecodeSmem<kHeadDim, kGroup>::template bytes<T>(), stream,
+    auto kernel = decode_mma ? decode_split_mma<T, kHeadDim, kGroup> : decode_split<T, kHeadDim, kGroup>;
+    size_t const smem = decode_mma ? DecodeMmaSmem<kHeadDim>::template bytes<T>() : DecodeSmem<kHeadDim, kGroup>::template bytes<T>();
+    cudaError_t e = launch_pdl(kernel, dim3(splits, kKvHeads, s.batch), dim3(kDecodeThreads), smem, stream,
                                static_cast<T const*>(b.q), static_cast<T const*>(b.k_cache),
                                static_cast<T const*>(b.v_cache), b.cache_len, b.o_part, b.ml_part, kKvHeads,
                                b.capacity, splits, scale_log2);
