@@ -84,6 +84,13 @@ class AttentionSm90Plan:
         return DECODE_SPLIT
 
     @property
+    def decode_mma(self) -> bool:
+        """The decode split on tensor cores when G > 1 query heads share a KV head (the CUDA-core kernel's
+        multiply-adds scale with G: measured 1.5x slower at G = 8), on CUDA cores for G = 1 (the tensor-core
+        kernel fills one row of its 16 and measured 1.0-1.2x slower there; benchmarks/NOTES.md f2)."""
+        return self.group > 1
+
+    @property
     def rotary_base_cpp(self) -> str:
         return repr(float(self.rotary_base))
 
@@ -103,7 +110,8 @@ class AttentionSm90Plan:
                "rope": f"{math.ceil(rows * (self.heads + 2 * self.kv_heads) * self.head_dim / 2 / 256)} blocks of 256"}
         if self._is_step(shape):
             splits = math.ceil(shape.keys / DECODE_SPLIT)
-            out["attention"] = (f"decode {splits} x {self.kv_heads} x {shape.batch} CTAs ({DECODE_SPLIT} keys, "
+            kind = "tensor-core" if self.decode_mma else "CUDA-core"
+            out["attention"] = (f"{kind} decode {splits} x {self.kv_heads} x {shape.batch} CTAs ({DECODE_SPLIT} keys, "
                                 f"{self.group} heads each) + combine {self.heads} x {shape.batch}")
         else:
             q_rows = shape.new_tokens * self.group

@@ -1,6 +1,9 @@
 """The sm90 attention results page from one device run of scripts/gpu_check_attention_sm90.sh.
 
-    python3 scripts/attention_sm90_results.py RUN_DIR > benchmarks/results/<date>-h200-attention.md
+    python3 scripts/attention_sm90_results.py RUN_DIR [LAYER:MODE=OTHER_RUN_DIR ...] > benchmarks/results/<date>-h200-attention.md
+
+LAYER:MODE=DIR takes that table (e.g. gpt3:generation) from another run: ours and PyTorch's both from that
+run, so every ratio compares two numbers measured in the same device run.
 
 RUN_DIR holds check-<e>.jsonl, time-<e>.jsonl, torch-<e>.jsonl (and time-simt-<e>.jsonl if the CUDA-core
 decode was timed) for e in llama, gpt3. Ratios are PyTorch's layer time over ours (> 1: we are faster).
@@ -45,6 +48,7 @@ def kv_bytes(d: dict, kv_heads: int, dh: int, elem: int) -> float:
 
 def main() -> None:
     run = Path(sys.argv[1])
+    override = {key: Path(value) for key, value in (a.split("=", 1) for a in sys.argv[2:])}
     ratios: list[float] = []
     out = ["# sm90 attention layer on the H200 (2026-12-03)", "",
            "One layer per GPU shard: qkv (cuBLASLt) -> rope + cache append (ours) -> attention (prompt: CUTLASS's",
@@ -66,11 +70,18 @@ def main() -> None:
             out += [f"Correctness: {ok}/{len(check)} shapes ok ({', '.join(check)}): every element written, bitwise "
                     f"equal run to run and from a graph replay, worst relative error vs fp32 {worst:.2e}.", ""]
         for mode in ("prompt", "generation"):
+            src = override.get(f"{e}:{mode}", run)
+            ours, torch = rows(src / f"time-{e}.jsonl"), rows(src / f"torch-{e}.jsonl")
+            simt = rows(src / f"time-simt-{e}.jsonl")
             pts = [d for d in ours.values() if d["mode"] == mode]
             if not pts:
                 continue
+            if src != run:
+                out += [f"({mode}: from run `{src.name}`, ours and PyTorch in that run.)", ""]
             extra = "attention TFLOP/s (% of 989)" if mode == "prompt" else "attention KV TB/s (% of 4.8)"
-            simt_col = " | CUDA-core decode us" if mode == "generation" and simt else ""
+            kinds = {d.get("decode", "simt") for d in pts}
+            other = "tensor-core" if kinds == {"simt"} else "CUDA-core"
+            simt_col = f" | {other} decode us" if mode == "generation" and simt else ""
             out += [f"### {mode}", "",
                     f"| shape | qkv us | rope us | attention us | proj us | layer us | PyTorch us | PyTorch / ours | {extra}{simt_col} |",
                     "| --- " * (10 if simt_col else 9) + "|"]

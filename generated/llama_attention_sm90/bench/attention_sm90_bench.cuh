@@ -2,7 +2,7 @@
 // one process (so the GPU is preheated once and the shapes run one after another under sustained clocks).
 //
 //   <name>_bench [--check] [--time] [--repeats N] [--preheat-ms MS] [--decode-simt] SHAPE...
-//   (--decode-simt: the CUDA-core decode kernel instead of the tensor-core one)
+//   [--decode-simt | --decode-mma]: the CUDA-core or tensor-core decode kernel instead of the plan's choice
 //   SHAPE = p:BATCHxTOKENS+CACHE (a prompt, FMHA) or g:BATCH+CACHE (a generation step, split-KV decode)
 //
 // Checks (--check): the attention stage against an fp32 reference over the same q, K and V buffers, and
@@ -165,7 +165,8 @@ struct Bench {
 
   int repeats = 50;
   double preheat_ms = 2000;
-  bool do_check = false, do_time = false, decode_simt = false;
+  bool do_check = false, do_time = false;
+  int decode_simt = -1;  // -1: the plan's default (Config::kDecodeMma)
 
   template <class U>
   static U* alloc(int64_t n) {
@@ -223,7 +224,8 @@ struct Bench {
       std::string a = argv[i];
       if (a == "--check") do_check = true;
       else if (a == "--time") do_time = true;
-      else if (a == "--decode-simt") decode_simt = true;
+      else if (a == "--decode-simt") decode_simt = 1;
+      else if (a == "--decode-mma") decode_simt = 0;
       else if (a == "--repeats" && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
       else if (a == "--preheat-ms" && i + 1 < argc) preheat_ms = std::atof(argv[++i]);
       else {
@@ -239,7 +241,7 @@ struct Bench {
     cudaStream_t stream;
     BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     L layer;
-    layer.decode_mma = !decode_simt;
+    if (decode_simt >= 0) layer.decode_mma = decode_simt == 0;
     if (layer.initialize() != Status::kSuccess) {
       std::fprintf(stderr, "initialize failed\n");
       return 2;
@@ -281,7 +283,7 @@ struct Bench {
     b.ml_part = alloc<float>(int64_t(sa.batch) * hk * splits * L::kGroup * 2);
     BENCH_CUDA(cudaStreamSynchronize(stream));
 
-    std::string json = "{\"shape\": \"" + sa.text + "\", \"decode\": \"" + (decode_simt ? "simt" : "mma") +
+    std::string json = "{\"shape\": \"" + sa.text + "\", \"decode\": \"" + (layer.decode_mma ? "mma" : "simt") +
                        "\", \"mode\": \"" + (sa.step ? "generation" : "prompt") +
                        "\", \"batch\": " + std::to_string(sa.batch) + ", \"tokens\": " + std::to_string(sa.tokens) +
                        ", \"cache\": " + std::to_string(sa.cache);

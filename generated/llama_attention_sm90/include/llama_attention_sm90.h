@@ -24,6 +24,7 @@ struct Config {
   static constexpr bool kRotary = true;   // attention.rotary
   static constexpr double kRotaryBase = 10000.0;  // attention.rotary_base
   static constexpr int kDecodeSplit = 128;
+  static constexpr bool kDecodeMma = true;  // tensor-core decode when G > 1 (plan.decode_mma)
 };
 static_assert(Config::kDecodeSplit == cusync::attention_sm90::kDecodeSplit,
               "the plan's decode split must be the kernel's (regenerate with this cusync-gen)");

@@ -2,8 +2,8 @@
 // launched back to back on one stream (our kernels with programmatic dependent launch, so each one's
 // launch overlaps the previous kernel's tail; griddepcontrol.wait orders their reads).
 //
-// Config (the generated <name>_config.h): Element, kHidden, kHeads, kKvHeads, kHeadDim, kCausal,
-// kRotary, kRotaryBase. Shapes are run-time: `batch` sequences of `new_tokens` each, after cache_len[b]
+// Config (in the generated <name>.h): Element, kHidden, kHeads, kKvHeads, kHeadDim, kCausal,
+// kRotary, kRotaryBase, kDecodeSplit, kDecodeMma. Shapes are run-time: `batch` sequences of `new_tokens` each, after cache_len[b]
 // cached tokens (uniform for a prompt; per sequence for a generation step, new_tokens = 1).
 #pragma once
 
@@ -61,6 +61,11 @@ struct Layer {
 
   cusync::sm90::LtContext* lt = nullptr;
   typename Prompt::Operation fmha;
+
+  Layer() = default;
+  Layer(Layer const&) = delete;
+  Layer& operator=(Layer const&) = delete;
+  ~Layer() { cusync::sm90::destroy_lt_context(lt); }
 
   Status initialize() {
     if (lt == nullptr) {
@@ -120,8 +125,9 @@ struct Layer {
     return Status::kInvalidArgument;
   }
 
-  // The decode split on tensor cores (decode_split_mma, the default) or on CUDA cores (decode_split).
-  bool decode_mma = true;
+  // The decode split on tensor cores (decode_split_mma) or on CUDA cores (decode_split); the plan's
+  // default: tensor cores when G > 1 query heads share a KV head.
+  bool decode_mma = Config::kDecodeMma;
 
   // A generation step (one new token per sequence, per-sequence cache lengths) runs the split-KV decode;
   // a prompt (uniform cache) runs the FMHA. set_step_mode(false) runs a 1-token prompt through the FMHA.
