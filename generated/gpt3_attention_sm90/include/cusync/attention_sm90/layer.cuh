@@ -116,7 +116,7 @@ struct Layer {
         return e == cudaSuccess ? Status::kSuccess : Status::kCudaError;
       }
       case StageId::kAttention:
-        return s.new_tokens == 1 && s.cache_tokens >= 0 && step_mode_ ? decode(s, b, stream) : prompt(s, b, stream);
+        return s.new_tokens == 1 && step_mode_ ? decode(s, b, stream) : prompt(s, b, stream);
       case StageId::kProj: {
         cusync::sm90::GemmProblem p{rows, kHidden, kHeads * kHeadDim, b.o, b.w_o, b.y};
         return Gemm::launch(lt, p, stream);
