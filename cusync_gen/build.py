@@ -349,7 +349,8 @@ def pick_example(name: str, backend: str = "auto", gpu: str | None = None, arch:
     spec path or a project is never rewritten.
     """
     check_backend(backend)
-    examples = example_names()
+    # The sm90 attention layer (X_attention_sm90) is no version of the sm80 chain that run drives: its own bench runs it.
+    examples = [e for e in example_names() if not (e.endswith("_attention" + SM90_SUFFIX) and e != name)]
     base = name.removesuffix(SM90_SUFFIX)
     versions = {"sm80": base, "sm90": base + SM90_SUFFIX}
     if backend != "auto":

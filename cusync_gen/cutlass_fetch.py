@@ -1,10 +1,14 @@
 """Fetch CUTLASS's C++ headers from the pinned PyPI wheel, without importing its Python package.
 
 The `nvidia-cutlass` wheel carries the full CUTLASS source tree under `cutlass_library/source/`. We only
-need two header trees from it:
+need three trees from it:
 
-    cutlass_library/source/include/**             -> <dest>/include/
-    cutlass_library/source/tools/util/include/**  -> <dest>/tools/util/include/
+    cutlass_library/source/include/**                  -> <dest>/include/
+    cutlass_library/source/tools/util/include/**       -> <dest>/tools/util/include/
+    cutlass_library/source/examples/88_hopper_fmha/**  -> <dest>/examples/88_hopper_fmha/
+
+The third is CUTLASS's Hopper fused attention (collective/, kernel/, device/), which the sm90 attention
+stage includes from `CUTLASS_DIR` and derives from.
 
 `<dest>` (default `<repo>/third_party/cutlass`, git-ignored) then works as `CUTLASS_DIR`. The wheel must
 have the sha256 recorded here for the pin; the tree is extracted into a sibling folder and swapped in
@@ -38,7 +42,11 @@ FETCH_LOCK_WAIT_S = 120.0  # a second fetch waits this long for the first (which
 _TREES: tuple[tuple[str, str], ...] = (
     ("cutlass_library/source/include/", "include"),
     ("cutlass_library/source/tools/util/include/", "tools/util/include"),
+    ("cutlass_library/source/examples/88_hopper_fmha/", "examples/88_hopper_fmha"),
 )
+# A file of each tree that a complete fetch has (a tree fetched before the fmha folder was added lacks it,
+# so the next fetch extracts again).
+_REQUIRED = ("include/cutlass/cutlass.h", "examples/88_hopper_fmha/collective/fmha_fusion.hpp")
 _DIST_INFO = "nvidia_cutlass-" + CUTLASS_PIN.split("==")[1] + ".dist-info/"
 _LICENSE_SUFFIX = ".dist-info/licenses/LICENSE.txt"
 _HINT = (
@@ -48,8 +56,9 @@ _HINT = (
 
 
 def is_fetched(dest: Path) -> bool:
-    """True when `dest` holds the pinned headers (VERSION matches and cutlass.h exists)."""
-    return _version(dest / "VERSION", True).strip() == CUTLASS_PIN and (dest / "include" / "cutlass" / "cutlass.h").is_file()
+    """True when `dest` holds the pinned trees (VERSION matches and each tree's required file exists)."""
+    return (_version(dest / "VERSION", True).strip() == CUTLASS_PIN
+            and all((dest / rel).is_file() for rel in _REQUIRED))
 
 
 def fetched_by_us(dest: Path) -> bool:
@@ -139,9 +148,11 @@ def extract_headers(wheel: Path, dest: Path) -> int:
                 with archive.open(info) as src, fsio.create_new(target) as out:
                     shutil.copyfileobj(src, out)
                 count += 1
-        if not (staging / "include" / "cutlass" / "cutlass.h").is_file():
-            raise ToolError(f"{wheel.name} has no cutlass_library/source/include/cutlass/cutlass.h",
-                            hint=f"use the {CUTLASS_PIN} wheel; " + _HINT)
+        for rel in _REQUIRED:
+            if not (staging / rel).is_file():
+                member = next(prefix + rel[len(folder) + 1:] for prefix, folder in _TREES if rel.startswith(folder + "/"))
+                raise ToolError(f"{wheel.name} has no {member}",
+                                hint=f"use the {CUTLASS_PIN} wheel; " + _HINT)
         fsio.write_new(staging / "VERSION", (CUTLASS_PIN + "\n").encode())
     except BaseException:
         fsio.discard_staging(staging)

@@ -325,6 +325,13 @@ def _conv_unsupported(what: str) -> UsageError:
                            "(<name>_bench --batch 1,8; `cusync-gen docs conv`)")
 
 
+def _attention_sm90_unsupported(what: str) -> UsageError:
+    """run and trace drive the tile-synced chains; the sm90 attention layer runs through its own bench."""
+    return UsageError(f"{what} is the sm90 attention layer: run and trace work on GEMM and sm80 attention chains",
+                      hint="cusync-gen generate SPEC -o DIR, build DIR with CMake, and run DIR's bench "
+                           "(<name>_bench --check p:1x200+8 g:3+263, or --time; docs/attention.md)")
+
+
 def subject_of(target: str, project: Path | None, option: str = "--project") -> Subject:
     """A project folder (has manifest.json) as is; a spec file or example name, read (not generated) to
     learn its kind and backend, with the folder it will be generated into (default ./generated/NAME)."""
@@ -335,6 +342,8 @@ def subject_of(target: str, project: Path | None, option: str = "--project") -> 
         manifest = read_manifest(folder)
         if manifest.get("kind") == "conv":
             raise _conv_unsupported(str(folder))
+        if manifest.get("kind") == "attention_sm90":
+            raise _attention_sm90_unsupported(str(folder))
         kind = "attention" if manifest.get("kind") == "attention" else "chain"
         return Subject(folder, None, kind, project_backend(manifest))
     from cusync_gen.spec.loading import load_spec
@@ -344,6 +353,8 @@ def subject_of(target: str, project: Path | None, option: str = "--project") -> 
     loaded = load_spec(spec_path)
     if type(loaded).__name__ == "ConvChainSpec":
         raise _conv_unsupported(str(spec_path))
+    if isinstance(loaded, AttentionSpec) and facts_of(loaded.arch).hosts_fused_attention:
+        raise _attention_sm90_unsupported(str(spec_path))
     dest = check_output_dir(project, option) or Path("generated") / loaded.name
     kind = "attention" if isinstance(loaded, AttentionSpec) else "chain"
     return Subject(dest, spec_path, kind, loaded.arch.value)

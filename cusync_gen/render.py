@@ -35,6 +35,7 @@ from cusync_gen.errors import CusyncError, SpecError, UsageError
 from cusync_gen.paths import templates_dir
 from cusync_gen.attention_plan import AttentionPlan, make_attention_plan
 from cusync_gen.plan import ChainPlan, make_plan
+from cusync_gen.spec.archs import ARCHS
 from cusync_gen.spec.loading import load_spec
 from cusync_gen.spec.model import AttentionSpec, ChainSpec, ConvChainSpec
 
@@ -86,6 +87,10 @@ def plan_of_spec(spec: ChainSpec | AttentionSpec, target: str | None = None) -> 
         from cusync_gen.conv_plan import make_conv_plan
 
         return make_conv_plan(spec, target)
+    if isinstance(spec, AttentionSpec) and ARCHS[spec.arch].hosts_fused_attention:
+        from cusync_gen.attention_sm90_plan import make_attention_sm90_plan
+
+        return make_attention_sm90_plan(spec, target)
     return make_attention_plan(spec, target) if isinstance(spec, AttentionSpec) else make_plan(spec, target)
 
 

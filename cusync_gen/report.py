@@ -23,6 +23,11 @@ def validate_json(spec: ChainSpec | AttentionSpec, ms: Sequence[int], batches: i
     """`validate --json`: the plan and its proof at every size (docs/validate-json.md). Raises on the first
     size whose proof fails, so a document returned is a plan proved at every size."""
     plan = _planned(spec, target)
+    if isinstance(spec, AttentionSpec) and plan.backend == "attention_sm90":
+        from cusync_gen.attention_plan import AttentionShape
+
+        shapes = [AttentionShape(batches, value, cached) for value in ms]
+        return {**plan.identity_json(), "sizes": [plan.describe_json(shape) for shape in shapes]}
     if isinstance(spec, AttentionSpec):
         from cusync_gen.attention_plan import AttentionShape
         from cusync_gen.verify_attention import validate_attention_json
@@ -38,6 +43,14 @@ def validate_text(spec: ChainSpec | AttentionSpec, ms: Sequence[int], batches: i
     """`validate`: per size, the plan's description, then its proof (raises on the first uncovered read,
     after the description of that size)."""
     plan = _planned(spec, target)
+    if isinstance(spec, AttentionSpec) and plan.backend == "attention_sm90":
+        from cusync_gen.attention_plan import AttentionShape
+
+        for value in ms:
+            yield plan.describe(AttentionShape(batches, value, cached))
+            yield ("proof: the stages run back to back in stream order (each reads what the one before it wrote, "
+                   "after griddepcontrol.wait where it launches early); no tile waits to prove\n")
+        return
     if isinstance(spec, AttentionSpec):
         from cusync_gen.attention_plan import AttentionShape
         from cusync_gen.verify_attention import verify_attention

@@ -58,7 +58,10 @@ def test_examples_parse_and_fill_tile_defaults() -> None:
 
 
 @pytest.mark.parametrize(("edit", "field", "words"), [
-    (lambda d: d.update(arch="sm90"), "arch", "sm80 backend"),
+    (lambda d: d.update(arch="sm90"), "attention.tiles", "picks its own tiles"),  # the sm90 layer has none
+    (lambda d: d["attention"].update(kv_heads=4), "attention.kv_heads", "set arch: sm90"),
+    (lambda d: d["attention"].update(rotary=True), "attention.rotary", "set arch: sm90"),
+    (lambda d: d["attention"].pop("tiles"), "attention.tiles", "needs the tiles"),
     (lambda d: d["attention"].update(head_dim=100), "attention.head_dim", "multiple of 8"),
     (lambda d: d["attention"]["tiles"]["pv"].update(threadblock=[128, 256, 32]), "attention.tiles.pv.threadblock",
      "one head"),

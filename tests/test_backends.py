@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, EXAMPLES_GEMM, REPO
+from conftest import EXAMPLES, EXAMPLES_ATTENTION_SM90, EXAMPLES_GEMM, REPO
 from cusync_gen.backends import BACKENDS, backend_of
 from cusync_gen.backends.protocol import Backend, Support
 from cusync_gen.spec.archs import ARCHS, ArchFacts
@@ -36,7 +36,7 @@ def test_each_backend_is_a_module_with_its_own_folder() -> None:
     for name, module in BACKENDS.items():
         assert isinstance(module, Backend), name
         assert module.NAME == name and (TEMPLATES / name).is_dir(), name
-    for name in EXAMPLES:
+    for name in EXAMPLES + EXAMPLES_ATTENTION_SM90:
         plan = plan_of(name)
         assert backend_of(plan) is BACKENDS[plan.backend]
 
@@ -61,7 +61,7 @@ def test_every_backend_has_the_declared_members_with_their_signatures() -> None:
 
 
 def test_each_backend_says_which_specs_it_supports_and_why_not() -> None:
-    for name in EXAMPLES:
+    for name in EXAMPLES + EXAMPLES_ATTENTION_SM90:
         spec = load_spec(SPECS / f"{name}.yaml")
         plan = plan_of(name)
         verdicts = {b: BACKENDS[b].supports(spec) for b in BACKENDS}

@@ -472,7 +472,7 @@ def trust_test_wheels(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cutlass_fetch, "check_wheel", lambda wheel: None)
 
 
-def make_wheel(path: Path, version: str = "4.2.0.0", with_header: bool = True) -> Path:
+def make_wheel(path: Path, version: str = "4.2.0.0", with_header: bool = True, with_fmha: bool = True) -> Path:
     with zipfile.ZipFile(path, "w") as whl:
         whl.writestr(f"nvidia_cutlass-{version}.dist-info/METADATA", "Name: nvidia-cutlass\n")
         whl.writestr(f"nvidia_cutlass-{version}.dist-info/licenses/LICENSE.txt", "BSD-3-Clause\n")
@@ -481,6 +481,8 @@ def make_wheel(path: Path, version: str = "4.2.0.0", with_header: bool = True) -
         whl.writestr("cutlass_library/source/include/cute/tensor.hpp", "#pragma once\n")
         whl.writestr("cutlass_library/source/tools/util/include/cutlass/util/host_tensor.h", "// util\n")
         whl.writestr("cutlass_library/source/examples/00_basic_gemm/basic_gemm.cu", "// not wanted\n")
+        if with_fmha:
+            whl.writestr("cutlass_library/source/examples/88_hopper_fmha/collective/fmha_fusion.hpp", "#pragma once\n")
         whl.writestr("cutlass_library/__init__.py", "raise ImportError('must not be imported')\n")
     return path
 
@@ -494,7 +496,8 @@ def test_fetch_from_wheel(tmp_path: Path) -> None:
     assert (dest / "tools" / "util" / "include" / "cutlass" / "util" / "host_tensor.h").is_file()
     assert (dest / "VERSION").read_text().strip() == "nvidia-cutlass==4.2.0.0"
     assert (dest / "LICENSE.txt").is_file()
-    assert not (dest / "examples").exists() and not list(dest.rglob("*.py"))
+    assert (dest / "examples" / "88_hopper_fmha" / "collective" / "fmha_fusion.hpp").is_file()
+    assert [p.name for p in (dest / "examples").iterdir()] == ["88_hopper_fmha"] and not list(dest.rglob("*.py"))
     assert sorted(p.name for p in dest.parent.iterdir()) == ["cutlass"]  # no staging left behind
     assert cutlass_fetch.is_fetched(dest)
     assert build.find_cutlass(dest) == dest.resolve()
@@ -532,6 +535,8 @@ def test_fetch_rejects_other_wheels(tmp_path: Path) -> None:
     assert "4.2.0.0" in err.value.message
     with pytest.raises(ToolError):
         cutlass_fetch.fetch_cutlass(dest, wheel=make_wheel(tmp_path / "bad.whl", with_header=False))
+    with pytest.raises(ToolError, match="88_hopper_fmha/collective/fmha_fusion.hpp"):
+        cutlass_fetch.fetch_cutlass(dest, wheel=make_wheel(tmp_path / "bad.whl", with_fmha=False))
     not_zip = tmp_path / "x.whl"
     not_zip.write_text("no")
     with pytest.raises(ToolError):

@@ -389,6 +389,7 @@ def test_fetch_cutlass_command(tmp_path: Path, capsys: pytest.CaptureFixture[str
     with zipfile.ZipFile(wheel, "w") as whl:
         whl.writestr("nvidia_cutlass-4.2.0.0.dist-info/METADATA", "Name: nvidia-cutlass\n")
         whl.writestr("cutlass_library/source/include/cutlass/cutlass.h", "#pragma once\n")
+        whl.writestr("cutlass_library/source/examples/88_hopper_fmha/collective/fmha_fusion.hpp", "#pragma once\n")
     dest = tmp_path / "cutlass"
     code, out, _ = cli_run(capsys, "fetch-cutlass", "--wheel", str(wheel), "--dest", str(dest))
     assert code == 0 and "fetched" in out

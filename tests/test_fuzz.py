@@ -48,6 +48,7 @@ from hypothesis import strategies as st
 from conftest import REPO
 from test_write_safety import snapshot
 from cusync_gen import render
+from cusync_gen.attention_sm90_plan import AttentionSm90Plan
 from cusync_gen.attention_plan import AttentionPlan, AttentionShape
 from cusync_gen.conv_plan import ConvPlan
 from cusync_gen.verify_conv import verify_conv
@@ -432,7 +433,12 @@ def run_pipeline(spec_path: Path, root: Path, state: str, force: bool, target: s
             spec = load_spec(spec_path)
             plan = render.plan_of_spec(spec, target)
             render.output_files(plan)
-            if isinstance(plan, AttentionPlan):
+            if isinstance(plan, AttentionSm90Plan):
+                for shape in (AttentionShape(1, 1, 0), AttentionShape(4, 1, 1023), AttentionShape(1, 2048, 0),
+                              AttentionShape(1, MAX_M, MAX_M)):
+                    with contextlib.suppress(CusyncError):  # shapes past the layer's limits
+                        plan.describe(shape)
+            elif isinstance(plan, AttentionPlan):
                 for shape in (AttentionShape(1, 1, 0), AttentionShape(4, 1, 1023), AttentionShape(1, 2048, 0),
                               AttentionShape(1, MAX_M, MAX_M)):
                     with contextlib.suppress(CusyncError):  # shapes this spec's tiles do not take

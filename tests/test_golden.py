@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, REPO
+from conftest import EXAMPLES, EXAMPLES_ATTENTION_SM90, REPO
 from cusync_gen.render import GeneratedDiffers, generate, output_files, plan_of_spec
 from cusync_gen.spec import load_spec
 
 
-@pytest.mark.parametrize("name", EXAMPLES)
+@pytest.mark.parametrize("name", EXAMPLES + EXAMPLES_ATTENTION_SM90)
 def test_generated_matches_generator(name: str) -> None:
     try:
         generate(REPO / "cusync_gen" / "examples" / f"{name}.yaml", REPO / "generated" / name, check=True)
@@ -23,7 +23,7 @@ def test_generated_matches_generator(name: str) -> None:
         pytest.fail(f"{err.message}\n{err.hint}")
 
 
-@pytest.mark.parametrize("name", EXAMPLES)
+@pytest.mark.parametrize("name", EXAMPLES + EXAMPLES_ATTENTION_SM90)
 def test_no_stray_files_in_generated(name: str) -> None:
     plan = plan_of_spec(load_spec(REPO / "cusync_gen" / "examples" / f"{name}.yaml"))
     expected = {f.path for f in output_files(plan)} | {"manifest.json"}

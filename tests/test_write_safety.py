@@ -479,10 +479,11 @@ def test_cmake_string_filter(tmp_path: Path) -> None:
 
 
 def fake_wheel(path: Path) -> Path:
-    """A dist-info folder and one header: the minimal wheel the old code accepted."""
+    """A dist-info folder, one header and the FMHA example's marker file: the minimal wheel fetch accepts."""
     with zipfile.ZipFile(path, "w") as whl:
         whl.writestr("nvidia_cutlass-4.2.0.0.dist-info/METADATA", "Name: nvidia-cutlass\n")
         whl.writestr("cutlass_library/source/include/cutlass/cutlass.h", "#pragma once\n")
+        whl.writestr("cutlass_library/source/examples/88_hopper_fmha/collective/fmha_fusion.hpp", "#pragma once\n")
     return path
 
 

@@ -70,6 +70,8 @@ class ArchFacts:
     gated_epilogue: bool
     column_banded: bool
     hosts_attention: bool
+    #: The fused attention layer (CUTLASS's Hopper FMHA, split-KV decode) runs on this arch (backends/attention_sm90.py).
+    hosts_fused_attention: bool
     #: Conv chains (op: conv) run on this arch's kernels (CUTLASS 2.x implicit GEMM).
     hosts_conv: bool
     #: Optimizations that do not apply, with why.
@@ -88,7 +90,7 @@ SM80 = ArchFacts(
     arch=Arch.SM80, targets=TARGETS, cuda_arch_suffix="", warp_specialized=False, gemm_threads=0,
     tile_m=(), tile_n=(), tile_k=(), schedules=(), pingpong_tile_m=(), pingpong_tile_n=(),
     dependent_launch=False, run_modes=False, tile_configs=False, dispatch=False, gated_epilogue=False,
-    column_banded=False, hosts_attention=True, hosts_conv=True, inapplicable_optimizations=(),
+    column_banded=False, hosts_attention=True, hosts_fused_attention=False, hosts_conv=True, inapplicable_optimizations=(),
 )
 #: sm90 (CUTLASS 3.x, warp-specialized cooperative): two math warp groups split BLK_M, so M is 128 or 256;
 #: wgmma N is a multiple of 8 up to 256 (these are the widths CUTLASS's builder tiles well); BLK_K of 64
@@ -100,7 +102,7 @@ SM90 = ArchFacts(
     tile_m=(128, 256), tile_n=(64, 128, 192, 256), tile_k=(64,), schedules=tuple(s.value for s in Schedule),
     pingpong_tile_m=(128,), pingpong_tile_n=(64, 128),
     dependent_launch=True, run_modes=True, tile_configs=True, dispatch=True, gated_epilogue=True,
-    column_banded=True, hosts_attention=False, hosts_conv=False, inapplicable_optimizations=_WAIT_KERNEL_ONLY,
+    column_banded=True, hosts_attention=False, hosts_fused_attention=True, hosts_conv=False, inapplicable_optimizations=_WAIT_KERNEL_ONLY,
 )
 
 #: The one table from an architecture to its facts.

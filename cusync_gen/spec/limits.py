@@ -18,6 +18,7 @@ MAX_STAGES = 16          # kMaxStages in templates/runtime/include/cusync/stage.
 MAX_DIM = 1 << 17        # n, k, hidden, heads * head_dim: 131072
 MAX_M = 1 << 20          # rows at run time (--m), tile_configs m_max: 1048576
 MAX_HEAD_DIM = 256
+MAX_ROTARY_BASE = 100_000_000    # attention.rotary_base: LLaMA 3 uses 500000
 MAX_TILE_DIM = 256       # every value of threadblock, warp, instruction, cluster, tile_configs tiles
 MAX_PIPELINE_STAGES = 10
 MAX_SMS = 1024
@@ -49,6 +50,7 @@ LIMITS: tuple[Limit, ...] = (
     Limit("attention.hidden", MAX_DIM, "as n and k"),
     Limit("attention.heads * attention.head_dim", MAX_DIM, "D, the width of Q, K, V and O, as n and k"),
     Limit("attention.head_dim", MAX_HEAD_DIM, "FlashAttention-2's limit too; current models use 64 to 256"),
+    Limit("attention.rotary_base", MAX_ROTARY_BASE, "the rotary frequency base (LLaMA 3: 500000); above 1"),
     Limit("tile values", MAX_TILE_DIM, "the largest tile either backend instantiates"),
     Limit("tile.stages", MAX_PIPELINE_STAGES, "the deepest sm80 pipeline CUTLASS's own kernels use"),
     Limit("sms", MAX_SMS, "more than any GPU has (H200: 132, B200: 148)"),

@@ -105,6 +105,8 @@ def drop_one_value_fields(data: dict[str, Any]) -> dict[str, Any]:
 def _no_attention_cluster(data: dict[str, Any]) -> None:
     """The attention chain's sm80 kernels never had a cluster."""
     block = data.get("attention")
+    if isinstance(block, dict) and block.get("tiles") is None:
+        return
     tiles = block.get("tiles") if isinstance(block, dict) else None
     for name, tile in (tiles.items() if isinstance(tiles, dict) else ()):
         if isinstance(tile, dict) and "cluster" in tile:
@@ -146,9 +148,10 @@ def _parse_attention(data: dict[str, Any], source: str) -> AttentionSpec:
         spec = AttentionSpec.model_validate(data)
     except ValidationError as exc:
         raise with_source(from_validation_error(exc, AttentionSpec), source) from None
-    tiles = {name: default_sm80_tile(getattr(spec.attention.tiles, name)) for name in ATTENTION_GEMMS}
-    spec = spec.model_copy(update={"attention": spec.attention.model_copy(
-        update={"tiles": AttentionTiles(**tiles)})})
+    if spec.attention.tiles is not None:  # sm80's tiles (the rules require them there and refuse them on sm90)
+        tiles = {name: default_sm80_tile(getattr(spec.attention.tiles, name)) for name in ATTENTION_GEMMS}
+        spec = spec.model_copy(update={"attention": spec.attention.model_copy(
+            update={"tiles": AttentionTiles(**tiles)})})
     try:
         check_attention_rules(spec)
     except SpecError as exc:

@@ -24,6 +24,7 @@ from cusync_gen.spec.limits import (
     MAX_DISPATCH_ENTRIES,
     MAX_GPU_NAME,
     MAX_HEAD_DIM,
+    MAX_ROTARY_BASE,
     MAX_M,
     MAX_PIPELINE_STAGES,
     MAX_SMS,
@@ -159,6 +160,8 @@ SWIGLU_COLS: tuple[int, ...] = (16, 32, 64, 128, 256)
 
 
 PosInt = Annotated[int, Field(strict=True, gt=0, le=MAX_DIM)]
+#: The rotary embedding's frequency base (LLaMA 1-2: 10000, LLaMA 3: 500000).
+RotaryBase = Annotated[float, Field(gt=1.0, le=MAX_ROTARY_BASE, allow_inf_nan=False)]
 TileDim = Annotated[int, Field(strict=True, gt=0, le=MAX_TILE_DIM)]
 Triple = tuple[TileDim, TileDim, TileDim]
 PipelineStages = Annotated[int, Field(strict=True, gt=0, le=MAX_PIPELINE_STAGES)]
@@ -337,7 +340,11 @@ class AttentionBlock(BaseModel):
     heads: PosInt             # heads on this GPU
     head_dim: HeadDim
     causal: bool = Field(default=True, strict=True)
-    tiles: AttentionTiles
+    tiles: AttentionTiles | None = None   # the sm80 chain's four GEMM tiles (required there; sm90 picks its own)
+    # arch: sm90 only (the rules say so for sm80):
+    kv_heads: PosInt | None = None        # grouped-query attention: KV heads on this GPU (default: heads)
+    rotary: bool = Field(default=False, strict=True)  # LLaMA's rotary embedding on Q and K (half-split pairs)
+    rotary_base: RotaryBase = 10000.0
 
 
 class AttentionSpec(_SpecHead):
@@ -444,8 +451,13 @@ def spec_hash(spec: ChainSpec | AttentionSpec) -> str:
     for stage in data.get("stages", []):  # the one-value fields, as resolve_defaults used to fill them
         stage["split_k"] = ONE_VALUE_FIELDS["split_k"]
         stage["tile"]["cluster"] = ONE_VALUE_FIELDS["cluster"] if hopper and stage["op"] == Op.GEMM.value else None
-    for tile in data.get("attention", {}).get("tiles", {}).values():
+    attention = data.get("attention", {})
+    for tile in (attention.get("tiles") or {}).values():
         tile["cluster"] = None
+    # The sm90 layer's keys at their defaults leave the hash (and an sm80 chain's files) as before them.
+    for key, default in (("kv_heads", None), ("rotary", False), ("rotary_base", 10000.0), ("tiles", None)):
+        if key in attention and attention[key] == default:
+            attention.pop(key)
     for stage in data.get("stages", []):  # an absent `reads` leaves the hash (and generated files) as before
         if stage.get("reads") is None:
             stage.pop("reads", None)

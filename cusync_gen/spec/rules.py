@@ -101,10 +101,22 @@ def check_rules(spec: ChainSpec) -> None:
 def check_attention_rules(spec: AttentionSpec) -> None:
     """The attention chain's cross-field rules, each naming the field to change."""
     _check_chain_name(spec.name)
-    if not ARCHS[spec.arch].hosts_attention:
-        raise SpecError("arch", "the attention chain is built on the sm80 backend (CUTLASS 2.x kernels, which run "
-                        "on Hopper too)", "set arch: sm80 (and target: sm_90 to build for H100/H200)")
+    facts = ARCHS[spec.arch]
+    if facts.hosts_fused_attention:
+        _check_fused_attention_rules(spec)
+        return
+    if not facts.hosts_attention:
+        raise SpecError("arch", f"arch {spec.arch.value} has no attention layer", "set arch: sm80 or sm90")
     a = spec.attention
+    for key, value, default in (("kv_heads", a.kv_heads, None), ("rotary", a.rotary, False),
+                                ("rotary_base", a.rotary_base, 10000.0)):
+        if value != default and not (key == "kv_heads" and value == a.heads):
+            raise SpecError(f"attention.{key}", f"{key} needs the sm90 attention layer; the sm80 chain has "
+                            "multi-head attention without rotary embeddings",
+                            f"set arch: sm90 and target: sm_90 (and remove attention.tiles), or remove {key}")
+    if a.tiles is None:
+        raise SpecError("attention.tiles", "the sm80 attention chain needs the tiles of its four GEMMs "
+                        "(qkv, scores, pv, proj)", "add attention.tiles (see cusync_gen/examples/llama_attention.yaml)")
     d = a.heads * a.head_dim
     if d > MAX_DIM:  # before the tile rules, which build a StageSpec with k = D
         raise SpecError("attention.heads", f"heads * head_dim = {a.heads} * {a.head_dim} = {d} is above the limit of "
@@ -139,6 +151,42 @@ def check_attention_rules(spec: AttentionSpec) -> None:
                             f"{name}'s tile M ({getattr(t, name).threadblock[0]}) must equal scores' ({rows}): the softmax "
                             "rows, the pv tiles and the O row semaphores that proj waits on are one grid of rows",
                             f"set threadblock M = {rows}")
+
+
+#: Head widths of the sm90 attention layer: CUTLASS's FMHA tile (128 x 128 x head_dim) and our decode kernel.
+_FUSED_HEAD_DIMS = (64, 128)
+#: Query heads per KV head the decode kernel keeps in registers (attention_sm90_plan.MAX_GROUP).
+_MAX_GROUP = 16
+
+
+def _check_fused_attention_rules(spec: AttentionSpec) -> None:
+    """The sm90 attention layer's rules (docs/attention.md, "sm90"), each naming the field to change."""
+    a = spec.attention
+    if a.tiles is not None:
+        raise SpecError("attention.tiles", "the sm90 attention layer picks its own tiles (cuBLASLt for qkv and proj, "
+                        "CUTLASS's 128 x 128 FMHA tile, 128-key decode splits)", "remove attention.tiles")
+    if a.head_dim not in _FUSED_HEAD_DIMS:
+        raise SpecError("attention.head_dim", f"head_dim={a.head_dim}: the sm90 attention layer is built for head "
+                        f"widths {' and '.join(map(str, _FUSED_HEAD_DIMS))}", "use head_dim: 128 (or 64)")
+    if a.hidden % ALIGNMENT:
+        raise SpecError("attention.hidden", f"hidden={a.hidden} is not a multiple of {ALIGNMENT} (16-byte TMA rows)",
+                        f"use a multiple of {ALIGNMENT}, e.g. {_round_up(a.hidden, ALIGNMENT)}")
+    kv = a.kv_heads if a.kv_heads is not None else a.heads
+    if a.heads % kv:
+        raise SpecError("attention.kv_heads", f"kv_heads={kv} does not divide heads={a.heads}: each KV head serves "
+                        "the same number of query heads", f"use a divisor of {a.heads}, e.g. 1 or {a.heads}")
+    group = a.heads // kv
+    if kv != 1 and group != 1:
+        raise SpecError("attention.kv_heads", f"kv_heads={kv} with heads={a.heads}: grouped query heads are packed "
+                        "into the FMHA's query rows, which needs one KV head per GPU (or one query head per KV head)",
+                        "shard so that each GPU holds one KV head (kv_heads: 1), or use kv_heads: heads")
+    if group > _MAX_GROUP:
+        raise SpecError("attention.kv_heads", f"{group} query heads per KV head is above {_MAX_GROUP} (the decode "
+                        "kernel keeps one score per query head in registers)",
+                        f"use at most {_MAX_GROUP} heads per KV head on one GPU")
+    if (a.heads + 2 * kv) * a.head_dim > MAX_DIM:
+        raise SpecError("attention.heads", f"(heads + 2 kv_heads) * head_dim = {(a.heads + 2 * kv) * a.head_dim} is "
+                        f"above {MAX_DIM}", f"use fewer heads on one GPU")
 
 
 #: A thread block's shared memory on sm80 and sm90 (227 KiB): a conv tile's pipeline must fit in it.

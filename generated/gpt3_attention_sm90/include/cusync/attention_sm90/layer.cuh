@@ -1,0 +1,180 @@
+// cusync sm90 attention: one layer, X W_qkv -> rotary + cache append -> attention -> O W_o, its stages
+// launched back to back on one stream (our kernels with programmatic dependent launch, so each one's
+// launch overlaps the previous kernel's tail; griddepcontrol.wait orders their reads).
+//
+// Config (in the generated <name>.h): Element, kHidden, kHeads, kKvHeads, kHeadDim, kCausal,
+// kRotary, kRotaryBase, kDecodeSplit, kDecodeMma. Shapes are run-time: `batch` sequences of `new_tokens` each, after cache_len[b]
+// cached tokens (uniform for a prompt; per sequence for a generation step, new_tokens = 1).
+#pragma once
+
+#include <cstdint>
+#include <cuda_runtime.h>
+
+#include "cusync/attention_sm90/kernels.cuh"
+#include "cusync/sm90/cublaslt.cuh"
+#include "cusync/status.h"
+
+namespace cusync::attention_sm90 {
+
+struct Shape {
+  int batch = 1;
+  int new_tokens = 1;  // per sequence; 1 = a generation step (split-KV decode)
+  int cache_tokens = 0;  // a prompt's cached tokens (every sequence); a step reads cache_len[] instead
+  int rows() const { return batch * new_tokens; }
+};
+
+struct Buffers {
+  void const* x;        // [rows, hidden]
+  void const* w_qkv;    // [hidden, (Hq + 2 Hkv) dh] row-major
+  void const* w_o;      // [Hq dh, hidden] row-major
+  void* qkv;            // [rows, (Hq + 2 Hkv) dh] scratch
+  void* q;              // [rows, Hq dh] scratch
+  void* k_cache;        // [batch, capacity, Hkv, dh]
+  void* v_cache;
+  void* o;              // [rows, Hq dh]
+  void* y;              // [rows, hidden]
+  int const* cache_len; // [batch], device
+  float* lse;           // prompt: [batch, heads, rows-per-seq x G] fp32 scratch (written by the FMHA epilogue)
+  float* o_part;        // step: [batch, Hkv, max_splits, G, dh]
+  float* ml_part;       // step: [batch, Hkv, max_splits, G, 2]
+  int capacity;         // tokens per sequence in the caches
+};
+
+enum class StageId { kQkv = 0, kRope = 1, kAttention = 2, kProj = 3 };
+
+template <class Config>
+struct Layer {
+  using T = typename Config::Element;
+  static constexpr int kHidden = Config::kHidden, kHeads = Config::kHeads, kKvHeads = Config::kKvHeads;
+  static constexpr int kHeadDim = Config::kHeadDim, kGroup = kHeads / kKvHeads;
+  static constexpr int kQkvCols = (kHeads + 2 * kKvHeads) * kHeadDim;
+  // Preconditions (the spec's checks; repeated so that a hand edit fails to compile, not to run).
+  static_assert(kHeads % kKvHeads == 0, "attention.kv_heads must divide attention.heads");
+  static_assert(kKvHeads == 1 || kGroup == 1,
+                "attention.kv_heads: grouped heads are packed into the query rows only with one KV head per GPU");
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "attention.head_dim must be 64 or 128 on sm90");
+  static_assert(kHidden % 8 == 0, "attention.hidden must be a multiple of 8 (16-byte TMA rows)");
+  using Prompt = PromptAttention<T, kHeadDim, kGroup, Config::kCausal>;
+  using Gemm = cusync::sm90::LtGemm<T, cutlass::layout::RowMajor, cutlass::epilogue::thread::Identity>;
+
+  static int max_splits(int capacity) { return (capacity + kDecodeSplit - 1) / kDecodeSplit; }
+
+  cusync::sm90::LtContext* lt = nullptr;
+  typename Prompt::Operation fmha;
+
+  Layer() = default;
+  Layer(Layer const&) = delete;
+  Layer& operator=(Layer const&) = delete;
+  ~Layer() { cusync::sm90::destroy_lt_context(lt); }
+
+  Status initialize() {
+    if (lt == nullptr) {
+      Status s = cusync::sm90::create_lt_context(&lt);
+      if (s != Status::kSuccess) return s;
+    }
+    auto smem = DecodeSmem<kHeadDim, kGroup>::template bytes<T>();
+    auto smem_mma = DecodeMmaSmem<kHeadDim>::template bytes<T>();
+    if (cudaFuncSetAttribute(decode_split<T, kHeadDim, kGroup>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(smem)) != cudaSuccess ||
+        cudaFuncSetAttribute(decode_split_mma<T, kHeadDim, kGroup>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(smem_mma)) != cudaSuccess) {
+      return Status::kCudaError;
+    }
+    return Status::kSuccess;
+  }
+
+  static Status check(Shape const& s, int capacity) {
+    if (s.batch < 1 || s.new_tokens < 1 || s.cache_tokens < 0) return Status::kInvalidArgument;
+    if (s.cache_tokens + s.new_tokens > capacity) return Status::kInvalidArgument;
+    return Status::kSuccess;
+  }
+
+  template <class Kernel, class... Args>
+  static cudaError_t launch_pdl(Kernel kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args... args) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr, cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, args...);
+  }
+
+  Status stage(StageId id, Shape const& s, Buffers const& b, cudaStream_t stream) {
+    int const rows = s.rows();
+    switch (id) {
+      case StageId::kQkv: {
+        cusync::sm90::GemmProblem p{rows, kQkvCols, kHidden, b.x, b.w_qkv, b.qkv};
+        return Gemm::launch(lt, p, stream);
+      }
+      case StageId::kRope: {
+        int64_t const threads = int64_t(rows) * (kHeads + 2 * kKvHeads) * (kHeadDim / 2 / kRopeVector);
+        cudaError_t e = launch_pdl(rope_append<T, kHeadDim>, dim3(unsigned((threads + 255) / 256)), dim3(256), 0, stream,
+                                   static_cast<T const*>(b.qkv), static_cast<T*>(b.q), static_cast<T*>(b.k_cache),
+                                   static_cast<T*>(b.v_cache), b.cache_len, rows, s.new_tokens, kHeads, kKvHeads,
+                                   b.capacity, float(Config::kRotaryBase), Config::kRotary);
+        return e == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+      }
+      case StageId::kAttention:
+        return s.new_tokens == 1 && step_mode_ ? decode(s, b, stream) : prompt(s, b, stream);
+      case StageId::kProj: {
+        cusync::sm90::GemmProblem p{rows, kHidden, kHeads * kHeadDim, b.o, b.w_o, b.y};
+        return Gemm::launch(lt, p, stream);
+      }
+    }
+    return Status::kInvalidArgument;
+  }
+
+  // The decode split on tensor cores (decode_split_mma) or on CUDA cores (decode_split); the plan's
+  // default: tensor cores when G > 1 query heads share a KV head.
+  bool decode_mma = Config::kDecodeMma;
+
+  // A generation step (one new token per sequence, per-sequence cache lengths) runs the split-KV decode;
+  // a prompt (uniform cache) runs the FMHA. set_step_mode(false) runs a 1-token prompt through the FMHA.
+  bool step_mode_ = true;
+
+  Status prompt(Shape const& s, Buffers const& b, cudaStream_t stream) {
+    using namespace cute;
+    int const h = kKvHeads == 1 ? 1 : kHeads;  // the FMHA's head mode: the one KV head, or every head (G = 1)
+    int const q_rows = s.new_tokens * kGroup, keys = s.cache_tokens + s.new_tokens;
+    // Query row r = t G + g at r x (Hkv dh): see kernels.cuh (GQA packing).
+    StrideQKV const dQ = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(s.new_tokens * kHeads * kHeadDim, kGroup * kHeadDim));
+    StrideQKV const dK = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(b.capacity * kKvHeads * kHeadDim, kHeadDim));
+    StrideLSE const dLSE = make_stride(_1{}, make_stride(h * q_rows, q_rows));
+    using Element = typename Prompt::Element;
+    typename Prompt::Operation::Arguments args{
+        {s.batch, h, q_rows, keys, kHeadDim},
+        {static_cast<Element const*>(b.q), dQ, static_cast<Element const*>(b.k_cache), dK,
+         static_cast<Element const*>(b.v_cache), dK},
+        {static_cast<Element*>(b.o), dQ, b.lse, dLSE},
+        cutlass::KernelHardwareInfo{}};
+    if (fmha.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return Status::kCutlassError;
+    return fmha.run(stream) == cutlass::Status::kSuccess ? Status::kSuccess : Status::kCudaError;
+  }
+
+  Status decode(Shape const& s, Buffers const& b, cudaStream_t stream) {
+    int const splits = max_splits(b.capacity);
+    float const scale_log2 = float(1.4426950408889634 / std::sqrt(double(kHeadDim)));
+    auto kernel = decode_mma ? decode_split_mma<T, kHeadDim, kGroup> : decode_split<T, kHeadDim, kGroup>;
+    size_t const smem = decode_mma ? DecodeMmaSmem<kHeadDim>::template bytes<T>() : DecodeSmem<kHeadDim, kGroup>::template bytes<T>();
+    cudaError_t e = launch_pdl(kernel, dim3(splits, kKvHeads, s.batch), dim3(kDecodeThreads), smem, stream,
+                               static_cast<T const*>(b.q), static_cast<T const*>(b.k_cache),
+                               static_cast<T const*>(b.v_cache), b.cache_len, b.o_part, b.ml_part, kKvHeads,
+                               b.capacity, splits, scale_log2);
+    if (e != cudaSuccess) return Status::kCudaError;
+    e = launch_pdl(decode_combine<T, kHeadDim, kGroup>, dim3(kHeads, s.batch), dim3(kHeadDim), 0, stream,
+                   static_cast<float const*>(b.o_part), static_cast<float const*>(b.ml_part), b.cache_len,
+                   static_cast<T*>(b.o), kKvHeads, splits);
+    return e == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+  }
+
+  Status run(Shape const& s, Buffers const& b, cudaStream_t stream) {
+    for (StageId id : {StageId::kQkv, StageId::kRope, StageId::kAttention, StageId::kProj}) {
+      Status st = stage(id, s, b, stream);
+      if (st != Status::kSuccess) return st;
+    }
+    return Status::kSuccess;
+  }
+};
+
+}  // namespace cusync::attention_sm90

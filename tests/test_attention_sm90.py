@@ -1,0 +1,144 @@
+"""The sm90 attention layer (`attention:` with `arch: sm90`): spec rules, the plan, validate, the nvcc
+build of one example, and its GPU check (docs/attention.md, "sm90"). Goldens: test_golden.py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import EXAMPLES_ATTENTION_SM90, REPO, gpu_present
+from cusync_gen.attention_plan import AttentionShape
+from cusync_gen.attention_sm90_plan import AttentionSm90Plan, make_attention_sm90_plan
+from cusync_gen.cli import main
+from cusync_gen.errors import SpecError
+from cusync_gen.render import plan_of_spec, render_project
+from cusync_gen.spec import AttentionSpec, load_spec, parse_spec
+
+EXAMPLE_DIR = REPO / "cusync_gen" / "examples"
+
+
+def example_data(name: str = "llama_attention_sm90") -> dict[str, Any]:
+    return yaml.safe_load((EXAMPLE_DIR / f"{name}.yaml").read_text())
+
+
+def plan_of(name: str = "llama_attention_sm90") -> AttentionSm90Plan:
+    spec = load_spec(EXAMPLE_DIR / f"{name}.yaml")
+    assert isinstance(spec, AttentionSpec)
+    return make_attention_sm90_plan(spec)
+
+
+def rejected(data: dict[str, Any]) -> SpecError:
+    with pytest.raises(SpecError) as info:
+        parse_spec(data)
+    return info.value
+
+
+# --- spec -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", EXAMPLES_ATTENTION_SM90)
+def test_examples_plan_on_the_sm90_backend(name: str) -> None:
+    plan = plan_of_spec(load_spec(EXAMPLE_DIR / f"{name}.yaml"))
+    assert isinstance(plan, AttentionSm90Plan) and plan.backend == "attention_sm90"
+
+
+@pytest.mark.parametrize(("edit", "field", "words"), [
+    (lambda d: d["attention"].update(tiles=example_data("gpt3_attention")["attention"]["tiles"]), "attention.tiles",
+     "picks its own tiles"),
+    (lambda d: d["attention"].update(head_dim=96), "attention.head_dim", "64 and 128"),
+    (lambda d: d["attention"].update(kv_heads=3), "attention.kv_heads", "does not divide"),
+    (lambda d: d["attention"].update(kv_heads=2), "attention.kv_heads", "one KV head per GPU"),
+    (lambda d: d["attention"].update(heads=32, kv_heads=1), "attention.kv_heads", "above 16"),
+    (lambda d: d["attention"].update(rotary_base=0.5), "attention.rotary_base", "greater than 1"),
+    (lambda d: d["attention"].update(rotary_base=1e9), "attention.rotary_base", "100000000"),
+    (lambda d: d["attention"].update(rotary="yes"), "attention.rotary", "true or false"),
+    (lambda d: d["attention"].update(kv_heads=0), "attention.kv_heads", "greater than 0"),
+    (lambda d: d["attention"].update(hidden=8190), "attention.hidden", "multiple of 8"),
+    (lambda d: d["attention"].update(kv_head=1), "attention.kv_head", "did you mean 'kv_heads'"),
+])
+def test_bad_sm90_specs_name_the_field(edit: Any, field: str, words: str) -> None:
+    data = example_data()
+    edit(data)
+    err = rejected(data)
+    assert err.field == field, err
+    assert words.lower() in f"{err} {err.hint}".lower(), (err, err.hint)
+
+
+def test_gqa_and_mha_and_bf16_plan() -> None:
+    llama, gpt3 = plan_of("llama_attention_sm90"), plan_of("gpt3_attention_sm90")
+    assert (llama.group, llama.fmha_heads, llama.qkv_width) == (8, 1, (8 + 2) * 128)
+    assert (gpt3.group, gpt3.fmha_heads, gpt3.qkv_width) == (1, 12, 3 * 12 * 128)
+    assert llama.dtype.value == "bf16" and llama.rotary and not gpt3.rotary
+    header = render_project(llama)["include/llama_attention_sm90.h"]
+    assert "cutlass::bfloat16_t" in header and "kKvHeads = 1;" in header and "kRotary = true;" in header
+
+
+def test_describe_picks_fmha_for_prompts_and_decode_for_steps() -> None:
+    plan = plan_of()
+    prompt = plan.describe(AttentionShape(1, 1000, 0))
+    assert "FMHA 63 x 1 x 1 CTAs (8000 query rows, 1000 keys)" in prompt
+    step = plan.describe(AttentionShape(32, 1, 4095))
+    assert "decode 32 x 1 x 32 CTAs" in step and "combine 8 x 32" in step
+
+
+def test_old_sm80_spec_keeps_its_hash() -> None:
+    """The new keys at their defaults leave an sm80 spec's hash, and so its generated files, unchanged."""
+    data = yaml.safe_load((EXAMPLE_DIR / "gpt3_attention.yaml").read_text())
+    a = parse_spec(data)
+    data["attention"].update(rotary=False, rotary_base=10000.0)
+    b = parse_spec(data)
+    assert plan_of_spec(a).spec_hash == plan_of_spec(b).spec_hash
+
+
+def test_validate_explains_the_layer(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["validate", str(EXAMPLE_DIR / "llama_attention_sm90.yaml"), "--m", "1", "--batch", "4", "--cache", "511"])
+    assert info.value.code in (0, None)
+    out = capsys.readouterr().out
+    assert "generation step" in out and "back to back" in out
+
+
+# --- nvcc and GPU ---------------------------------------------------------------------------------
+
+def _build(name: str, tmp_path: Path, cutlass_dir: Path) -> Path:
+    cmake, nvcc = shutil.which("cmake"), shutil.which("nvcc")
+    if cmake is None or nvcc is None:
+        pytest.skip("cmake or nvcc not found")
+    build = tmp_path / "build"
+    configure = [cmake, "-S", str(REPO / "generated" / name), "-B", str(build), f"-DCUTLASS_DIR={cutlass_dir}",
+                 "-DCMAKE_CUDA_ARCHITECTURES=90a", f"-DCMAKE_CUDA_COMPILER={nvcc}"]
+    out = subprocess.run(configure, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    out = subprocess.run([cmake, "--build", str(build), "-j", str(os.cpu_count() or 2)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+    return build / f"{name}_bench"
+
+
+@pytest.mark.nvcc
+def test_llama_attention_sm90_compiles(tmp_path: Path, cutlass_dir: Path) -> None:
+    """One translation unit (FMHA, decode kernels, cuBLASLt GEMMs, bench): about 3 minutes on 2 cores.
+    gpt3_attention_sm90 is the same code with other constants (G = 1, fp16, no rotary)."""
+    assert _build("llama_attention_sm90", tmp_path, cutlass_dir).is_file()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_present(), reason="no GPU")
+def test_llama_attention_sm90_checks_on_the_gpu(tmp_path: Path, cutlass_dir: Path) -> None:
+    bench = _build("llama_attention_sm90", tmp_path, cutlass_dir)
+    out = subprocess.run([str(bench), "--check", "p:1x7+1", "p:1x200+511", "g:3+129", "g:2+4097"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.stdout.count('"ok": true') == 4, out.stdout
+
+
+def test_run_says_to_use_the_bench(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["run", "llama_attention_sm90"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "sm90 attention layer" in err and "_bench" in err
