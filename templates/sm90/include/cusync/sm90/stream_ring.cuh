@@ -37,7 +37,7 @@
 // before the TMA reads H). Same G, R, shape => bitwise identical results run after run. The sums differ from
 // v2's (another k order inside a block), so v4 has no bitwise twin among the other variants.
 //
-// MEASURED (H200, results/2026-12-03-h200-decode.md, v4): correct everywhere, but 0.55x of cuBLASLt (gpt3 M = 1
+// MEASURED on an H200: correct everywhere, but 0.55x of cuBLASLt (gpt3 M = 1
 // 113.9 us vs 78.0) and slower than v3; ncu shows the same DRAM rate as v2 (54% vs 57%), so with these
 // consumers the producer/ring/schedule side limits the stream. A probe, not used by the generated library.
 //
