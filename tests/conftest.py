@@ -16,7 +16,7 @@ EXAMPLES_SM90 = ("two_gemm_sm90", "gpt3_mlp_sm90", "llama_mlp_sm90", "llama_mlp_
 EXAMPLES_GEMM = EXAMPLES_SM80 + EXAMPLES_SM90
 EXAMPLES_ATTENTION = ("gpt3_attention", "llama_attention")
 EXAMPLES = EXAMPLES_GEMM + EXAMPLES_ATTENTION
-EXAMPLES_CONV = ("resnet_block", "vgg_block")  # conv chains: tests/test_conv.py
+EXAMPLES_CONV = ("resnet_block", "vgg_block", "bottleneck_block")  # conv chains: tests/test_conv.py
 
 
 def gpu_present() -> bool:

@@ -89,6 +89,62 @@ def test_validate_json() -> None:
     assert doc["kind"] == "conv" and doc["runs"][0]["stages"][2]["grid"] == [49, 2]
 
 
+def test_run_mode_rule_back_to_back_where_every_producer_fits_one_wave() -> None:
+    """run()'s rule (ConvChain::mode without set_mode or autotune): back to back where every producer stage's
+    tiles fit in one wave, the overlap where some producer runs more; the reason names the stage."""
+    plan = make_conv_plan(load_spec(EXAMPLES_DIR / "resnet_block.yaml"))
+    conv1 = plan.stages[0]
+    assert conv1.blocks_per_sm >= 1
+    slots = plan.sms * conv1.blocks_per_sm
+    one_wave = max(b for b in range(1, 33) if conv1.tiles_m(b) * conv1.tiles_n <= slots)
+    mode, why = plan.run_mode(one_wave)
+    assert mode == "back-to-back" and "every producer fits in one wave" in why and "conv1" in why
+    mode, why = plan.run_mode(one_wave + 1)
+    assert mode == "overlap" and "more than one wave" in why and "conv1" in why
+    assert plan.run_mode(1, sms=1)[0] == "overlap"  # 25 tiles on one SM
+    # The sink stage's tiles do not count: nothing waits on them.
+    bottleneck = make_conv_plan(load_spec(EXAMPLES_DIR / "bottleneck_block.yaml"))
+    assert "conv3" not in bottleneck.run_mode(32)[1]
+
+
+def test_programmatic_launch_follows_the_target(tmp_path: Path) -> None:
+    """Kernels built for sm_90 trigger the next stage's programmatic launch (one-stream overlap on sm_90
+    devices); built for sm_80 they cannot, and the library keeps the two-stream path with the wait kernels."""
+    spec = load_spec(EXAMPLES_DIR / "resnet_block.yaml")
+    assert make_conv_plan(spec).programmatic and not make_conv_plan(spec, target="sm_80").programmatic
+    unit = (REPO / "generated" / "resnet_block" / "src" / "resnet_block.cu").read_text()
+    assert "/*programmatic=*/true" in unit
+    conv = (REPO / "generated" / "resnet_block" / "include" / "cusync" / "conv" / "conv.cuh").read_text()
+    assert "cudaLaunchAttributeProgrammaticStreamSerialization" in conv and "__all_sync" in conv
+    assert "griddepcontrol.wait" not in conv  # a consumer never waits for the whole producer grid before its work
+    data = yaml.safe_load((EXAMPLES_DIR / "resnet_block.yaml").read_text())
+    data["target"] = "sm_80"
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    generate(tmp_path / "s.yaml", tmp_path / "p")
+    assert "/*programmatic=*/false" in (tmp_path / "p" / "src" / "resnet_block.cu").read_text()
+
+
+def test_validate_says_what_run_does() -> None:
+    out = subprocess.run(["python3", "-m", "cusync_gen.cli", "validate", str(EXAMPLES_DIR / "bottleneck_block.yaml"),
+                          "--batch", "1,32"], capture_output=True, text=True, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stderr
+    assert "run() at batch 1 on 132 SMs: back-to-back (rule: every producer fits in one wave" in out.stdout
+    assert "run() at batch 32 on 132 SMs: overlap (rule: conv1 has" in out.stdout
+    assert "programmatic dependent launch" in out.stdout
+
+
+def test_bottleneck_block_shapes() -> None:
+    """ResNet-50 conv2_x bottleneck: 1x1 256->64, 3x3 64->64, 1x1 64->256 + the block input."""
+    plan = make_conv_plan(load_spec(EXAMPLES_DIR / "bottleneck_block.yaml"))
+    c1, c2, c3 = plan.stages
+    assert (c1.r, c1.c, c1.k, c2.r, c2.pad, c2.k, c3.r, c3.k) == (1, 256, 64, 3, 1, 64, 1, 256)
+    assert c3.residual == -1 and (c3.p, c3.q) == (56, 56)
+    # conv3's 1x1 windows read only their own image rows: tile row 12 (pixels 1536..1663, rows 27..29)
+    # waits for conv2 rows 27..29, conv2 tile rows 11..13 (widened up to the next tile's first row).
+    assert c3.waited_rows(12, c2, 1) == range(11, 14)
+
+
 @pytest.mark.parametrize("name", ("conv_mix", "conv_mix_bf16"))
 def test_correctness_specs_prove(name: str) -> None:
     plan = make_conv_plan(load_spec(DATA / f"{name}.yaml"))
@@ -254,11 +310,20 @@ def test_gpu_tile_synced_equals_back_to_back_and_the_reference(conv_benches: dic
 
 
 @pytest.mark.gpu
-def test_gpu_missing_post_times_out_naming_the_tile(conv_benches: dict[str, Path]) -> None:
-    out = subprocess.run([str(conv_benches["conv_mix"]), "--batch", "3", "--missing-post", "s2"], capture_output=True,
-                         text=True, timeout=120)
+@pytest.mark.parametrize("launch", ([], ["--two-streams"]))
+def test_gpu_missing_post_times_out_naming_the_tile(conv_benches: dict[str, Path], launch: list[str]) -> None:
+    out = subprocess.run([str(conv_benches["conv_mix"]), "--batch", "3", "--missing-post", "s2", *launch],
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert re.search(r"stage s3, tile \(m \d+, n \d+\), timed out waiting for s2 tile row \d+", out.stdout), out.stdout
+
+
+@pytest.mark.gpu
+def test_gpu_two_stream_overlap_equals_back_to_back(conv_benches: dict[str, Path]) -> None:
+    out = subprocess.run([str(conv_benches["conv_mix"]), "--batch", "1,3", "--check-only", "--two-streams"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count("bitwise yes") == 2 and "two streams" in out.stdout
 
 
 def test_all_tile_rows_have_reads() -> None:

@@ -2,6 +2,7 @@
 // project (src/<name>.cu) includes this, so the library holds every member for its users.
 #pragma once
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 
@@ -75,6 +76,7 @@ Status ConvChain::initialize(int max_batch, cudaStream_t stream) {
   int device = 0;
   if (status == Status::kSuccess) status = from_cuda(cudaGetDevice(&device));
   if (status == Status::kSuccess) status = from_cuda(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
+  if (status == Status::kSuccess) status = from_cuda(cudaDeviceGetAttribute(&cc_major_, cudaDevAttrComputeCapabilityMajor, device));
   for (int s = 0; s < t_->num_stages && status == Status::kSuccess; ++s) blocks_per_sm_[s] = t_->occupancy[s]();
   return status;
 }
@@ -92,10 +94,18 @@ Status ConvChain::check(ConvArguments const& a) {
   return Status::kSuccess;
 }
 
-Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaStream_t stream) {
+Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaStream_t stream, bool programmatic) {
   ConvStageInfo const& info = t_->stages[s];
   auto* state = static_cast<ChainState*>(state_);
   ConvLaunch l{};
+  // One stream with programmatic dependent launch: every block of stage s lets stage s + 1 launch at its
+  // entry (so a consumer block takes an SM slot only once every producer block holds one), and stage s + 1
+  // is a programmatic dependent launch of stage s. A programmatic launch may end before the kernel it was
+  // launched behind, so each one waits for that kernel at its exit: the end of the last stage is then the
+  // end of the run for whatever the stream does next (as in the sm90 GEMM chains).
+  l.programmatic = programmatic && s > 0;
+  l.sync.trigger_dependents = programmatic && s + 1 < t_->num_stages;
+  l.sync.wait_primary_at_exit = l.programmatic;
   l.batch = a.batch;
   l.x = info.producer == kChainInput ? a.input : a.output[info.producer];
   l.filter = a.filter[s];
@@ -147,14 +157,14 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
 
 Status ConvChain::run_sequential(ConvArguments const& a, cudaStream_t stream) {
   Status status = check(a);
-  for (int s = 0; s < t_->num_stages && status == Status::kSuccess; ++s) status = launch_stage(s, a, false, stream);
+  for (int s = 0; s < t_->num_stages && status == Status::kSuccess; ++s) status = launch_stage(s, a, false, stream, false);
   return status;
 }
 
 Status ConvChain::run_stage(int stage, ConvArguments const& a, cudaStream_t stream) {
   if (stage < 0 || stage >= t_->num_stages) return Status::kInvalidArgument;
   Status const status = check(a);
-  return status != Status::kSuccess ? status : launch_stage(stage, a, false, stream);
+  return status != Status::kSuccess ? status : launch_stage(stage, a, false, stream, false);
 }
 
 // The avoid-wait-kernel rule of cuSync, for the whole chain: when the blocks of every stage fit on the GPU at
@@ -170,14 +180,139 @@ bool ConvChain::waits_for_start(int batch) const {
   return slots > double(sms_);
 }
 
-// Two streams, stage s on streams[s % 2]: a stage is launched once every block of its producer has started
-// (the wait kernel, on the stage's stream), so its spinning blocks never hold SM slots a producer block
-// still needs. Every earlier stage has then started too (each launch waited for the one before), so a
-// residual edge to any earlier stage is safe as well.
 Status ConvChain::run(ConvArguments const& a, cudaStream_t stream) {
+  if (state_ == nullptr) return Status::kNotInitialized;
+  return mode(a.batch) == ConvMode::kSequential ? run_sequential(a, stream) : run_overlapped(a, stream);
+}
+
+ConvMode ConvChain::mode(int batch) const {
+  if (mode_override_ != ConvMode::kAuto) {
+    std::snprintf(mode_reason_, sizeof(mode_reason_), "set_mode(%s)", to_string(mode_override_));
+    return mode_override_;
+  }
+  for (int i = 0; i < tuned_count_; ++i) {  // ascending batches
+    if (batch <= tuned_batch_[i]) {
+      std::snprintf(mode_reason_, sizeof(mode_reason_),
+                    "autotune on this GPU at batch %d: back to back %.1f us, overlap %.1f us", tuned_batch_[i],
+                    double(tuned_us_[i][0]), double(tuned_us_[i][1]));
+      return tuned_mode_[i];
+    }
+  }
+  int widest = -1;
+  int64_t widest_tiles = 0, widest_slots = 0;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    if (!has_consumer(s)) continue;
+    int64_t const tiles = int64_t(tiles_m(s, batch)) * tiles_n(s);
+    int64_t const slots = int64_t(sms_) * (blocks_per_sm_[s] > 0 ? blocks_per_sm_[s] : 1);
+    if (widest < 0 || tiles * widest_slots > widest_tiles * slots) { widest = s; widest_tiles = tiles; widest_slots = slots; }
+  }
+  if (widest < 0) {
+    std::snprintf(mode_reason_, sizeof(mode_reason_), "one stage: back to back");
+    return ConvMode::kSequential;
+  }
+  bool const overlap = widest_tiles > widest_slots;
+  std::snprintf(mode_reason_, sizeof(mode_reason_),
+                overlap ? "rule: %s has %lld tiles, more than one wave (%lld blocks at once): overlap"
+                        : "rule: every producer fits in one wave (%s: %lld tiles, %lld blocks at once): back to back",
+                stage_name(widest), (long long)widest_tiles, (long long)widest_slots);
+  return overlap ? ConvMode::kOverlap : ConvMode::kSequential;
+}
+
+char const* ConvChain::mode_reason(int batch) const {
+  mode(batch);
+  return mode_reason_;
+}
+
+Status ConvChain::autotune(ConvArguments const& args, int const* batches, int count, int rounds, cudaStream_t stream) {
+  using detail::from_cuda;
+  if (state_ == nullptr) return Status::kNotInitialized;
+  if (count < 1 || count > kMaxTunedBatches || rounds < 1 || batches == nullptr) {
+    last_error_ = "autotune: 1 .. kMaxTunedBatches batches and rounds >= 1";
+    return Status::kInvalidArgument;
+  }
+  int sorted[kMaxTunedBatches];
+  std::copy(batches, batches + count, sorted);
+  std::sort(sorted, sorted + count);
+  int tuned_batch[kMaxTunedBatches];
+  ConvMode tuned_mode[kMaxTunedBatches];
+  float tuned_us[kMaxTunedBatches][2];
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  Status status = from_cuda(cudaEventCreate(&e0));
+  if (status == Status::kSuccess) status = from_cuda(cudaEventCreate(&e1));
+  for (int i = 0; i < count && status == Status::kSuccess; ++i) {
+    ConvArguments a = args;
+    a.batch = sorted[i];
+    if ((status = check(a)) != Status::kSuccess) break;
+    cudaGraphExec_t exec[2] = {nullptr, nullptr};
+    for (int m = 0; m < 2 && status == Status::kSuccess; ++m) {  // 0: back to back, 1: overlap
+      cudaGraph_t graph = nullptr;
+      status = from_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      if (status != Status::kSuccess) break;
+      Status const ran = m == 0 ? run_sequential(a, stream) : run_overlapped(a, stream);
+      status = from_cuda(cudaStreamEndCapture(stream, &graph));
+      if (ran != Status::kSuccess) status = ran;
+      if (status == Status::kSuccess) status = from_cuda(cudaGraphInstantiate(&exec[m], graph, 0));
+      if (graph != nullptr) cudaGraphDestroy(graph);
+    }
+    float samples[2][64];
+    int const n = rounds < 64 ? rounds : 64;
+    for (int r = -3; r < n && status == Status::kSuccess; ++r) {  // 3 untimed rounds first
+      for (int m = 0; m < 2 && status == Status::kSuccess; ++m) {
+        status = from_cuda(cudaEventRecord(e0, stream));
+        if (status == Status::kSuccess) status = from_cuda(cudaGraphLaunch(exec[m], stream));
+        if (status == Status::kSuccess) status = from_cuda(cudaEventRecord(e1, stream));
+        if (status == Status::kSuccess) status = from_cuda(cudaEventSynchronize(e1));
+        float ms = 0.0f;
+        if (status == Status::kSuccess) status = from_cuda(cudaEventElapsedTime(&ms, e0, e1));
+        if (r >= 0) samples[m][r] = ms * 1000.0f;
+      }
+    }
+    for (cudaGraphExec_t e : exec) {
+      if (e != nullptr) cudaGraphExecDestroy(e);
+    }
+    if (status != Status::kSuccess) break;
+    for (int m = 0; m < 2; ++m) {
+      std::sort(samples[m], samples[m] + n);
+      tuned_us[i][m] = samples[m][n / 2];
+    }
+    tuned_batch[i] = sorted[i];
+    tuned_mode[i] = tuned_us[i][1] < tuned_us[i][0] ? ConvMode::kOverlap : ConvMode::kSequential;
+  }
+  if (e0 != nullptr) cudaEventDestroy(e0);
+  if (e1 != nullptr) cudaEventDestroy(e1);
+  if (status == Status::kSuccess) status = sync_error(nullptr, stream);  // a timed-out wait: keep the old table
+  if (status != Status::kSuccess) return status;
+  for (int i = 0; i < count; ++i) {
+    tuned_batch_[i] = tuned_batch[i];
+    tuned_mode_[i] = tuned_mode[i];
+    tuned_us_[i][0] = tuned_us[i][0];
+    tuned_us_[i][1] = tuned_us[i][1];
+  }
+  tuned_count_ = count;
+  return Status::kSuccess;
+}
+
+// The overlap. Where the device and the kernels have programmatic dependent launch: one stream, each stage
+// a programmatic dependent launch of the one before (launch_stage says how). Every block of a stage
+// triggers the next stage's launch at its entry, so a consumer block is scheduled only once every producer
+// block has started: spinning consumer blocks never hold an SM slot an unstarted producer block needs, and
+// every earlier stage (a residual's producer) has started too. No consumer calls griddepcontrol.wait before
+// its work (that would wait for the whole producer grid): the tile waits carry the dependency.
+//
+// Elsewhere: two streams, stage s on streams[s % 2]: a stage is launched once every block of its producer
+// has started (the wait kernel, on the stage's stream), so its spinning blocks never hold SM slots a
+// producer block still needs. Every earlier stage has then started too (each launch waited for the one
+// before), so a residual edge to any earlier stage is safe as well.
+Status ConvChain::run_overlapped(ConvArguments const& a, cudaStream_t stream) {
   using detail::from_cuda;
   Status status = check(a);
   if (status != Status::kSuccess) return status;
+  if (programmatic()) {
+    for (int s = 0; s < t_->num_stages && status == Status::kSuccess; ++s) {
+      status = launch_stage(s, a, true, stream, /*programmatic=*/true);
+    }
+    return status;
+  }
   auto* state = static_cast<ChainState*>(state_);
   cudaStream_t const streams[2] = {stream, side_};
   bool const wait_kernels = waits_for_start(a.batch);
@@ -191,7 +326,7 @@ Status ConvChain::run(ConvArguments const& a, cudaStream_t stream) {
       wait_started_kernel<<<1, 32, 0, on>>>(state, s, p, producer_blocks, timeout_ns_);
       if ((status = from_cuda(cudaGetLastError())) != Status::kSuccess) return status;
     }
-    if ((status = launch_stage(s, a, true, on)) != Status::kSuccess) return status;
+    if ((status = launch_stage(s, a, true, on, /*programmatic=*/false)) != Status::kSuccess) return status;
   }
   if ((status = from_cuda(cudaEventRecord(join_, side_))) != Status::kSuccess) return status;
   return from_cuda(cudaStreamWaitEvent(stream, join_, 0));
