@@ -164,17 +164,18 @@ class ConvPlan:
         """run()'s rule at `batch` on `sms` SMs (ConvChain::mode without set_mode or autotune), and why: the
         overlap where some producer stage has more tiles than one wave (its grid over the SMs times its blocks
         per SM), back to back where every producer fits in one wave (its tiles all run at once and end
-        together: no consumer tile can start early, and the overlap only adds its fixed cost)."""
+        together: no consumer tile can start early, and the overlap only adds its fixed cost), chained with
+        programmatic dependent launch where the kernels have it (`back-to-back+PDL`, on sm_90 devices)."""
         sms = sms or self.sms
         producers = [(st.tiles_m(batch) * st.tiles_n, sms * st.blocks_per_sm, st.name)
                      for st in self.stages if self.has_consumer(st.index)]
         if not producers:
-            return "back-to-back", "one stage: back to back"
+            return "back-to-back", "one stage: back-to-back"
         tiles, slots, name = max(producers, key=lambda p: p[0] / p[1])
         if tiles > slots:
             return "overlap", f"rule: {name} has {tiles} tiles, more than one wave ({slots} blocks at once): overlap"
-        return "back-to-back", (f"rule: every producer fits in one wave ({name}: {tiles} tiles, {slots} blocks at "
-                                "once): back to back")
+        apart = "back-to-back+PDL" if self.programmatic else "back-to-back"
+        return apart, f"rule: every producer fits in one wave ({name}: {tiles} tiles, {slots} blocks at once): {apart}"
 
     def has_consumer(self, index: int) -> bool:
         return any(s.producer == index or s.residual == index for s in self.stages)

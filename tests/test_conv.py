@@ -97,8 +97,9 @@ def test_run_mode_rule_back_to_back_where_every_producer_fits_one_wave() -> None
     assert conv1.blocks_per_sm >= 1
     slots = plan.sms * conv1.blocks_per_sm
     one_wave = max(b for b in range(1, 33) if conv1.tiles_m(b) * conv1.tiles_n <= slots)
-    mode, why = plan.run_mode(one_wave)
-    assert mode == "back-to-back" and "every producer fits in one wave" in why and "conv1" in why
+    mode, why = plan.run_mode(one_wave)  # sm_90: chained with programmatic dependent launch
+    assert mode == "back-to-back+PDL" and "every producer fits in one wave" in why and "conv1" in why
+    assert make_conv_plan(load_spec(EXAMPLES_DIR / "resnet_block.yaml"), target="sm_80").run_mode(1)[0] == "back-to-back"
     mode, why = plan.run_mode(one_wave + 1)
     assert mode == "overlap" and "more than one wave" in why and "conv1" in why
     assert plan.run_mode(1, sms=1)[0] == "overlap"  # 25 tiles on one SM
@@ -116,7 +117,9 @@ def test_programmatic_launch_follows_the_target(tmp_path: Path) -> None:
     assert "/*programmatic=*/true" in unit
     conv = (REPO / "generated" / "resnet_block" / "include" / "cusync" / "conv" / "conv.cuh").read_text()
     assert "cudaLaunchAttributeProgrammaticStreamSerialization" in conv and "__all_sync" in conv
-    assert "griddepcontrol.wait" not in conv  # a consumer never waits for the whole producer grid before its work
+    # Only the chained back to back (not synced) waits for the whole previous kernel before its work.
+    assert conv.count("asm volatile(\"griddepcontrol.wait;\"") == 1
+    assert "if (params.waits.wait_primary_first) asm volatile(\"griddepcontrol.wait;\"" in conv
     data = yaml.safe_load((EXAMPLES_DIR / "resnet_block.yaml").read_text())
     data["target"] = "sm_80"
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
@@ -129,7 +132,7 @@ def test_validate_says_what_run_does() -> None:
                           "--batch", "1,32"], capture_output=True, text=True, cwd=REPO,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.returncode == 0, out.stderr
-    assert "run() at batch 1 on 132 SMs: back-to-back (rule: every producer fits in one wave" in out.stdout
+    assert "run() at batch 1 on 132 SMs: back-to-back+PDL (rule: every producer fits in one wave" in out.stdout
     assert "run() at batch 32 on 132 SMs: overlap (rule: conv1 has" in out.stdout
     assert "programmatic dependent launch" in out.stdout
 

@@ -3,7 +3,8 @@
 // resnet_block_bench: runs the conv chain back to back and tile-synced at each --batch, checks that both
 // give bitwise the same outputs and that each stage is within tolerance of a direct reference convolution,
 // then times back to back, the overlap (and, on a device with programmatic dependent launch, the two-stream
-// overlap too), run() after autotune() and each stage alone, as CUDA graphs, round robin, median of --repeats.
+// overlap and back to back chained with PDL too), run() after autotune() and each stage alone, as CUDA graphs,
+// round robin, median of --repeats.
 // --missing-post STAGE: that stage does not post; the run must end in a sync timeout that names the tile.
 #include <cmath>
 #include <cstdio>
@@ -238,11 +239,25 @@ int main(int argc, char** argv) {
       std::printf("batch %d: the tile-synced outputs differ from the back-to-back ones\n", batch);
       all_ok = false;
     }
-    std::printf("batch %d: bitwise %s, max |error| vs reference conv %.3g (tile-synced run: %s%s)\n", batch,
+    // Back to back chained with programmatic dependent launch (where the device has it): bitwise too.
+    bool chained_bitwise = true;
+    for (int s = 0; s < kNumStages; ++s) BENCH_CUDA(cudaMemsetAsync(out_sync[s], 0x7f, size_t(out_elements(s, batch)) * 2, stream));
+    check_status(c.run_chained(syn, stream), "run_chained", c);
+    BENCH_CUDA(cudaStreamSynchronize(stream));
+    for (int s = 0; s < kNumStages; ++s) {
+      int64_t const count = out_elements(s, batch);
+      if (download(out_seq[s], count) != download(out_sync[s], count)) chained_bitwise = false;
+    }
+    if (!chained_bitwise) {
+      std::printf("batch %d: the chained (programmatic launch) outputs differ from the back-to-back ones\n", batch);
+      all_ok = false;
+    }
+    bitwise = bitwise && chained_bitwise;
+    std::printf("batch %d: bitwise %s, max |error| vs reference conv %.3g (tile-synced run: %s%s; chained too)\n", batch,
                 bitwise ? "yes" : "NO", worst, launch_style,
                 c.programmatic() ? "" : c.waits_for_start(batch) ? ", with wait kernels" : ", without wait kernels");
     if (o.check_only) continue;
-    if (!tuned) {  // run()'s table: back to back against the overlap at every --batch, on this GPU
+    if (!tuned) {  // run()'s table: back to back, the overlap (and chained) at every --batch, on this GPU
       check_status(c.autotune(arguments(max_batch, out_sync), o.batches.data(), int(o.batches.size()), 30, stream),
                    "autotune", c);
       tuned = true;
@@ -268,8 +283,9 @@ int main(int argc, char** argv) {
       c.set_two_streams(true);
       timer.add(capture([&] { check_status(c.run_overlapped(syn, stream), "run_overlapped", c); }));
       c.set_two_streams(false);
+      timer.add(capture([&] { check_status(c.run_chained(seq, stream), "run_chained", c); }));
     }
-    size_t const alone = both_launches ? 4 : 3;
+    size_t const alone = both_launches ? 5 : 3;
     for (int s = 0; s < kNumStages; ++s) timer.add(capture([&] { check_status(c.run_stage(s, seq, stream), "run_stage", c); }));
     Options timing = o;
     if (o.preheat_s > 0.0) {  // warmup rounds enough for ~preheat_s of each chain variant
@@ -293,16 +309,17 @@ int main(int argc, char** argv) {
       return 1;
     }
     double const two_stream_us = both_launches ? us[3] : -1.0;
+    double const chained_us = both_launches ? us[4] : -1.0;
     std::printf("batch %d: back-to-back %.1f us, tile-synced %.1f us (%s), overlap speedup %.3fx", batch, us[0], us[1],
                 launch_style, us[0] / us[1]);
-    if (both_launches) std::printf(", two streams %.1f us", two_stream_us);
+    if (both_launches) std::printf(", two streams %.1f us, back to back + PDL %.1f us", two_stream_us, chained_us);
     std::printf("; run() %.1f us (%s: %s); alone:", us[2], cusync::conv::to_string(c.mode(batch)), c.mode_reason(batch));
     for (int s = 0; s < kNumStages; ++s) std::printf(" %s %.1f us", kStages[s].name, us[alone + size_t(s)]);
     std::printf("\n");
     std::printf("RESULT {\"chain\": \"resnet_block\", \"batch\": %d, \"sequential_us\": %.3f, \"overlap_us\": %.3f, "
-                "\"run_us\": %.3f, \"run_mode\": \"%s\", \"two_stream_us\": %.3f, \"programmatic\": %s, "
+                "\"run_us\": %.3f, \"run_mode\": \"%s\", \"two_stream_us\": %.3f, \"chained_us\": %.3f, \"programmatic\": %s, "
                 "\"bitwise\": %s, \"ref_err\": %.4g, \"wait_kernels\": %s, \"stages_us\": [", batch, us[0], us[1],
-                us[2], cusync::conv::to_string(c.mode(batch)), two_stream_us, both_launches ? "true" : "false",
+                us[2], cusync::conv::to_string(c.mode(batch)), two_stream_us, chained_us, both_launches ? "true" : "false",
                 bitwise ? "true" : "false", cusync::bench::json_number(worst),
                 !both_launches && c.waits_for_start(batch) ? "true" : "false");
     for (int s = 0; s < kNumStages; ++s) std::printf("%s%.3f", s ? ", " : "", us[alone + size_t(s)]);

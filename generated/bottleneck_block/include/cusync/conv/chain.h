@@ -53,6 +53,7 @@ enum class ConvMode : int {
   kAuto = 0,        // set_mode(kAuto): back to mode()'s own choice
   kSequential = 1,  // the kernels back to back (run_sequential)
   kOverlap = 2,     // tile-synced (run_overlapped)
+  kChained = 3,     // the kernels back to back, each a programmatic dependent launch of the one before (run_chained)
 };
 
 inline char const* to_string(ConvMode mode) {
@@ -60,6 +61,7 @@ inline char const* to_string(ConvMode mode) {
     case ConvMode::kAuto: return "auto";
     case ConvMode::kSequential: return "back-to-back";
     case ConvMode::kOverlap: return "overlap";
+    case ConvMode::kChained: return "back-to-back+PDL";
   }
   return "?";
 }
@@ -94,6 +96,10 @@ class ConvChain {
   Status run_overlapped(ConvArguments const& args, cudaStream_t stream);
   // The same kernels back to back on `stream`, no waits or posts (bitwise identical results).
   Status run_sequential(ConvArguments const& args, cudaStream_t stream);
+  // The same, each stage a programmatic dependent launch of the one before where programmatic() (it waits for
+  // the whole previous kernel with griddepcontrol.wait before its first load, but is already resident when
+  // that kernel ends): the launch gap hidden. Elsewhere the same as run_sequential.
+  Status run_chained(ConvArguments const& args, cudaStream_t stream);
   // One stage alone (its input must be ready), for per-layer timing.
   Status run_stage(int stage, ConvArguments const& args, cudaStream_t stream);
   // kSyncTimeout when a wait of an earlier run gave up (`info` says which); clears the record.
@@ -119,14 +125,15 @@ class ConvChain {
   // run()'s choice at `batch`: set_mode() first; else autotune()'s table (the smallest timed batch >= batch);
   // else the rule: the overlap where some producer stage has more tiles than one wave (its grid over the
   // SMs times its blocks per SM), back to back where every producer fits in one wave (all its tiles run at
-  // once and end together, so no consumer tile can start early and the overlap only adds its fixed cost).
+  // once and end together, so no consumer tile can start early and the overlap only adds its fixed cost):
+  // chained with programmatic dependent launch where programmatic(), else plain.
   // cusync_gen/conv_plan.py (ConvPlan.run_mode) mirrors the rule.
   ConvMode mode(int batch) const;
   char const* mode_reason(int batch) const;  // why mode(batch); valid until the next call
   void set_mode(ConvMode mode) { mode_override_ = mode; }
-  // Times back to back and the overlap at each of batches[0..count) on this GPU (CUDA graphs of args'
-  // tensors, `rounds` runs each, round robin, medians) and makes the faster one run()'s choice at that
-  // batch. Synchronizes `stream`; args' outputs are overwritten.
+  // Times back to back, the overlap and (where programmatic()) back to back chained with PDL at each of
+  // batches[0..count) on this GPU (CUDA graphs of args' tensors, `rounds` runs each, round robin, medians)
+  // and makes the fastest run()'s choice at that batch. Synchronizes `stream`; args' outputs are overwritten.
   Status autotune(ConvArguments const& args, int const* batches, int count, int rounds, cudaStream_t stream);
   void clear_autotune() { tuned_count_ = 0; }
 
@@ -134,6 +141,7 @@ class ConvChain {
   Status check(ConvArguments const& args);
   bool has_consumer(int stage) const;
   Status launch_stage(int stage, ConvArguments const& args, bool synced, cudaStream_t stream, bool programmatic);
+  Status run_unsynced(ConvArguments const& args, cudaStream_t stream, bool programmatic);
 
   ConvTables const* t_;
   void* state_ = nullptr;
@@ -151,7 +159,7 @@ class ConvChain {
   int tuned_count_ = 0;
   int tuned_batch_[kMaxTunedBatches] = {};
   ConvMode tuned_mode_[kMaxTunedBatches] = {};
-  float tuned_us_[kMaxTunedBatches][2] = {};
+  float tuned_us_[kMaxTunedBatches][3] = {};  // back to back, overlap, back to back + PDL (0: not timed)
   mutable char mode_reason_[256] = {};
   cudaStream_t side_ = nullptr;
   cudaEvent_t fork_ = nullptr;

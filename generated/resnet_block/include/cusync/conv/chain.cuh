@@ -103,9 +103,12 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
   // is a programmatic dependent launch of stage s. A programmatic launch may end before the kernel it was
   // launched behind, so each one waits for that kernel at its exit: the end of the last stage is then the
   // end of the run for whatever the stream does next (as in the sm90 GEMM chains).
+  // Back to back chained (not synced): the same triggers; each stage waits for its whole primary kernel before
+  // its first load instead (griddepcontrol.wait), and so ends after it.
   l.programmatic = programmatic && s > 0;
   l.sync.trigger_dependents = programmatic && s + 1 < t_->num_stages;
-  l.sync.wait_primary_at_exit = l.programmatic;
+  l.sync.wait_primary_at_exit = synced && l.programmatic;
+  l.waits.wait_primary_first = !synced && l.programmatic;
   l.batch = a.batch;
   l.x = info.producer == kChainInput ? a.input : a.output[info.producer];
   l.filter = a.filter[s];
@@ -155,11 +158,15 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
   return t_->launch[s](l, stream);
 }
 
-Status ConvChain::run_sequential(ConvArguments const& a, cudaStream_t stream) {
+Status ConvChain::run_unsynced(ConvArguments const& a, cudaStream_t stream, bool programmatic) {
   Status status = check(a);
-  for (int s = 0; s < t_->num_stages && status == Status::kSuccess; ++s) status = launch_stage(s, a, false, stream, false);
+  for (int s = 0; s < t_->num_stages && status == Status::kSuccess; ++s) status = launch_stage(s, a, false, stream, programmatic);
   return status;
 }
+
+Status ConvChain::run_sequential(ConvArguments const& a, cudaStream_t stream) { return run_unsynced(a, stream, false); }
+
+Status ConvChain::run_chained(ConvArguments const& a, cudaStream_t stream) { return run_unsynced(a, stream, programmatic()); }
 
 Status ConvChain::run_stage(int stage, ConvArguments const& a, cudaStream_t stream) {
   if (stage < 0 || stage >= t_->num_stages) return Status::kInvalidArgument;
@@ -182,7 +189,11 @@ bool ConvChain::waits_for_start(int batch) const {
 
 Status ConvChain::run(ConvArguments const& a, cudaStream_t stream) {
   if (state_ == nullptr) return Status::kNotInitialized;
-  return mode(a.batch) == ConvMode::kSequential ? run_sequential(a, stream) : run_overlapped(a, stream);
+  switch (mode(a.batch)) {
+    case ConvMode::kOverlap: return run_overlapped(a, stream);
+    case ConvMode::kChained: return run_chained(a, stream);
+    default: return run_sequential(a, stream);
+  }
 }
 
 ConvMode ConvChain::mode(int batch) const {
@@ -193,8 +204,8 @@ ConvMode ConvChain::mode(int batch) const {
   for (int i = 0; i < tuned_count_; ++i) {  // ascending batches
     if (batch <= tuned_batch_[i]) {
       std::snprintf(mode_reason_, sizeof(mode_reason_),
-                    "autotune on this GPU at batch %d: back to back %.1f us, overlap %.1f us", tuned_batch_[i],
-                    double(tuned_us_[i][0]), double(tuned_us_[i][1]));
+                    "autotune on this GPU at batch %d: back to back %.1f us, overlap %.1f us, back to back + PDL %.1f us",
+                    tuned_batch_[i], double(tuned_us_[i][0]), double(tuned_us_[i][1]), double(tuned_us_[i][2]));
       return tuned_mode_[i];
     }
   }
@@ -207,15 +218,17 @@ ConvMode ConvChain::mode(int batch) const {
     if (widest < 0 || tiles * widest_slots > widest_tiles * slots) { widest = s; widest_tiles = tiles; widest_slots = slots; }
   }
   if (widest < 0) {
-    std::snprintf(mode_reason_, sizeof(mode_reason_), "one stage: back to back");
+    std::snprintf(mode_reason_, sizeof(mode_reason_), "one stage: back-to-back");
     return ConvMode::kSequential;
   }
   bool const overlap = widest_tiles > widest_slots;
+  ConvMode const apart = programmatic() ? ConvMode::kChained : ConvMode::kSequential;
   std::snprintf(mode_reason_, sizeof(mode_reason_),
-                overlap ? "rule: %s has %lld tiles, more than one wave (%lld blocks at once): overlap"
-                        : "rule: every producer fits in one wave (%s: %lld tiles, %lld blocks at once): back to back",
-                stage_name(widest), (long long)widest_tiles, (long long)widest_slots);
-  return overlap ? ConvMode::kOverlap : ConvMode::kSequential;
+                overlap ? "rule: %s has %lld tiles, more than one wave (%lld blocks at once): %s"
+                        : "rule: every producer fits in one wave (%s: %lld tiles, %lld blocks at once): %s",
+                stage_name(widest), (long long)widest_tiles, (long long)widest_slots,
+                to_string(overlap ? ConvMode::kOverlap : apart));
+  return overlap ? ConvMode::kOverlap : apart;
 }
 
 char const* ConvChain::mode_reason(int batch) const {
@@ -235,7 +248,8 @@ Status ConvChain::autotune(ConvArguments const& args, int const* batches, int co
   std::sort(sorted, sorted + count);
   int tuned_batch[kMaxTunedBatches];
   ConvMode tuned_mode[kMaxTunedBatches];
-  float tuned_us[kMaxTunedBatches][2];
+  float tuned_us[kMaxTunedBatches][3];
+  int const modes = programmatic() ? 3 : 2;  // 0: back to back, 1: overlap, 2: back to back + PDL
   cudaEvent_t e0 = nullptr, e1 = nullptr;
   Status status = from_cuda(cudaEventCreate(&e0));
   if (status == Status::kSuccess) status = from_cuda(cudaEventCreate(&e1));
@@ -243,21 +257,21 @@ Status ConvChain::autotune(ConvArguments const& args, int const* batches, int co
     ConvArguments a = args;
     a.batch = sorted[i];
     if ((status = check(a)) != Status::kSuccess) break;
-    cudaGraphExec_t exec[2] = {nullptr, nullptr};
-    for (int m = 0; m < 2 && status == Status::kSuccess; ++m) {  // 0: back to back, 1: overlap
+    cudaGraphExec_t exec[3] = {nullptr, nullptr, nullptr};
+    for (int m = 0; m < modes && status == Status::kSuccess; ++m) {
       cudaGraph_t graph = nullptr;
       status = from_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
       if (status != Status::kSuccess) break;
-      Status const ran = m == 0 ? run_sequential(a, stream) : run_overlapped(a, stream);
+      Status const ran = m == 0 ? run_sequential(a, stream) : m == 1 ? run_overlapped(a, stream) : run_chained(a, stream);
       status = from_cuda(cudaStreamEndCapture(stream, &graph));
       if (ran != Status::kSuccess) status = ran;
       if (status == Status::kSuccess) status = from_cuda(cudaGraphInstantiate(&exec[m], graph, 0));
       if (graph != nullptr) cudaGraphDestroy(graph);
     }
-    float samples[2][64];
+    float samples[3][64];
     int const n = rounds < 64 ? rounds : 64;
     for (int r = -3; r < n && status == Status::kSuccess; ++r) {  // 3 untimed rounds first
-      for (int m = 0; m < 2 && status == Status::kSuccess; ++m) {
+      for (int m = 0; m < modes && status == Status::kSuccess; ++m) {
         status = from_cuda(cudaEventRecord(e0, stream));
         if (status == Status::kSuccess) status = from_cuda(cudaGraphLaunch(exec[m], stream));
         if (status == Status::kSuccess) status = from_cuda(cudaEventRecord(e1, stream));
@@ -271,12 +285,16 @@ Status ConvChain::autotune(ConvArguments const& args, int const* batches, int co
       if (e != nullptr) cudaGraphExecDestroy(e);
     }
     if (status != Status::kSuccess) break;
-    for (int m = 0; m < 2; ++m) {
+    ConvMode const mode_of[3] = {ConvMode::kSequential, ConvMode::kOverlap, ConvMode::kChained};
+    int best = 0;
+    tuned_us[i][2] = 0.0f;
+    for (int m = 0; m < modes; ++m) {
       std::sort(samples[m], samples[m] + n);
       tuned_us[i][m] = samples[m][n / 2];
+      if (tuned_us[i][m] < tuned_us[i][best]) best = m;
     }
     tuned_batch[i] = sorted[i];
-    tuned_mode[i] = tuned_us[i][1] < tuned_us[i][0] ? ConvMode::kOverlap : ConvMode::kSequential;
+    tuned_mode[i] = mode_of[best];
   }
   if (e0 != nullptr) cudaEventDestroy(e0);
   if (e1 != nullptr) cudaEventDestroy(e1);
@@ -287,6 +305,7 @@ Status ConvChain::autotune(ConvArguments const& args, int const* batches, int co
     tuned_mode_[i] = tuned_mode[i];
     tuned_us_[i][0] = tuned_us[i][0];
     tuned_us_[i][1] = tuned_us[i][1];
+    tuned_us_[i][2] = tuned_us[i][2];
   }
   tuned_count_ = count;
   return Status::kSuccess;

@@ -156,6 +156,10 @@ struct ConvWaits {
   int32_t producer_tiles_m = 0;
   int32_t residual_tiles_m = 0;
   InputWait residual{};               // disabled: no residual, or the chain input
+  // Back to back chained with programmatic dependent launch (sm90): this kernel may start while the one
+  // before it on the stream still runs; griddepcontrol.wait, before any load, waits for that whole kernel
+  // (and its memory). What it saves is the launch: the blocks are already resident when it ends.
+  bool wait_primary_first = false;
 
   // Warp 0 of the block (all 32 lanes), before any load of producer data; the caller's barrier publishes
   // the acquires. The producer tile rows of the window, then those of the residual, one lane each.
@@ -212,6 +216,9 @@ struct TileSyncedConv : ConvKernel_ {
 
   CUTLASS_DEVICE static void invoke(Params const& params, SharedStorage& shared) {
     TileCoord const tile = begin_tile(params.sync);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (params.waits.wait_primary_first) asm volatile("griddepcontrol.wait;" : : : "memory");
+#endif
     if (params.sync.enabled) {
       if (threadIdx.x < 32) params.waits.wait(params.sync.input, current_epoch(params.sync.state), tile);
       __syncthreads();
