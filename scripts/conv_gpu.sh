@@ -67,6 +67,8 @@ if has check; then
   run conv_mix 120 --batch 1,3 --check-only --two-streams
   run conv_mix 120 --batch 1,3 --check-only --two-streams --always-wait
   run conv_mix_bf16 120 --batch 1,3 --check-only
+  run conv_mix 120 --batch 1,3 --check-only --block-order
+  run conv_mix 120 --batch 1,3 --check-only --block-order --two-streams
   run conv_mix_bf16 120 --batch 3 --check-only --two-streams
   for chain in $CHAINS; do
     for n in $(ls "$B" | grep "^$chain"); do run "$n" 120 --batch 1,3,32 --check-only; done

@@ -38,22 +38,24 @@ def main() -> None:
                 if line.strip().startswith("{"):
                     row = json.loads(line)
                     torch.setdefault((row["chain"], row["batch"]), {}).update(row)
-    print("| chain | batch | cuDNN block us | torch.compile us | our back-to-back us | our overlap us | two-stream overlap us "
-          "| run() us | run()'s pick | run() vs cuDNN | run() vs back-to-back | overlap vs back-to-back | bitwise | max err |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|")
+    print("| chain | batch | cuDNN block us | torch.compile us | our back-to-back us | back-to-back + PDL us | our overlap us "
+          "| two-stream overlap us | overlap, block order us | run() us | run()'s pick | run() vs cuDNN | run() vs back-to-back "
+          "| overlap vs back-to-back | bitwise | max err |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|")
     run_b2b, run_cudnn, ovl_b2b, ovl_cudnn = [], [], [], []
     nan = float("nan")
     for (chain, batch), r in sorted(ours.items(), key=lambda kv: (list(LAYERS).index(kv[0][0]), kv[0][1])):
         t = torch.get((chain, batch), {})
         cudnn, compiled = t.get("block_us", nan), t.get("compiled_us", nan)
         two = r.get("two_stream_us", -1.0)
+        chained, block_order = r.get("chained_us", nan), r.get("block_order_us", nan)
         run_b2b.append(r["sequential_us"] / r["run_us"])
         ovl_b2b.append(r["sequential_us"] / r["overlap_us"])
         if "block_us" in t:
             run_cudnn.append(cudnn / r["run_us"])
             ovl_cudnn.append(cudnn / r["overlap_us"])
-        print(f"| {chain} | {batch} | {cudnn:.1f} | {compiled:.1f} | {r['sequential_us']:.1f} | {r['overlap_us']:.1f} | "
-              f"{two:.1f} | {r['run_us']:.1f} | {r['run_mode']} | {cudnn / r['run_us']:.3f}x | "
+        print(f"| {chain} | {batch} | {cudnn:.1f} | {compiled:.1f} | {r['sequential_us']:.1f} | {chained:.1f} | "
+              f"{r['overlap_us']:.1f} | {two:.1f} | {block_order:.1f} | {r['run_us']:.1f} | {r['run_mode']} | {cudnn / r['run_us']:.3f}x | "
               f"{r['sequential_us'] / r['run_us']:.3f}x | {r['sequential_us'] / r['overlap_us']:.3f}x | "
               f"{'yes' if r['bitwise'] else 'NO'} | {r['ref_err']:.2g} |")
     print()

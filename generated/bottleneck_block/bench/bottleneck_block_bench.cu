@@ -33,11 +33,12 @@ struct Options {
   bool check_only = false;
   bool always_wait = false;
   bool two_streams = false;
+  bool block_order = false;
 };
 
 Options parse(int argc, char** argv) {
   cusync::bench::Usage const usage{
-      "usage: bottleneck_block_bench [--batch N,N,...] [--repeats R] [--warmup W] [--preheat S] [--check-only] [--always-wait] [--two-streams] [--missing-post STAGE]\n"
+      "usage: bottleneck_block_bench [--batch N,N,...] [--repeats R] [--warmup W] [--preheat S] [--check-only] [--always-wait] [--two-streams] [--block-order] [--missing-post STAGE]\n"
       "  --batch         images per run, 1 .. 32 (default 1,8,32)\n"
       "  --repeats       timed runs of each variant, round robin (median; default 50)\n"
       "  --warmup        untimed runs first (default 10)\n"
@@ -45,6 +46,7 @@ Options parse(int argc, char** argv) {
       "  --check-only    check, do not time\n"
       "  --always-wait   launch the wait kernels even where every stage's blocks fit on the GPU at once\n"
       "  --two-streams   overlap on two streams with the wait kernels even where programmatic launch exists\n"
+      "  --block-order   the overlap's blocks take tiles in block order, not from the atomic ticket\n"
       "  --missing-post  a stage that does not post: expect a sync timeout naming the waiting tile\n"};
   Options o;
   std::string batches = "1,8,32";
@@ -62,6 +64,7 @@ Options parse(int argc, char** argv) {
     else if (arg == "--check-only") o.check_only = true;
     else if (arg == "--always-wait") o.always_wait = true;
     else if (arg == "--two-streams") o.two_streams = true;
+    else if (arg == "--block-order") o.block_order = true;
     else usage.fail(("unknown option " + arg).c_str());
   }
   for (std::string const& b : cusync::bench::split(batches)) {
@@ -153,6 +156,7 @@ int main(int argc, char** argv) {
   check_status(chain.initialize(max_batch, stream), "initialize", c);
   c.set_always_wait_kernel(o.always_wait);
   c.set_two_streams(o.two_streams);
+  c.set_ticket_order(!o.block_order);
   char const* const launch_style = c.programmatic() ? "one stream, programmatic launch" : "two streams";
 
   if (!o.missing_post.empty()) {
@@ -285,7 +289,11 @@ int main(int argc, char** argv) {
       c.set_two_streams(false);
       timer.add(capture([&] { check_status(c.run_chained(seq, stream), "run_chained", c); }));
     }
-    size_t const alone = both_launches ? 5 : 3;
+    c.set_ticket_order(false);  // the overlap with blocks in the hardware's order (no ticket round trip)
+    timer.add(capture([&] { check_status(c.run_overlapped(syn, stream), "run_overlapped", c); }));
+    c.set_ticket_order(!o.block_order);
+    size_t const no_ticket = both_launches ? 5 : 3;
+    size_t const alone = no_ticket + 1;
     for (int s = 0; s < kNumStages; ++s) timer.add(capture([&] { check_status(c.run_stage(s, seq, stream), "run_stage", c); }));
     Options timing = o;
     if (o.preheat_s > 0.0) {  // warmup rounds enough for ~preheat_s of each chain variant
@@ -313,13 +321,14 @@ int main(int argc, char** argv) {
     std::printf("batch %d: back-to-back %.1f us, tile-synced %.1f us (%s), overlap speedup %.3fx", batch, us[0], us[1],
                 launch_style, us[0] / us[1]);
     if (both_launches) std::printf(", two streams %.1f us, back to back + PDL %.1f us", two_stream_us, chained_us);
+    std::printf(", overlap in block order %.1f us", us[no_ticket]);
     std::printf("; run() %.1f us (%s: %s); alone:", us[2], cusync::conv::to_string(c.mode(batch)), c.mode_reason(batch));
     for (int s = 0; s < kNumStages; ++s) std::printf(" %s %.1f us", kStages[s].name, us[alone + size_t(s)]);
     std::printf("\n");
     std::printf("RESULT {\"chain\": \"bottleneck_block\", \"batch\": %d, \"sequential_us\": %.3f, \"overlap_us\": %.3f, "
-                "\"run_us\": %.3f, \"run_mode\": \"%s\", \"two_stream_us\": %.3f, \"chained_us\": %.3f, \"programmatic\": %s, "
+                "\"run_us\": %.3f, \"run_mode\": \"%s\", \"two_stream_us\": %.3f, \"chained_us\": %.3f, \"block_order_us\": %.3f, \"programmatic\": %s, "
                 "\"bitwise\": %s, \"ref_err\": %.4g, \"wait_kernels\": %s, \"stages_us\": [", batch, us[0], us[1],
-                us[2], cusync::conv::to_string(c.mode(batch)), two_stream_us, chained_us, both_launches ? "true" : "false",
+                us[2], cusync::conv::to_string(c.mode(batch)), two_stream_us, chained_us, us[no_ticket], both_launches ? "true" : "false",
                 bitwise ? "true" : "false", cusync::bench::json_number(worst),
                 !both_launches && c.waits_for_start(batch) ? "true" : "false");
     for (int s = 0; s < kNumStages; ++s) std::printf("%s%.3f", s ? ", " : "", us[alone + size_t(s)]);

@@ -121,6 +121,9 @@ class ConvChain {
   // wait kernels); set_two_streams(true) forces the latter (for comparison and tests).
   bool programmatic() const { return t_->programmatic && cc_major_ >= 9 && !two_streams_; }
   void set_two_streams(bool two) { two_streams_ = two; }
+  // false: the overlap's blocks take their tiles in the hardware's block order (row-major blockIdx), counting
+  // their start without waiting for the answer; true (the default): from an atomic ticket in tile order.
+  void set_ticket_order(bool tickets) { ticket_order_ = tickets; }
 
   // run()'s choice at `batch`: set_mode() first; else autotune()'s table (the smallest timed batch >= batch);
   // else the rule: the overlap where some producer stage has more tiles than one wave (its grid over the
@@ -155,6 +158,7 @@ class ConvChain {
   bool always_wait_ = false;
   int cc_major_ = 0;
   bool two_streams_ = false;
+  bool ticket_order_ = true;
   ConvMode mode_override_ = ConvMode::kAuto;
   int tuned_count_ = 0;
   int tuned_batch_[kMaxTunedBatches] = {};

@@ -119,7 +119,7 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
   sync.state = state;
   sync.stage = s;
   sync.enabled = synced;
-  sync.dynamic_order = true;
+  sync.dynamic_order = ticket_order_;
   sync.timeout_ns = timeout_ns_;
   sync.order = TileOrder::kRowMajor;  // tile rows are runs of output pixels: the first image rows complete first
   sync.tiles_m = tiles_m(s, a.batch);
