@@ -407,3 +407,44 @@ def test_the_device_window_is_the_planned_one(tmp_path: Path, cutlass_dir: Path)
         st = ConvStagePlan(index=1, name="x", producer=0, residual=None, h=h, w=w, c=8, k=8, r=r, s=1, p=p, q=q,
                            pad=pad, stride=stride, dilation=dil, bias=False, epilogue=None, tile=None)  # type: ignore[arg-type]
         assert tuple(map(int, line.split())) == st.window_pixels(m0, m1), case
+
+
+@pytest.mark.nvcc
+def test_the_library_rule_is_the_planned_one(tmp_path: Path) -> None:
+    """cusync::conv::default_conv_mode (templates/conv/include/cusync/conv/chain.h, what ConvChain::mode uses
+    without set_mode or autotune), compiled for the host, picks what ConvPlan.run_mode says, reason included,
+    for the examples and the correctness specs at many batches and SM counts, built for sm_90 and sm_80."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    cases, expected = [], []
+    specs = [EXAMPLES_DIR / f"{n}.yaml" for n in EXAMPLES_CONV] + [DATA / "conv_mix.yaml", DATA / "conv_mix_bf16.yaml"]
+    for path, target in itertools.product(specs, ("sm_90", "sm_80")):
+        plan = make_conv_plan(load_spec(path), target=target)
+        for batch, sms in itertools.product(sorted({1, 2, 3, 5, 8, 17, 32, plan.max_batch}), (1, 8, 132)):
+            if batch > plan.max_batch:
+                continue
+            producers = [(st.tiles_m(batch) * st.tiles_n, sms * st.blocks_per_sm, st.name)
+                         for st in plan.stages if plan.has_consumer(st.index)]
+            cases.append((producers, plan.programmatic))
+            expected.append("%s|%s" % plan.run_mode(batch, sms))
+    lines = []
+    for producers, programmatic in cases:
+        tiles = ", ".join(str(t) for t, _, _ in producers) or "0"
+        slots = ", ".join(str(s) for _, s, _ in producers) or "0"
+        names = ", ".join(f'"{n}"' for _, _, n in producers) or '""'
+        lines.append(f"  {{ long long t[] = {{{tiles}}}; long long s[] = {{{slots}}}; char const* n[] = {{{names}}};\n"
+                     f"    int64_t t64[16], s64[16]; for (int i = 0; i < {len(producers)}; ++i) {{ t64[i] = t[i]; s64[i] = s[i]; }}\n"
+                     f"    cusync::conv::ConvMode const m = cusync::conv::default_conv_mode({len(producers)}, t64, s64, n, "
+                     f"{'true' if programmatic else 'false'}, reason, sizeof(reason));\n"
+                     '    std::printf("%s|%s\\n", cusync::conv::to_string(m), reason); }')
+    src = tmp_path / "rule.cu"
+    src.write_text('#include <cstdio>\n#include "cusync/conv/chain.h"\nint main() {\n  char reason[256];\n'
+                   + "\n".join(lines) + "\n}\n")
+    exe = tmp_path / "rule"
+    out = subprocess.run([nvcc, "-std=c++17", "-I", str(REPO / "templates" / "runtime" / "include"),
+                          "-I", str(REPO / "templates" / "conv" / "include"), str(src), "-o", str(exe)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert got == expected

@@ -209,26 +209,17 @@ ConvMode ConvChain::mode(int batch) const {
       return tuned_mode_[i];
     }
   }
-  int widest = -1;
-  int64_t widest_tiles = 0, widest_slots = 0;
+  // The producers (stages some stage reads): their tiles at this batch and the blocks the GPU holds at once.
+  int64_t tiles[kMaxConvStages], slots[kMaxConvStages];
+  char const* names[kMaxConvStages];
+  int count = 0;
   for (int s = 0; s < t_->num_stages; ++s) {
     if (!has_consumer(s)) continue;
-    int64_t const tiles = int64_t(tiles_m(s, batch)) * tiles_n(s);
-    int64_t const slots = int64_t(sms_) * (blocks_per_sm_[s] > 0 ? blocks_per_sm_[s] : 1);
-    if (widest < 0 || tiles * widest_slots > widest_tiles * slots) { widest = s; widest_tiles = tiles; widest_slots = slots; }
+    tiles[count] = int64_t(tiles_m(s, batch)) * tiles_n(s);
+    slots[count] = int64_t(sms_) * (blocks_per_sm_[s] > 0 ? blocks_per_sm_[s] : 1);
+    names[count++] = stage_name(s);
   }
-  if (widest < 0) {
-    std::snprintf(mode_reason_, sizeof(mode_reason_), "one stage: back-to-back");
-    return ConvMode::kSequential;
-  }
-  bool const overlap = widest_tiles > widest_slots;
-  ConvMode const apart = programmatic() ? ConvMode::kChained : ConvMode::kSequential;
-  std::snprintf(mode_reason_, sizeof(mode_reason_),
-                overlap ? "rule: %s has %lld tiles, more than one wave (%lld blocks at once): %s"
-                        : "rule: every producer fits in one wave (%s: %lld tiles, %lld blocks at once): %s",
-                stage_name(widest), (long long)widest_tiles, (long long)widest_slots,
-                to_string(overlap ? ConvMode::kOverlap : apart));
-  return overlap ? ConvMode::kOverlap : apart;
+  return default_conv_mode(count, tiles, slots, names, programmatic(), mode_reason_, int(sizeof(mode_reason_)));
 }
 
 char const* ConvChain::mode_reason(int batch) const {

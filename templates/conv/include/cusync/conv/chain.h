@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include <cuda_runtime.h>
@@ -64,6 +65,31 @@ inline char const* to_string(ConvMode mode) {
     case ConvMode::kChained: return "back-to-back+PDL";
   }
   return "?";
+}
+
+// run()'s rule (ConvChain::mode without set_mode or autotune), for the chain's producers (the stages some stage
+// reads): tiles[i] tiles of producer names[i] at this batch, slots[i] of its blocks on the GPU at once. The
+// overlap where some producer has more tiles than one wave; else back to back, chained with programmatic
+// dependent launch where `programmatic`: every producer's tiles then run at once and end together, so no
+// consumer tile can start early and the overlap could only add its fixed cost. Writes why into `reason`.
+// cusync_gen/conv_plan.py (ConvPlan.run_mode) mirrors it, reason text included (tests/test_conv.py).
+inline ConvMode default_conv_mode(int count, int64_t const* tiles, int64_t const* slots, char const* const* names,
+                                  bool programmatic, char* reason, int reason_size) {
+  int widest = -1;  // the producer with the most waves (the first of equals)
+  for (int i = 0; i < count; ++i) {
+    if (widest < 0 || tiles[i] * slots[widest] > tiles[widest] * slots[i]) widest = i;
+  }
+  if (widest < 0) {
+    std::snprintf(reason, size_t(reason_size), "one stage: back-to-back");
+    return ConvMode::kSequential;
+  }
+  bool const overlap = tiles[widest] > slots[widest];
+  ConvMode const mode = overlap ? ConvMode::kOverlap : programmatic ? ConvMode::kChained : ConvMode::kSequential;
+  std::snprintf(reason, size_t(reason_size),
+                overlap ? "rule: %s has %lld tiles, more than one wave (%lld blocks at once): %s"
+                        : "rule: every producer fits in one wave (%s: %lld tiles, %lld blocks at once): %s",
+                names[widest], (long long)tiles[widest], (long long)slots[widest], to_string(mode));
+  return mode;
 }
 
 constexpr int kMaxTunedBatches = 16;  // autotune(): batches timed
