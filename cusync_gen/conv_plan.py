@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cusync_gen.errors import UsageError
-from cusync_gen.plan import DEFAULT_SMS, TilePlan, plan_head, tile_plan
+from cusync_gen.plan import DEFAULT_SMS, TilePlan, _occupancy, plan_head, tile_plan
+from cusync_gen.spec.archs import DEPENDENT_LAUNCH_TARGETS
 from cusync_gen.spec.model import (
     TARGETS,
     Arch,
@@ -57,6 +58,9 @@ class ConvStagePlan:
     bias: bool
     epilogue: Epilogue
     tile: TilePlan
+    #: Blocks one SM holds at once, from threads and shared memory (the library asks CUDA's occupancy
+    #: calculator, which also counts registers: ConvChain::initialize).
+    blocks_per_sm: int = 1
 
     @property
     def act_cpp(self) -> str:
@@ -150,6 +154,29 @@ class ConvPlan:
         s = self.stages[0]
         return s.h, s.w, s.c
 
+    @property
+    def programmatic(self) -> bool:
+        """Built for a target whose kernels trigger a programmatic dependent launch: the overlap runs on one
+        stream on such devices (ConvTables::programmatic), else on two streams with the wait kernels."""
+        return self.target in DEPENDENT_LAUNCH_TARGETS
+
+    def run_mode(self, batch: int, sms: int | None = None) -> tuple[str, str]:
+        """run()'s rule at `batch` on `sms` SMs (ConvChain::mode without set_mode or autotune), and why: the
+        overlap where some producer stage has more tiles than one wave (its grid over the SMs times its blocks
+        per SM), back to back where every producer fits in one wave (its tiles all run at once and end
+        together: no consumer tile can start early, and the overlap only adds its fixed cost), chained with
+        programmatic dependent launch where the kernels have it (`back-to-back+PDL`, on sm_90 devices)."""
+        sms = sms or self.sms
+        producers = [(st.tiles_m(batch) * st.tiles_n, sms * st.blocks_per_sm, st.name)
+                     for st in self.stages if self.has_consumer(st.index)]
+        if not producers:
+            return "back-to-back", "one stage: back-to-back"
+        tiles, slots, name = max(producers, key=lambda p: p[0] / p[1])
+        if tiles > slots:
+            return "overlap", f"rule: {name} has {tiles} tiles, more than one wave ({slots} blocks at once): overlap"
+        apart = "back-to-back+PDL" if self.programmatic else "back-to-back"
+        return apart, f"rule: every producer fits in one wave ({name}: {tiles} tiles, {slots} blocks at once): {apart}"
+
     def has_consumer(self, index: int) -> bool:
         return any(s.producer == index or s.residual == index for s in self.stages)
 
@@ -200,6 +227,10 @@ class ConvPlan:
                              "output pixels")
             elif st.residual == INPUT:
                 lines.append("    residual: the chain input (ready before the chain starts: no wait)")
+        mode, why = self.run_mode(batch)
+        launch = ("one stream, each stage a programmatic dependent launch of the one before (on sm_90 devices)"
+                  if self.programmatic else "two streams with the wait kernels")
+        lines.append(f"  run() at batch {batch} on {self.sms} SMs: {mode} ({why}); the overlap runs on {launch}")
         return "\n".join(lines)
 
 
@@ -223,7 +254,7 @@ def make_conv_plan(spec: ConvChainSpec, target: str | None = None) -> ConvPlan:
             index=i, name=st.name, producer=producer,
             residual=None if st.residual is None else names[st.residual],
             h=h, w=w, c=c, k=st.k, r=st.r, s=st.s, p=p, q=q, pad=st.padding, stride=st.stride, dilation=st.dilation,
-            bias=st.bias, epilogue=st.epilogue, tile=tile))
+            bias=st.bias, epilogue=st.epilogue, tile=tile, blocks_per_sm=_occupancy(tile, spec.target)))
         names[st.name] = i
         shapes[i] = (p, q, st.k)
     return ConvPlan(
@@ -239,4 +270,4 @@ def conv_json_stages(plan: ConvPlan, batch: int) -> list[dict[str, Any]]:
              if s.residual is not None else None, "nhwc_in": [batch, s.h, s.w, s.c], "nhwc_out": [batch, s.p, s.q, s.k],
              "filter": [s.k, s.r, s.s, s.c], "stride": s.stride, "padding": s.pad, "dilation": s.dilation,
              "bias": s.bias, "epilogue": s.epilogue.value, "tile": [s.tile.m, s.tile.n, s.tile.k],
-             "grid": [s.tiles_m(batch), s.tiles_n]} for s in plan.stages]
+             "grid": [s.tiles_m(batch), s.tiles_n], "blocks_per_sm": s.blocks_per_sm} for s in plan.stages]

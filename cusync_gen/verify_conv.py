@@ -168,5 +168,7 @@ def validate_conv_json(plan: ConvPlan, batches: Sequence[int]) -> dict[str, Any]
     runs = []
     for batch in batches:
         proof = verify_conv(plan, batch)
-        runs.append({"batch": batch, "stages": conv_json_stages(plan, batch), "proof": proof.as_json()})
+        mode, why = plan.run_mode(batch)
+        runs.append({"batch": batch, "stages": conv_json_stages(plan, batch), "run_mode": mode, "run_mode_reason": why,
+                     "proof": proof.as_json()})
     return {**json_identity(plan, "conv"), "runs": runs}

@@ -12,7 +12,12 @@ import math
 import sys
 from pathlib import Path
 
-LAYERS = {"resnet_block": ["conv1", "conv2"], "vgg_block": ["conv1", "conv2", "conv3"]}
+LAYERS = {"resnet_block": ["conv1", "conv2"], "vgg_block": ["conv1", "conv2", "conv3"],
+          "bottleneck_block": ["conv1", "conv2", "conv3"]}
+
+
+def _geo(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
 def main() -> None:
@@ -27,39 +32,48 @@ def main() -> None:
                 row = json.loads(line[len("RESULT "):])
                 ours[(row["chain"], row["batch"])] = row
     torch: dict[tuple[str, int], dict] = {}
-    if (out / "torch.jsonl").exists():
-        for line in (out / "torch.jsonl").read_text().splitlines():
-            if line.strip().startswith("{"):
-                row = json.loads(line)
-                torch[(row["chain"], row["batch"])] = row
-    print("| chain | batch | back-to-back us | tile-synced us | cuDNN block us | synced vs back-to-back | synced vs cuDNN | bitwise | max err vs reference |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|---:|")
-    over_b2b, over_cudnn = [], []
-    for (chain, batch), r in sorted(ours.items()):
-        t = torch.get((chain, batch))
-        cudnn = t["block_us"] if t else float("nan")
-        s_b2b = r["sequential_us"] / r["overlap_us"]
-        s_cudnn = cudnn / r["overlap_us"] if t else float("nan")
-        over_b2b.append(s_b2b)
-        if t:
-            over_cudnn.append(s_cudnn)
-        print(f"| {chain} | {batch} | {r['sequential_us']:.1f} | {r['overlap_us']:.1f} | {cudnn:.1f} | {s_b2b:.3f}x | "
-              f"{s_cudnn:.3f}x | {'yes' if r['bitwise'] else 'NO'} | {r['ref_err']:.2g} |")
+    for name in ("torch.jsonl", "compile.jsonl"):
+        if (out / name).exists():
+            for line in (out / name).read_text().splitlines():
+                if line.strip().startswith("{"):
+                    row = json.loads(line)
+                    torch.setdefault((row["chain"], row["batch"]), {}).update(row)
+    print("| chain | batch | cuDNN block us | torch.compile us | our back-to-back us | back-to-back + PDL us | our overlap us "
+          "| two-stream overlap us | overlap, block order us | run() us | run()'s pick | run() vs cuDNN | run() vs back-to-back "
+          "| overlap vs back-to-back | bitwise | max err |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|")
+    run_b2b, run_cudnn, ovl_b2b, ovl_cudnn = [], [], [], []
+    nan = float("nan")
+    for (chain, batch), r in sorted(ours.items(), key=lambda kv: (list(LAYERS).index(kv[0][0]), kv[0][1])):
+        t = torch.get((chain, batch), {})
+        cudnn, compiled = t.get("block_us", nan), t.get("compiled_us", nan)
+        two = r.get("two_stream_us", -1.0)
+        chained, block_order = r.get("chained_us", nan), r.get("block_order_us", nan)
+        run_b2b.append(r["sequential_us"] / r["run_us"])
+        ovl_b2b.append(r["sequential_us"] / r["overlap_us"])
+        if "block_us" in t:
+            run_cudnn.append(cudnn / r["run_us"])
+            ovl_cudnn.append(cudnn / r["overlap_us"])
+        print(f"| {chain} | {batch} | {cudnn:.1f} | {compiled:.1f} | {r['sequential_us']:.1f} | {chained:.1f} | "
+              f"{r['overlap_us']:.1f} | {two:.1f} | {block_order:.1f} | {r['run_us']:.1f} | {r['run_mode']} | {cudnn / r['run_us']:.3f}x | "
+              f"{r['sequential_us'] / r['run_us']:.3f}x | {r['sequential_us'] / r['overlap_us']:.3f}x | "
+              f"{'yes' if r['bitwise'] else 'NO'} | {r['ref_err']:.2g} |")
     print()
     print("Per layer (each kernel alone, CUDA graph of one launch; cuDNN: conv + bias + the epilogue's elementwise ops):")
     print()
     print("| chain | layer | batch | ours us | cuDNN us | ours vs cuDNN |")
     print("|---|---|---:|---:|---:|---:|")
-    for (chain, batch), r in sorted(ours.items()):
+    for (chain, batch), r in sorted(ours.items(), key=lambda kv: (list(LAYERS).index(kv[0][0]), kv[0][1])):
         t = torch.get((chain, batch), {})
         for i, layer in enumerate(LAYERS[chain]):
             mine = r["stages_us"][i]
-            theirs = t.get(f"{layer}_us", float("nan"))
+            theirs = t.get(f"{layer}_us", nan)
             print(f"| {chain} | {layer} | {batch} | {mine:.1f} | {theirs:.1f} | {theirs / mine:.3f}x |")
     print()
-    geo = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")  # noqa: E731
-    print(f"conv geomean over cuDNN: {geo(over_cudnn):.2f}x")
-    print(f"conv geomean over back-to-back: {geo(over_b2b):.2f}x")
+    print(f"overlap (always tile-synced) geomean over cuDNN: {_geo(ovl_cudnn):.2f}x, over back-to-back: {_geo(ovl_b2b):.2f}x")
+    print()
+    print(f"conv geomean over cuDNN: {_geo(run_cudnn):.2f}x")
+    print(f"conv geomean over back-to-back: {_geo(run_b2b):.2f}x")
 
 
 if __name__ == "__main__":

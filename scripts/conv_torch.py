@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""cuDNN through PyTorch on the conv examples' layers: the ResNet basic block and the VGG block (fp16,
-channels_last, torch.backends.cudnn.benchmark = True), each block and each layer in its own CUDA graph,
-~2 s of preheat per graph, then timed round robin; medians. One JSON line per (chain, batch, variant).
+"""cuDNN through PyTorch on the conv examples' layers: the ResNet basic block, the VGG block and the ResNet-50
+bottleneck block (fp16, channels_last, torch.backends.cudnn.benchmark = True), each block and each layer in its
+own CUDA graph, ~2 s of preheat per graph, then timed round robin; medians. One JSON line per (chain, batch).
+--compile: the block through torch.compile (inductor, default mode: cuDNN's convs, the bias/add/ReLU fused by
+Triton) instead, captured in a CUDA graph too, as `compiled_us` (one line per chain and batch as each is done).
 
-    python3 scripts/conv_torch.py [--batch 1,8,32] [--repeats 200] [--preheat 2.0]
+    python3 scripts/conv_torch.py [--batch 1,8,32] [--repeats 200] [--preheat 2.0] [--chains ...] [--compile]
 """
 
 from __future__ import annotations
@@ -21,10 +23,25 @@ def make_chain(name: str, batch: int, dev: str = "cuda", dt: torch.dtype = torch
     """(input, block fn, [(layer name, layer fn)]): the same shapes and epilogues as the example specs."""
     g = torch.Generator(device=dev).manual_seed(0)
 
-    def conv(c: int, k: int):
-        w = (torch.rand(k, c, 3, 3, device=dev, generator=g) * 2 - 1) * (3.0 / (9 * c)) ** 0.5
+    def conv(c: int, k: int, r: int = 3):
+        w = (torch.rand(k, c, r, r, device=dev, generator=g) * 2 - 1) * (3.0 / (r * r * c)) ** 0.5
         b = (torch.rand(k, device=dev, generator=g) * 2 - 1) * 0.1
         return w.to(dt).contiguous(memory_format=torch.channels_last), b.to(dt)
+
+    if name == "bottleneck_block":
+        x = torch.rand(batch, 256, 56, 56, device=dev, generator=g).to(dt).contiguous(memory_format=torch.channels_last)
+        (w1, b1), (w2, b2), (w3, b3) = conv(256, 64, 1), conv(64, 64), conv(64, 256, 1)
+        y1 = torch.relu(F.conv2d(x, w1, b1))
+        y2 = torch.relu(F.conv2d(y1, w2, b2, padding=1))
+
+        def block():
+            h = torch.relu_(F.conv2d(x, w1, b1))
+            h = torch.relu_(F.conv2d(h, w2, b2, padding=1))
+            return torch.relu_(F.conv2d(h, w3, b3).add_(x))
+
+        return block, [("conv1", lambda: torch.relu_(F.conv2d(x, w1, b1))),
+                       ("conv2", lambda: torch.relu_(F.conv2d(y1, w2, b2, padding=1))),
+                       ("conv3", lambda: torch.relu_(F.conv2d(y2, w3, b3).add_(x)))]
 
     if name == "resnet_block":
         x = torch.rand(batch, 64, 56, 56, device=dev, generator=g).to(dt).contiguous(memory_format=torch.channels_last)
@@ -77,13 +94,18 @@ def main() -> None:
     ap.add_argument("--batch", default="1,8,32")
     ap.add_argument("--repeats", type=int, default=200)
     ap.add_argument("--preheat", type=float, default=2.0, help="seconds of replays per graph before timing")
-    ap.add_argument("--chains", default="resnet_block,vgg_block")
+    ap.add_argument("--chains", default="resnet_block,vgg_block,bottleneck_block")
+    ap.add_argument("--compile", action="store_true", help="time the blocks through torch.compile only")
     a = ap.parse_args()
     torch.backends.cudnn.benchmark = True
     for name in a.chains.split(","):
         for batch in (int(b) for b in a.batch.split(",")):
             block, layers = make_chain(name, batch)
-            peers = [("block", graph_of(block))] + [(n, graph_of(f)) for n, f in layers]
+            if a.compile:  # functional ops in place (relu_, add_) are fine for inductor; no graph breaks expected
+                compiled = torch.compile(block, dynamic=False)
+                peers = [("compiled", graph_of(compiled))]
+            else:
+                peers = [("block", graph_of(block))] + [(n, graph_of(f)) for n, f in layers]
             for _, graph in peers:  # preheat each peer
                 end = time.perf_counter() + a.preheat
                 while time.perf_counter() < end:

@@ -17,7 +17,7 @@ EXAMPLES_GEMM = EXAMPLES_SM80 + EXAMPLES_SM90
 EXAMPLES_ATTENTION = ("gpt3_attention", "llama_attention")
 EXAMPLES_ATTENTION_SM90 = ("gpt3_attention_sm90", "llama_attention_sm90")  # tests/test_attention_sm90.py
 EXAMPLES = EXAMPLES_GEMM + EXAMPLES_ATTENTION
-EXAMPLES_CONV = ("resnet_block", "vgg_block")  # conv chains: tests/test_conv.py
+EXAMPLES_CONV = ("resnet_block", "vgg_block", "bottleneck_block")  # conv chains: tests/test_conv.py
 
 
 def gpu_present() -> bool:

@@ -89,6 +89,65 @@ def test_validate_json() -> None:
     assert doc["kind"] == "conv" and doc["runs"][0]["stages"][2]["grid"] == [49, 2]
 
 
+def test_run_mode_rule_back_to_back_where_every_producer_fits_one_wave() -> None:
+    """run()'s rule (ConvChain::mode without set_mode or autotune): back to back where every producer stage's
+    tiles fit in one wave, the overlap where some producer runs more; the reason names the stage."""
+    plan = make_conv_plan(load_spec(EXAMPLES_DIR / "resnet_block.yaml"))
+    conv1 = plan.stages[0]
+    assert conv1.blocks_per_sm >= 1
+    slots = plan.sms * conv1.blocks_per_sm
+    one_wave = max(b for b in range(1, 33) if conv1.tiles_m(b) * conv1.tiles_n <= slots)
+    mode, why = plan.run_mode(one_wave)  # sm_90: chained with programmatic dependent launch
+    assert mode == "back-to-back+PDL" and "every producer fits in one wave" in why and "conv1" in why
+    assert make_conv_plan(load_spec(EXAMPLES_DIR / "resnet_block.yaml"), target="sm_80").run_mode(1)[0] == "back-to-back"
+    mode, why = plan.run_mode(one_wave + 1)
+    assert mode == "overlap" and "more than one wave" in why and "conv1" in why
+    assert plan.run_mode(1, sms=1)[0] == "overlap"  # 25 tiles on one SM
+    # The sink stage's tiles do not count: nothing waits on them.
+    bottleneck = make_conv_plan(load_spec(EXAMPLES_DIR / "bottleneck_block.yaml"))
+    assert "conv3" not in bottleneck.run_mode(32)[1]
+
+
+def test_programmatic_launch_follows_the_target(tmp_path: Path) -> None:
+    """Kernels built for sm_90 trigger the next stage's programmatic launch (one-stream overlap on sm_90
+    devices); built for sm_80 they cannot, and the library keeps the two-stream path with the wait kernels."""
+    spec = load_spec(EXAMPLES_DIR / "resnet_block.yaml")
+    assert make_conv_plan(spec).programmatic and not make_conv_plan(spec, target="sm_80").programmatic
+    unit = (REPO / "generated" / "resnet_block" / "src" / "resnet_block.cu").read_text()
+    assert "/*programmatic=*/true" in unit
+    conv = (REPO / "generated" / "resnet_block" / "include" / "cusync" / "conv" / "conv.cuh").read_text()
+    assert "cudaLaunchAttributeProgrammaticStreamSerialization" in conv and "__all_sync" in conv
+    # Only the chained back to back (not synced) waits for the whole previous kernel before its work.
+    assert conv.count("asm volatile(\"griddepcontrol.wait;\"") == 1
+    assert "if (params.waits.wait_primary_first) asm volatile(\"griddepcontrol.wait;\"" in conv
+    data = yaml.safe_load((EXAMPLES_DIR / "resnet_block.yaml").read_text())
+    data["target"] = "sm_80"
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    generate(tmp_path / "s.yaml", tmp_path / "p")
+    assert "/*programmatic=*/false" in (tmp_path / "p" / "src" / "resnet_block.cu").read_text()
+
+
+def test_validate_says_what_run_does() -> None:
+    out = subprocess.run(["python3", "-m", "cusync_gen.cli", "validate", str(EXAMPLES_DIR / "bottleneck_block.yaml"),
+                          "--batch", "1,32"], capture_output=True, text=True, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stderr
+    assert "run() at batch 1 on 132 SMs: back-to-back+PDL (rule: every producer fits in one wave" in out.stdout
+    assert "run() at batch 32 on 132 SMs: overlap (rule: conv1 has" in out.stdout
+    assert "programmatic dependent launch" in out.stdout
+
+
+def test_bottleneck_block_shapes() -> None:
+    """ResNet-50 conv2_x bottleneck: 1x1 256->64, 3x3 64->64, 1x1 64->256 + the block input."""
+    plan = make_conv_plan(load_spec(EXAMPLES_DIR / "bottleneck_block.yaml"))
+    c1, c2, c3 = plan.stages
+    assert (c1.r, c1.c, c1.k, c2.r, c2.pad, c2.k, c3.r, c3.k) == (1, 256, 64, 3, 1, 64, 1, 256)
+    assert c3.residual == -1 and (c3.p, c3.q) == (56, 56)
+    # conv3's 1x1 windows read only their own image rows: tile row 12 (pixels 1536..1663, rows 27..29)
+    # waits for conv2 rows 27..29, conv2 tile rows 11..13 (widened up to the next tile's first row).
+    assert c3.waited_rows(12, c2, 1) == range(11, 14)
+
+
 @pytest.mark.parametrize("name", ("conv_mix", "conv_mix_bf16"))
 def test_correctness_specs_prove(name: str) -> None:
     plan = make_conv_plan(load_spec(DATA / f"{name}.yaml"))
@@ -254,11 +313,20 @@ def test_gpu_tile_synced_equals_back_to_back_and_the_reference(conv_benches: dic
 
 
 @pytest.mark.gpu
-def test_gpu_missing_post_times_out_naming_the_tile(conv_benches: dict[str, Path]) -> None:
-    out = subprocess.run([str(conv_benches["conv_mix"]), "--batch", "3", "--missing-post", "s2"], capture_output=True,
-                         text=True, timeout=120)
+@pytest.mark.parametrize("launch", ([], ["--two-streams"]))
+def test_gpu_missing_post_times_out_naming_the_tile(conv_benches: dict[str, Path], launch: list[str]) -> None:
+    out = subprocess.run([str(conv_benches["conv_mix"]), "--batch", "3", "--missing-post", "s2", *launch],
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert re.search(r"stage s3, tile \(m \d+, n \d+\), timed out waiting for s2 tile row \d+", out.stdout), out.stdout
+
+
+@pytest.mark.gpu
+def test_gpu_two_stream_overlap_equals_back_to_back(conv_benches: dict[str, Path]) -> None:
+    out = subprocess.run([str(conv_benches["conv_mix"]), "--batch", "1,3", "--check-only", "--two-streams"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count("bitwise yes") == 2 and "two streams" in out.stdout
 
 
 def test_all_tile_rows_have_reads() -> None:
@@ -339,3 +407,44 @@ def test_the_device_window_is_the_planned_one(tmp_path: Path, cutlass_dir: Path)
         st = ConvStagePlan(index=1, name="x", producer=0, residual=None, h=h, w=w, c=8, k=8, r=r, s=1, p=p, q=q,
                            pad=pad, stride=stride, dilation=dil, bias=False, epilogue=None, tile=None)  # type: ignore[arg-type]
         assert tuple(map(int, line.split())) == st.window_pixels(m0, m1), case
+
+
+@pytest.mark.nvcc
+def test_the_library_rule_is_the_planned_one(tmp_path: Path) -> None:
+    """cusync::conv::default_conv_mode (templates/conv/include/cusync/conv/chain.h, what ConvChain::mode uses
+    without set_mode or autotune), compiled for the host, picks what ConvPlan.run_mode says, reason included,
+    for the examples and the correctness specs at many batches and SM counts, built for sm_90 and sm_80."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    cases, expected = [], []
+    specs = [EXAMPLES_DIR / f"{n}.yaml" for n in EXAMPLES_CONV] + [DATA / "conv_mix.yaml", DATA / "conv_mix_bf16.yaml"]
+    for path, target in itertools.product(specs, ("sm_90", "sm_80")):
+        plan = make_conv_plan(load_spec(path), target=target)
+        for batch, sms in itertools.product(sorted({1, 2, 3, 5, 8, 17, 32, plan.max_batch}), (1, 8, 132)):
+            if batch > plan.max_batch:
+                continue
+            producers = [(st.tiles_m(batch) * st.tiles_n, sms * st.blocks_per_sm, st.name)
+                         for st in plan.stages if plan.has_consumer(st.index)]
+            cases.append((producers, plan.programmatic))
+            expected.append("%s|%s" % plan.run_mode(batch, sms))
+    lines = []
+    for producers, programmatic in cases:
+        tiles = ", ".join(str(t) for t, _, _ in producers) or "0"
+        slots = ", ".join(str(s) for _, s, _ in producers) or "0"
+        names = ", ".join(f'"{n}"' for _, _, n in producers) or '""'
+        lines.append(f"  {{ long long t[] = {{{tiles}}}; long long s[] = {{{slots}}}; char const* n[] = {{{names}}};\n"
+                     f"    int64_t t64[16], s64[16]; for (int i = 0; i < {len(producers)}; ++i) {{ t64[i] = t[i]; s64[i] = s[i]; }}\n"
+                     f"    cusync::conv::ConvMode const m = cusync::conv::default_conv_mode({len(producers)}, t64, s64, n, "
+                     f"{'true' if programmatic else 'false'}, reason, sizeof(reason));\n"
+                     '    std::printf("%s|%s\\n", cusync::conv::to_string(m), reason); }')
+    src = tmp_path / "rule.cu"
+    src.write_text('#include <cstdio>\n#include "cusync/conv/chain.h"\nint main() {\n  char reason[256];\n'
+                   + "\n".join(lines) + "\n}\n")
+    exe = tmp_path / "rule"
+    out = subprocess.run([nvcc, "-std=c++17", "-I", str(REPO / "templates" / "runtime" / "include"),
+                          "-I", str(REPO / "templates" / "conv" / "include"), str(src), "-o", str(exe)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert got == expected

@@ -28,6 +28,9 @@ class Schedule(str, Enum):
 
 #: Every build target a spec may name (spec `target:`, CLI --target).
 TARGETS: tuple[str, ...] = ("sm_80", "sm_86", "sm_89", "sm_90")
+#: Targets whose kernels can trigger a programmatic dependent launch (`griddepcontrol`, sm_90 on): conv
+#: chains built for them overlap on one stream where the device has it too (docs/conv.md).
+DEPENDENT_LAUNCH_TARGETS: tuple[str, ...] = ("sm_90",)
 
 #: The optimizations only the wait-kernel launch has, and why each does not apply to dependent launches.
 _WAIT_KERNEL_ONLY: tuple[tuple[str, str], ...] = (

@@ -19,7 +19,8 @@ constexpr cusync::conv::ConvOccupancyFn kOccupancy[kNumStages] = {
     detail::occupancy_conv1,
     detail::occupancy_conv2,
 };
-constexpr cusync::conv::ConvTables kTables{kNumStages, kStages, kLaunch, kPrepare, kOccupancy, 2};
+// programmatic: built for sm_90, whose kernels trigger the next stage's programmatic launch (one-stream overlap on sm_90 devices).
+constexpr cusync::conv::ConvTables kTables{kNumStages, kStages, kLaunch, kPrepare, kOccupancy, 2, /*programmatic=*/true};
 
 }  // namespace
 
@@ -45,6 +46,10 @@ cusync::conv::ConvArguments ResnetBlock::pointers(Arguments const& args) {
 
 cusync::Status ResnetBlock::run(Arguments const& args, cudaStream_t stream) {
   return chain_.run(pointers(args), stream);
+}
+
+cusync::Status ResnetBlock::run_overlapped(Arguments const& args, cudaStream_t stream) {
+  return chain_.run_overlapped(pointers(args), stream);
 }
 
 cusync::Status ResnetBlock::run_sequential(Arguments const& args, cudaStream_t stream) {

@@ -2,7 +2,9 @@
 //
 // vgg_block_bench: runs the conv chain back to back and tile-synced at each --batch, checks that both
 // give bitwise the same outputs and that each stage is within tolerance of a direct reference convolution,
-// then times both (and each stage alone) as CUDA graphs, round robin, median of --repeats.
+// then times back to back, the overlap (and, on a device with programmatic dependent launch, the two-stream
+// overlap and back to back chained with PDL too), run() after autotune() and each stage alone, as CUDA graphs,
+// round robin, median of --repeats.
 // --missing-post STAGE: that stage does not post; the run must end in a sync timeout that names the tile.
 #include <cmath>
 #include <cstdio>
@@ -30,17 +32,21 @@ struct Options {
   std::string missing_post;
   bool check_only = false;
   bool always_wait = false;
+  bool two_streams = false;
+  bool block_order = false;
 };
 
 Options parse(int argc, char** argv) {
   cusync::bench::Usage const usage{
-      "usage: vgg_block_bench [--batch N,N,...] [--repeats R] [--warmup W] [--preheat S] [--check-only] [--always-wait] [--missing-post STAGE]\n"
+      "usage: vgg_block_bench [--batch N,N,...] [--repeats R] [--warmup W] [--preheat S] [--check-only] [--always-wait] [--two-streams] [--block-order] [--missing-post STAGE]\n"
       "  --batch         images per run, 1 .. 32 (default 1,8,32)\n"
       "  --repeats       timed runs of each variant, round robin (median; default 50)\n"
       "  --warmup        untimed runs first (default 10)\n"
       "  --preheat       at least this many seconds of untimed runs per variant first (default 0)\n"
       "  --check-only    check, do not time\n"
       "  --always-wait   launch the wait kernels even where every stage's blocks fit on the GPU at once\n"
+      "  --two-streams   overlap on two streams with the wait kernels even where programmatic launch exists\n"
+      "  --block-order   the overlap's blocks take tiles in block order, not from the atomic ticket\n"
       "  --missing-post  a stage that does not post: expect a sync timeout naming the waiting tile\n"};
   Options o;
   std::string batches = "1,8,32";
@@ -57,6 +63,8 @@ Options parse(int argc, char** argv) {
     else if (arg == "--preheat") o.preheat_s = std::atof(value().c_str());
     else if (arg == "--check-only") o.check_only = true;
     else if (arg == "--always-wait") o.always_wait = true;
+    else if (arg == "--two-streams") o.two_streams = true;
+    else if (arg == "--block-order") o.block_order = true;
     else usage.fail(("unknown option " + arg).c_str());
   }
   for (std::string const& b : cusync::bench::split(batches)) {
@@ -147,6 +155,9 @@ int main(int argc, char** argv) {
   cusync::conv::ConvChain& c = chain.chain();
   check_status(chain.initialize(max_batch, stream), "initialize", c);
   c.set_always_wait_kernel(o.always_wait);
+  c.set_two_streams(o.two_streams);
+  c.set_ticket_order(!o.block_order);
+  char const* const launch_style = c.programmatic() ? "one stream, programmatic launch" : "two streams";
 
   if (!o.missing_post.empty()) {
     int stage = -1;
@@ -160,12 +171,12 @@ int main(int argc, char** argv) {
     c.set_sync_timeout_ns(100000000ull);  // 100 ms
     c.inject_missing_posts(stage);
     cusync::conv::ConvArguments const a = arguments(o.batches[0], out_sync);
-    check_status(c.run(a, stream), "run", c);
+    check_status(c.run_overlapped(a, stream), "run_overlapped", c);
     BENCH_CUDA(cudaStreamSynchronize(stream));
     cusync::SyncErrorInfo info{};
     cusync::Status const status = c.sync_error(&info, stream);
     if (status == cusync::Status::kSyncTimeout && info.tile_m >= 0) {
-      std::printf("missing post of %s: %s\n", o.missing_post.c_str(), c.describe(info).c_str());
+      std::printf("missing post of %s (%s): %s\n", o.missing_post.c_str(), launch_style, c.describe(info).c_str());
       std::printf("missing-post check: PASS (the run timed out and named the tile)\n");
       return 0;
     }
@@ -174,6 +185,7 @@ int main(int argc, char** argv) {
   }
 
   bool all_ok = true;
+  bool tuned = false;
   for (int batch : o.batches) {
     cusync::conv::ConvArguments const seq = arguments(batch, out_seq);
     cusync::conv::ConvArguments const syn = arguments(batch, out_sync);
@@ -182,7 +194,7 @@ int main(int argc, char** argv) {
       BENCH_CUDA(cudaMemsetAsync(out_sync[s], 0x7f, size_t(out_elements(s, batch)) * 2, stream));
     }
     check_status(c.run_sequential(seq, stream), "run_sequential", c);
-    check_status(c.run(syn, stream), "run", c);
+    check_status(c.run_overlapped(syn, stream), "run_overlapped", c);
     BENCH_CUDA(cudaStreamSynchronize(stream));
     cusync::SyncErrorInfo info{};
     if (c.sync_error(&info, stream) != cusync::Status::kSuccess) {
@@ -231,9 +243,29 @@ int main(int argc, char** argv) {
       std::printf("batch %d: the tile-synced outputs differ from the back-to-back ones\n", batch);
       all_ok = false;
     }
-    std::printf("batch %d: bitwise %s, max |error| vs reference conv %.3g (tile-synced run %s wait kernels)\n", batch,
-                bitwise ? "yes" : "NO", worst, c.waits_for_start(batch) ? "with" : "without");
+    // Back to back chained with programmatic dependent launch (where the device has it): bitwise too.
+    bool chained_bitwise = true;
+    for (int s = 0; s < kNumStages; ++s) BENCH_CUDA(cudaMemsetAsync(out_sync[s], 0x7f, size_t(out_elements(s, batch)) * 2, stream));
+    check_status(c.run_chained(syn, stream), "run_chained", c);
+    BENCH_CUDA(cudaStreamSynchronize(stream));
+    for (int s = 0; s < kNumStages; ++s) {
+      int64_t const count = out_elements(s, batch);
+      if (download(out_seq[s], count) != download(out_sync[s], count)) chained_bitwise = false;
+    }
+    if (!chained_bitwise) {
+      std::printf("batch %d: the chained (programmatic launch) outputs differ from the back-to-back ones\n", batch);
+      all_ok = false;
+    }
+    bitwise = bitwise && chained_bitwise;
+    std::printf("batch %d: bitwise %s, max |error| vs reference conv %.3g (tile-synced run: %s%s; chained too)\n", batch,
+                bitwise ? "yes" : "NO", worst, launch_style,
+                c.programmatic() ? "" : c.waits_for_start(batch) ? ", with wait kernels" : ", without wait kernels");
     if (o.check_only) continue;
+    if (!tuned) {  // run()'s table: back to back, the overlap (and chained) at every --batch, on this GPU
+      check_status(c.autotune(arguments(max_batch, out_sync), o.batches.data(), int(o.batches.size()), 30, stream),
+                   "autotune", c);
+      tuned = true;
+    }
 
     // Timing: CUDA graphs of the back-to-back chain, the tile-synced chain and each stage alone, round robin.
     auto capture = [&](auto&& body) {
@@ -247,8 +279,21 @@ int main(int argc, char** argv) {
       return exec;
     };
     cusync::bench::Interleaved timer;
+    bool const both_launches = c.programmatic();  // time the two-stream overlap beside the one-stream one
     timer.add(capture([&] { check_status(c.run_sequential(seq, stream), "run_sequential", c); }));
+    timer.add(capture([&] { check_status(c.run_overlapped(syn, stream), "run_overlapped", c); }));
     timer.add(capture([&] { check_status(c.run(syn, stream), "run", c); }));
+    if (both_launches) {
+      c.set_two_streams(true);
+      timer.add(capture([&] { check_status(c.run_overlapped(syn, stream), "run_overlapped", c); }));
+      c.set_two_streams(false);
+      timer.add(capture([&] { check_status(c.run_chained(seq, stream), "run_chained", c); }));
+    }
+    c.set_ticket_order(false);  // the overlap with blocks in the hardware's order (no ticket round trip)
+    timer.add(capture([&] { check_status(c.run_overlapped(syn, stream), "run_overlapped", c); }));
+    c.set_ticket_order(!o.block_order);
+    size_t const no_ticket = both_launches ? 5 : 3;
+    size_t const alone = no_ticket + 1;
     for (int s = 0; s < kNumStages; ++s) timer.add(capture([&] { check_status(c.run_stage(s, seq, stream), "run_stage", c); }));
     Options timing = o;
     if (o.preheat_s > 0.0) {  // warmup rounds enough for ~preheat_s of each chain variant
@@ -271,14 +316,22 @@ int main(int argc, char** argv) {
       std::printf("batch %d: sync timeout while timing: %s\n", batch, c.describe(info).c_str());
       return 1;
     }
-    std::printf("batch %d: back-to-back %.1f us, tile-synced %.1f us, overlap speedup %.3fx; alone:", batch, us[0], us[1],
-                us[0] / us[1]);
-    for (int s = 0; s < kNumStages; ++s) std::printf(" %s %.1f us", kStages[s].name, us[size_t(2 + s)]);
+    double const two_stream_us = both_launches ? us[3] : -1.0;
+    double const chained_us = both_launches ? us[4] : -1.0;
+    std::printf("batch %d: back-to-back %.1f us, tile-synced %.1f us (%s), overlap speedup %.3fx", batch, us[0], us[1],
+                launch_style, us[0] / us[1]);
+    if (both_launches) std::printf(", two streams %.1f us, back to back + PDL %.1f us", two_stream_us, chained_us);
+    std::printf(", overlap in block order %.1f us", us[no_ticket]);
+    std::printf("; run() %.1f us (%s: %s); alone:", us[2], cusync::conv::to_string(c.mode(batch)), c.mode_reason(batch));
+    for (int s = 0; s < kNumStages; ++s) std::printf(" %s %.1f us", kStages[s].name, us[alone + size_t(s)]);
     std::printf("\n");
     std::printf("RESULT {\"chain\": \"vgg_block\", \"batch\": %d, \"sequential_us\": %.3f, \"overlap_us\": %.3f, "
+                "\"run_us\": %.3f, \"run_mode\": \"%s\", \"two_stream_us\": %.3f, \"chained_us\": %.3f, \"block_order_us\": %.3f, \"programmatic\": %s, "
                 "\"bitwise\": %s, \"ref_err\": %.4g, \"wait_kernels\": %s, \"stages_us\": [", batch, us[0], us[1],
-                bitwise ? "true" : "false", cusync::bench::json_number(worst), c.waits_for_start(batch) ? "true" : "false");
-    for (int s = 0; s < kNumStages; ++s) std::printf("%s%.3f", s ? ", " : "", us[size_t(2 + s)]);
+                us[2], cusync::conv::to_string(c.mode(batch)), two_stream_us, chained_us, us[no_ticket], both_launches ? "true" : "false",
+                bitwise ? "true" : "false", cusync::bench::json_number(worst),
+                !both_launches && c.waits_for_start(batch) ? "true" : "false");
+    for (int s = 0; s < kNumStages; ++s) std::printf("%s%.3f", s ? ", " : "", us[alone + size_t(s)]);
     std::printf("]}\n");
   }
   for (void* p : buffers) BENCH_CUDA(cudaFree(p));

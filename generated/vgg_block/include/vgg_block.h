@@ -47,8 +47,16 @@ class VggBlock {
   VggBlock();
   // Allocates the semaphores for batches up to max_batch; synchronizes `stream`.
   cusync::Status initialize(int max_batch = kMaxBatch, cudaStream_t stream = nullptr);
-  // The tile-synced overlap: each stage's tiles start as soon as the producer rows under their windows are posted.
+  // Back to back or the tile-synced overlap, whichever mode(batch) picks: set_mode() first, then autotune()'s
+  // table, then the rule (the overlap only where some producer stage runs more than one wave of tiles);
+  // mode_reason(batch) says which and why. Bitwise the same results either way.
   cusync::Status run(Arguments const& args, cudaStream_t stream = nullptr);
+  cusync::conv::ConvMode mode(int batch) const { return chain_.mode(batch); }
+  char const* mode_reason(int batch) const { return chain_.mode_reason(batch); }
+  void set_mode(cusync::conv::ConvMode mode) { chain_.set_mode(mode); }
+  // The tile-synced overlap: each stage's tiles start as soon as the producer rows under their windows are
+  // posted (on one stream with programmatic dependent launch on sm_90 devices, else on two streams).
+  cusync::Status run_overlapped(Arguments const& args, cudaStream_t stream = nullptr);
   // The same kernels back to back (no waits or posts): bitwise the same results.
   cusync::Status run_sequential(Arguments const& args, cudaStream_t stream = nullptr);
   // The generic chain underneath (per-stage runs, sync errors, testing hooks).

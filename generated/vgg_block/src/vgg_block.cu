@@ -22,7 +22,8 @@ constexpr cusync::conv::ConvOccupancyFn kOccupancy[kNumStages] = {
     detail::occupancy_conv2,
     detail::occupancy_conv3,
 };
-constexpr cusync::conv::ConvTables kTables{kNumStages, kStages, kLaunch, kPrepare, kOccupancy, 2};
+// programmatic: built for sm_90, whose kernels trigger the next stage's programmatic launch (one-stream overlap on sm_90 devices).
+constexpr cusync::conv::ConvTables kTables{kNumStages, kStages, kLaunch, kPrepare, kOccupancy, 2, /*programmatic=*/true};
 
 }  // namespace
 
@@ -51,6 +52,10 @@ cusync::conv::ConvArguments VggBlock::pointers(Arguments const& args) {
 
 cusync::Status VggBlock::run(Arguments const& args, cudaStream_t stream) {
   return chain_.run(pointers(args), stream);
+}
+
+cusync::Status VggBlock::run_overlapped(Arguments const& args, cudaStream_t stream) {
+  return chain_.run_overlapped(pointers(args), stream);
 }
 
 cusync::Status VggBlock::run_sequential(Arguments const& args, cudaStream_t stream) {

@@ -2,6 +2,7 @@
 // project (src/<name>.cu) includes this, so the library holds every member for its users.
 #pragma once
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 
@@ -75,6 +76,7 @@ Status ConvChain::initialize(int max_batch, cudaStream_t stream) {
   int device = 0;
   if (status == Status::kSuccess) status = from_cuda(cudaGetDevice(&device));
   if (status == Status::kSuccess) status = from_cuda(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
+  if (status == Status::kSuccess) status = from_cuda(cudaDeviceGetAttribute(&cc_major_, cudaDevAttrComputeCapabilityMajor, device));
   for (int s = 0; s < t_->num_stages && status == Status::kSuccess; ++s) blocks_per_sm_[s] = t_->occupancy[s]();
   return status;
 }
@@ -92,10 +94,21 @@ Status ConvChain::check(ConvArguments const& a) {
   return Status::kSuccess;
 }
 
-Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaStream_t stream) {
+Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaStream_t stream, bool programmatic) {
   ConvStageInfo const& info = t_->stages[s];
   auto* state = static_cast<ChainState*>(state_);
   ConvLaunch l{};
+  // One stream with programmatic dependent launch: every block of stage s lets stage s + 1 launch at its
+  // entry (so a consumer block takes an SM slot only once every producer block holds one), and stage s + 1
+  // is a programmatic dependent launch of stage s. A programmatic launch may end before the kernel it was
+  // launched behind, so each one waits for that kernel at its exit: the end of the last stage is then the
+  // end of the run for whatever the stream does next (as in the sm90 GEMM chains).
+  // Back to back chained (not synced): the same triggers; each stage waits for its whole primary kernel before
+  // its first load instead (griddepcontrol.wait), and so ends after it.
+  l.programmatic = programmatic && s > 0;
+  l.sync.trigger_dependents = programmatic && s + 1 < t_->num_stages;
+  l.sync.wait_primary_at_exit = synced && l.programmatic;
+  l.waits.wait_primary_first = !synced && l.programmatic;
   l.batch = a.batch;
   l.x = info.producer == kChainInput ? a.input : a.output[info.producer];
   l.filter = a.filter[s];
@@ -106,7 +119,7 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
   sync.state = state;
   sync.stage = s;
   sync.enabled = synced;
-  sync.dynamic_order = true;
+  sync.dynamic_order = ticket_order_;
   sync.timeout_ns = timeout_ns_;
   sync.order = TileOrder::kRowMajor;  // tile rows are runs of output pixels: the first image rows complete first
   sync.tiles_m = tiles_m(s, a.batch);
@@ -145,16 +158,20 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
   return t_->launch[s](l, stream);
 }
 
-Status ConvChain::run_sequential(ConvArguments const& a, cudaStream_t stream) {
+Status ConvChain::run_unsynced(ConvArguments const& a, cudaStream_t stream, bool programmatic) {
   Status status = check(a);
-  for (int s = 0; s < t_->num_stages && status == Status::kSuccess; ++s) status = launch_stage(s, a, false, stream);
+  for (int s = 0; s < t_->num_stages && status == Status::kSuccess; ++s) status = launch_stage(s, a, false, stream, programmatic);
   return status;
 }
+
+Status ConvChain::run_sequential(ConvArguments const& a, cudaStream_t stream) { return run_unsynced(a, stream, false); }
+
+Status ConvChain::run_chained(ConvArguments const& a, cudaStream_t stream) { return run_unsynced(a, stream, programmatic()); }
 
 Status ConvChain::run_stage(int stage, ConvArguments const& a, cudaStream_t stream) {
   if (stage < 0 || stage >= t_->num_stages) return Status::kInvalidArgument;
   Status const status = check(a);
-  return status != Status::kSuccess ? status : launch_stage(stage, a, false, stream);
+  return status != Status::kSuccess ? status : launch_stage(stage, a, false, stream, false);
 }
 
 // The avoid-wait-kernel rule of cuSync, for the whole chain: when the blocks of every stage fit on the GPU at
@@ -170,14 +187,142 @@ bool ConvChain::waits_for_start(int batch) const {
   return slots > double(sms_);
 }
 
-// Two streams, stage s on streams[s % 2]: a stage is launched once every block of its producer has started
-// (the wait kernel, on the stage's stream), so its spinning blocks never hold SM slots a producer block
-// still needs. Every earlier stage has then started too (each launch waited for the one before), so a
-// residual edge to any earlier stage is safe as well.
 Status ConvChain::run(ConvArguments const& a, cudaStream_t stream) {
+  if (state_ == nullptr) return Status::kNotInitialized;
+  switch (mode(a.batch)) {
+    case ConvMode::kOverlap: return run_overlapped(a, stream);
+    case ConvMode::kChained: return run_chained(a, stream);
+    default: return run_sequential(a, stream);
+  }
+}
+
+ConvMode ConvChain::mode(int batch) const {
+  if (mode_override_ != ConvMode::kAuto) {
+    std::snprintf(mode_reason_, sizeof(mode_reason_), "set_mode(%s)", to_string(mode_override_));
+    return mode_override_;
+  }
+  for (int i = 0; i < tuned_count_; ++i) {  // ascending batches
+    if (batch <= tuned_batch_[i]) {
+      std::snprintf(mode_reason_, sizeof(mode_reason_),
+                    "autotune on this GPU at batch %d: back to back %.1f us, overlap %.1f us, back to back + PDL %.1f us",
+                    tuned_batch_[i], double(tuned_us_[i][0]), double(tuned_us_[i][1]), double(tuned_us_[i][2]));
+      return tuned_mode_[i];
+    }
+  }
+  // The producers (stages some stage reads): their tiles at this batch and the blocks the GPU holds at once.
+  int64_t tiles[kMaxConvStages], slots[kMaxConvStages];
+  char const* names[kMaxConvStages];
+  int count = 0;
+  for (int s = 0; s < t_->num_stages; ++s) {
+    if (!has_consumer(s)) continue;
+    tiles[count] = int64_t(tiles_m(s, batch)) * tiles_n(s);
+    slots[count] = int64_t(sms_) * (blocks_per_sm_[s] > 0 ? blocks_per_sm_[s] : 1);
+    names[count++] = stage_name(s);
+  }
+  return default_conv_mode(count, tiles, slots, names, programmatic(), mode_reason_, int(sizeof(mode_reason_)));
+}
+
+char const* ConvChain::mode_reason(int batch) const {
+  mode(batch);
+  return mode_reason_;
+}
+
+Status ConvChain::autotune(ConvArguments const& args, int const* batches, int count, int rounds, cudaStream_t stream) {
+  using detail::from_cuda;
+  if (state_ == nullptr) return Status::kNotInitialized;
+  if (count < 1 || count > kMaxTunedBatches || rounds < 1 || batches == nullptr) {
+    last_error_ = "autotune: 1 .. kMaxTunedBatches batches and rounds >= 1";
+    return Status::kInvalidArgument;
+  }
+  int sorted[kMaxTunedBatches];
+  std::copy(batches, batches + count, sorted);
+  std::sort(sorted, sorted + count);
+  int tuned_batch[kMaxTunedBatches];
+  ConvMode tuned_mode[kMaxTunedBatches];
+  float tuned_us[kMaxTunedBatches][3];
+  int const modes = programmatic() ? 3 : 2;  // 0: back to back, 1: overlap, 2: back to back + PDL
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  Status status = from_cuda(cudaEventCreate(&e0));
+  if (status == Status::kSuccess) status = from_cuda(cudaEventCreate(&e1));
+  for (int i = 0; i < count && status == Status::kSuccess; ++i) {
+    ConvArguments a = args;
+    a.batch = sorted[i];
+    if ((status = check(a)) != Status::kSuccess) break;
+    cudaGraphExec_t exec[3] = {nullptr, nullptr, nullptr};
+    for (int m = 0; m < modes && status == Status::kSuccess; ++m) {
+      cudaGraph_t graph = nullptr;
+      status = from_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      if (status != Status::kSuccess) break;
+      Status const ran = m == 0 ? run_sequential(a, stream) : m == 1 ? run_overlapped(a, stream) : run_chained(a, stream);
+      status = from_cuda(cudaStreamEndCapture(stream, &graph));
+      if (ran != Status::kSuccess) status = ran;
+      if (status == Status::kSuccess) status = from_cuda(cudaGraphInstantiate(&exec[m], graph, 0));
+      if (graph != nullptr) cudaGraphDestroy(graph);
+    }
+    float samples[3][64];
+    int const n = rounds < 64 ? rounds : 64;
+    for (int r = -3; r < n && status == Status::kSuccess; ++r) {  // 3 untimed rounds first
+      for (int m = 0; m < modes && status == Status::kSuccess; ++m) {
+        status = from_cuda(cudaEventRecord(e0, stream));
+        if (status == Status::kSuccess) status = from_cuda(cudaGraphLaunch(exec[m], stream));
+        if (status == Status::kSuccess) status = from_cuda(cudaEventRecord(e1, stream));
+        if (status == Status::kSuccess) status = from_cuda(cudaEventSynchronize(e1));
+        float ms = 0.0f;
+        if (status == Status::kSuccess) status = from_cuda(cudaEventElapsedTime(&ms, e0, e1));
+        if (r >= 0) samples[m][r] = ms * 1000.0f;
+      }
+    }
+    for (cudaGraphExec_t e : exec) {
+      if (e != nullptr) cudaGraphExecDestroy(e);
+    }
+    if (status != Status::kSuccess) break;
+    ConvMode const mode_of[3] = {ConvMode::kSequential, ConvMode::kOverlap, ConvMode::kChained};
+    int best = 0;
+    tuned_us[i][2] = 0.0f;
+    for (int m = 0; m < modes; ++m) {
+      std::sort(samples[m], samples[m] + n);
+      tuned_us[i][m] = samples[m][n / 2];
+      if (tuned_us[i][m] < tuned_us[i][best]) best = m;
+    }
+    tuned_batch[i] = sorted[i];
+    tuned_mode[i] = mode_of[best];
+  }
+  if (e0 != nullptr) cudaEventDestroy(e0);
+  if (e1 != nullptr) cudaEventDestroy(e1);
+  if (status == Status::kSuccess) status = sync_error(nullptr, stream);  // a timed-out wait: keep the old table
+  if (status != Status::kSuccess) return status;
+  for (int i = 0; i < count; ++i) {
+    tuned_batch_[i] = tuned_batch[i];
+    tuned_mode_[i] = tuned_mode[i];
+    tuned_us_[i][0] = tuned_us[i][0];
+    tuned_us_[i][1] = tuned_us[i][1];
+    tuned_us_[i][2] = tuned_us[i][2];
+  }
+  tuned_count_ = count;
+  return Status::kSuccess;
+}
+
+// The overlap. Where the device and the kernels have programmatic dependent launch: one stream, each stage
+// a programmatic dependent launch of the one before (launch_stage says how). Every block of a stage
+// triggers the next stage's launch at its entry, so a consumer block is scheduled only once every producer
+// block has started: spinning consumer blocks never hold an SM slot an unstarted producer block needs, and
+// every earlier stage (a residual's producer) has started too. No consumer calls griddepcontrol.wait before
+// its work (that would wait for the whole producer grid): the tile waits carry the dependency.
+//
+// Elsewhere: two streams, stage s on streams[s % 2]: a stage is launched once every block of its producer
+// has started (the wait kernel, on the stage's stream), so its spinning blocks never hold SM slots a
+// producer block still needs. Every earlier stage has then started too (each launch waited for the one
+// before), so a residual edge to any earlier stage is safe as well.
+Status ConvChain::run_overlapped(ConvArguments const& a, cudaStream_t stream) {
   using detail::from_cuda;
   Status status = check(a);
   if (status != Status::kSuccess) return status;
+  if (programmatic()) {
+    for (int s = 0; s < t_->num_stages && status == Status::kSuccess; ++s) {
+      status = launch_stage(s, a, true, stream, /*programmatic=*/true);
+    }
+    return status;
+  }
   auto* state = static_cast<ChainState*>(state_);
   cudaStream_t const streams[2] = {stream, side_};
   bool const wait_kernels = waits_for_start(a.batch);
@@ -191,7 +336,7 @@ Status ConvChain::run(ConvArguments const& a, cudaStream_t stream) {
       wait_started_kernel<<<1, 32, 0, on>>>(state, s, p, producer_blocks, timeout_ns_);
       if ((status = from_cuda(cudaGetLastError())) != Status::kSuccess) return status;
     }
-    if ((status = launch_stage(s, a, true, on)) != Status::kSuccess) return status;
+    if ((status = launch_stage(s, a, true, on, /*programmatic=*/false)) != Status::kSuccess) return status;
   }
   if ((status = from_cuda(cudaEventRecord(join_, side_))) != Status::kSuccess) return status;
   return from_cuda(cudaStreamWaitEvent(stream, join_, 0));

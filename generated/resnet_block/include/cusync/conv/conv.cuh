@@ -96,6 +96,56 @@ struct ConvWindow {
   }
 };
 
+// One semaphore a tile waits for: which edge it belongs to, which producer tile row.
+struct RowWait {
+  InputWait const* edge;
+  int32_t producer_tile_m;
+};
+
+// The waits of one tile, polled by one warp in parallel: lane i polls semaphore i of the list (base + i for
+// lists longer than 32), every poll an ld.acquire.gpu; the warp leaves once a vote says every lane's
+// semaphore is complete. Backs off with __nanosleep from 32 ns, doubling up to kMaxSleepNs: short, since
+// a tile row of the producer completes in microseconds, and a long sleep would delay the wake-up by as
+// much. Bounded: after timeout_ns (or once another waiter gave up) the first lane whose semaphore is still
+// short records the tile and that semaphore (the host's describe() names both), and the warp goes on.
+// `at(i)` gives wait i of `count`. The caller's barrier then publishes the lanes' acquires to the block.
+constexpr unsigned kMaxSleepNs = 256;
+
+template <typename At>
+__device__ __forceinline__ void wait_rows_warp(int32_t count, At const& at, uint32_t epoch, TileCoord self,
+                                               uint64_t timeout_ns) {
+  unsigned const lane = threadIdx.x % 32;
+  for (int32_t base = 0; base < count; base += 32) {  // warp-uniform trip count
+    int32_t const i = base + int32_t(lane);
+    bool const mine = i < count;
+    RowWait const w = at(mine ? i : base);
+    InputWait const& edge = *w.edge;
+    int32_t const index = edge.policy.semaphore_of(w.producer_tile_m, 0);
+    uint64_t const expected = tagged(epoch, uint32_t(edge.policy.posts));
+    uint64_t const* sem = edge.semaphores + index;
+    uint64_t seen = mine ? ptx::ld_acquire_gpu(sem) : expected;
+    if (__all_sync(0xFFFFFFFFu, seen >= expected)) continue;
+    uint64_t const start = ptx::globaltimer_ns();
+    unsigned sleep_ns = 32;
+    while (true) {
+      __nanosleep(sleep_ns);
+      sleep_ns = sleep_ns < kMaxSleepNs ? sleep_ns * 2 : kMaxSleepNs;
+      if (seen < expected) seen = ptx::ld_acquire_gpu(sem);  // a complete semaphore stays complete this epoch
+      if (__all_sync(0xFFFFFFFFu, seen >= expected)) break;
+      bool const late = ptx::globaltimer_ns() - start > timeout_ns ||
+                        (edge.state != nullptr && ptx::ld_relaxed_gpu(&edge.state->error.flag) != 0u);
+      unsigned const short_lanes = __ballot_sync(0xFFFFFFFFu, seen < expected);
+      if (__any_sync(0xFFFFFFFFu, late)) {
+        if (lane == unsigned(__ffs(short_lanes) - 1)) {  // the first lane still short names its semaphore
+          WaitSite const site{edge.stage, edge.producer, self.m, self.n, w.producer_tile_m, 0, index};
+          record_timeout(&edge.state->error, site, expected, seen);
+        }
+        return;  // the run is lost (the host says so); do not time out once per list entry
+      }
+    }
+  }
+}
+
 // The edges of one conv stage: its producer through the window, and an earlier stage's output added as the
 // residual (same pixels as the output tile). Both producers post RowSync semaphores (one per tile row of
 // output pixels, all of the row's channel tiles).
@@ -106,11 +156,17 @@ struct ConvWaits {
   int32_t producer_tiles_m = 0;
   int32_t residual_tiles_m = 0;
   InputWait residual{};               // disabled: no residual, or the chain input
+  // Back to back chained with programmatic dependent launch (sm90): this kernel may start while the one
+  // before it on the stream still runs; griddepcontrol.wait, before any load, waits for that whole kernel
+  // (and its memory). What it saves is the launch: the blocks are already resident when it ends.
+  bool wait_primary_first = false;
 
-  // Thread 0 of the block, before any load of producer data; the caller's barrier publishes the acquires.
-  __device__ void wait(InputWait const& input, uint32_t epoch, TileCoord tile) const {
+  // Warp 0 of the block (all 32 lanes), before any load of producer data; the caller's barrier publishes
+  // the acquires. The producer tile rows of the window, then those of the residual, one lane each.
+  __device__ __noinline__ void wait(InputWait const& input, uint32_t epoch, TileCoord tile) const {
     int64_t const m0 = int64_t(tile.m) * tile_m;
     int64_t const m1 = m0 + tile_m < pixels ? m0 + tile_m : pixels;
+    int32_t first = 0, last = -1;
     if (input.enabled) {
       // The window's rows, widened to the next tile row's first one (and, for the first and last tile rows,
       // to the producer's first and last): a stride larger than the window's reach leaves producer rows that
@@ -118,8 +174,8 @@ struct ConvWaits {
       // (close_run in cusync/stage.cuh bumps the epoch that the producer's posts are tagged with).
       int64_t const tiles = (pixels + tile_m - 1) / tile_m;
       int32_t const ptm = input.policy.tile_m;
-      int32_t const first = tile.m == 0 ? 0 : int32_t(window.first_pixel(m0) / ptm);
-      int32_t last = int32_t(window.last_pixel(m1) / ptm);
+      first = tile.m == 0 ? 0 : int32_t(window.first_pixel(m0) / ptm);
+      last = int32_t(window.last_pixel(m1) / ptm);
       if (tile.m + 1 < tiles) {
         int32_t const next = int32_t(window.first_pixel(m1) / ptm) - 1;
         last = next > last ? next : last;
@@ -127,14 +183,21 @@ struct ConvWaits {
         last = producer_tiles_m - 1;
       }
       last = last < producer_tiles_m - 1 ? last : producer_tiles_m - 1;
-      for (int32_t pm = first; pm <= last; ++pm) input.wait_for(pm * ptm, 0, epoch, tile);
     }
+    int32_t r_first = 0, r_last = -1;
     if (residual.enabled) {
-      int32_t const first = int32_t(m0 / residual.policy.tile_m);
-      int32_t last = int32_t((m1 - 1) / residual.policy.tile_m);
-      last = last < residual_tiles_m - 1 ? last : residual_tiles_m - 1;
-      for (int32_t pm = first; pm <= last; ++pm) residual.wait_for(pm * residual.policy.tile_m, 0, epoch, tile);
+      r_first = int32_t(m0 / residual.policy.tile_m);
+      r_last = int32_t((m1 - 1) / residual.policy.tile_m);
+      r_last = r_last < residual_tiles_m - 1 ? r_last : residual_tiles_m - 1;
     }
+    int32_t const n_input = last - first + 1;
+    int32_t const count = n_input + (r_last - r_first + 1);
+    InputWait const* const edge_input = &input;
+    InputWait const* const edge_residual = &residual;
+    auto at = [&](int32_t i) {
+      return i < n_input ? RowWait{edge_input, first + i} : RowWait{edge_residual, r_first + (i - n_input)};
+    };
+    wait_rows_warp(count, at, epoch, tile, input.enabled ? input.timeout_ns : residual.timeout_ns);
   }
 };
 
@@ -153,8 +216,11 @@ struct TileSyncedConv : ConvKernel_ {
 
   CUTLASS_DEVICE static void invoke(Params const& params, SharedStorage& shared) {
     TileCoord const tile = begin_tile(params.sync);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (params.waits.wait_primary_first) asm volatile("griddepcontrol.wait;" : : : "memory");
+#endif
     if (params.sync.enabled) {
-      if (threadIdx.x == 0) params.waits.wait(params.sync.input, current_epoch(params.sync.state), tile);
+      if (threadIdx.x < 32) params.waits.wait(params.sync.input, current_epoch(params.sync.state), tile);
       __syncthreads();
     }
     Base conv;
@@ -223,7 +289,9 @@ struct SyncedConv {
         cutlass::conv::Mode::kCrossCorrelation, 1, 1);
   }
 
-  static Status launch(Problem const& pr, StageSync sync, ConvWaits waits, cudaStream_t stream) {
+  // programmatic: launched as a programmatic dependent of the kernel before it on `stream` (sm90), which may
+  // still be running; the tile waits order this stage after the producer rows it reads.
+  static Status launch(Problem const& pr, StageSync sync, ConvWaits waits, bool programmatic, cudaStream_t stream) {
     if (kResidual && pr.residual == nullptr) return Status::kInvalidArgument;
     cutlass::conv::Conv2dProblemSize const size = problem_size(pr);
     using Arguments = typename Device::Arguments;
@@ -237,9 +305,18 @@ struct SyncedConv {
                    const_cast<Element*>(pr.bias), nullptr, 0, 0);
     if (Device::can_implement(args) != cutlass::Status::kSuccess) return Status::kCutlassError;
     Params params{typename Kernel::Base::Params(args, nullptr), sync, waits};
-    dim3 const grid(unsigned(sync.tiles_m * sync.tiles_n));
-    tile_synced_conv_kernel<Kernel><<<grid, Kernel::kThreadCount, kSmemBytes, stream>>>(params);
-    return cudaGetLastError() == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(unsigned(sync.tiles_m * sync.tiles_n));
+    config.blockDim = dim3(unsigned(Kernel::kThreadCount));
+    config.dynamicSmemBytes = size_t(kSmemBytes);
+    config.stream = stream;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = programmatic ? 1 : 0;
+    cudaError_t const err = cudaLaunchKernelEx(&config, tile_synced_conv_kernel<Kernel>, params);
+    return err == cudaSuccess ? Status::kSuccess : Status::kCudaError;
   }
 };
 

@@ -16,6 +16,7 @@ struct ConvLaunch {
   void* y;
   StageSync sync;
   ConvWaits waits;
+  bool programmatic;     // a programmatic dependent launch of the kernel before it on the stream (sm90)
 };
 
 // The stage's CUTLASS problem from the table row and the run's batch.
@@ -26,7 +27,7 @@ Status launch_conv(ConvStageInfo const& info, ConvLaunch const& l, cudaStream_t 
                                        static_cast<Element const*>(l.x), static_cast<Element const*>(l.filter),
                                        static_cast<Element const*>(l.bias), static_cast<Element const*>(l.residual),
                                        static_cast<Element*>(l.y)};
-  return Conv::launch(problem, l.sync, l.waits, stream);
+  return Conv::launch(problem, l.sync, l.waits, l.programmatic, stream);
 }
 
 }  // namespace cusync::conv

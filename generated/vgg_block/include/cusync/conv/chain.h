@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include <cuda_runtime.h>
@@ -43,7 +44,55 @@ struct ConvTables {
   ConvPrepareFn const* prepare;
   ConvOccupancyFn const* occupancy;
   int element_bytes;
+  // The kernels were built for a target with programmatic dependent launch (sm_90: every block triggers the
+  // next stage's launch at entry), so the overlap may run on one stream where the device has it too.
+  bool programmatic;
 };
+
+// How run() computes the chain at a batch (mode() picks; set_mode() overrides).
+enum class ConvMode : int {
+  kAuto = 0,        // set_mode(kAuto): back to mode()'s own choice
+  kSequential = 1,  // the kernels back to back (run_sequential)
+  kOverlap = 2,     // tile-synced (run_overlapped)
+  kChained = 3,     // the kernels back to back, each a programmatic dependent launch of the one before (run_chained)
+};
+
+inline char const* to_string(ConvMode mode) {
+  switch (mode) {
+    case ConvMode::kAuto: return "auto";
+    case ConvMode::kSequential: return "back-to-back";
+    case ConvMode::kOverlap: return "overlap";
+    case ConvMode::kChained: return "back-to-back+PDL";
+  }
+  return "?";
+}
+
+// run()'s rule (ConvChain::mode without set_mode or autotune), for the chain's producers (the stages some stage
+// reads): tiles[i] tiles of producer names[i] at this batch, slots[i] of its blocks on the GPU at once. The
+// overlap where some producer has more tiles than one wave; else back to back, chained with programmatic
+// dependent launch where `programmatic`: every producer's tiles then run at once and end together, so no
+// consumer tile can start early and the overlap could only add its fixed cost. Writes why into `reason`.
+// cusync_gen/conv_plan.py (ConvPlan.run_mode) mirrors it, reason text included (tests/test_conv.py).
+inline ConvMode default_conv_mode(int count, int64_t const* tiles, int64_t const* slots, char const* const* names,
+                                  bool programmatic, char* reason, int reason_size) {
+  int widest = -1;  // the producer with the most waves (the first of equals)
+  for (int i = 0; i < count; ++i) {
+    if (widest < 0 || tiles[i] * slots[widest] > tiles[widest] * slots[i]) widest = i;
+  }
+  if (widest < 0) {
+    std::snprintf(reason, size_t(reason_size), "one stage: back-to-back");
+    return ConvMode::kSequential;
+  }
+  bool const overlap = tiles[widest] > slots[widest];
+  ConvMode const mode = overlap ? ConvMode::kOverlap : programmatic ? ConvMode::kChained : ConvMode::kSequential;
+  std::snprintf(reason, size_t(reason_size),
+                overlap ? "rule: %s has %lld tiles, more than one wave (%lld blocks at once): %s"
+                        : "rule: every producer fits in one wave (%s: %lld tiles, %lld blocks at once): %s",
+                names[widest], (long long)tiles[widest], (long long)slots[widest], to_string(mode));
+  return mode;
+}
+
+constexpr int kMaxTunedBatches = 16;  // autotune(): batches timed
 
 // Device pointers of one run: the chain input [batch, h, w, c] (NHWC), each stage's filters [k, r, s, c]
 // (KRSC), bias [k] (stages with bias) and output [batch, p, q, k] (NHWC, dense).
@@ -64,10 +113,19 @@ class ConvChain {
 
   // Allocates the chain's state and semaphores for batches up to max_batch (synchronizes `stream`).
   Status initialize(int max_batch, cudaStream_t stream);
-  // The tile-synced overlap: every stage in flight at once, each tile waiting for the rows it reads.
+  // mode(args.batch): back to back or the tile-synced overlap, whichever mode() picks at this batch.
   Status run(ConvArguments const& args, cudaStream_t stream);
+  // The tile-synced overlap: every stage in flight at once, each tile waiting for the rows it reads. On a
+  // device with programmatic dependent launch (compute capability 9.0+, kernels built for sm_90) all on
+  // `stream`, each stage a programmatic dependent launch of the one before; else on two streams with the
+  // wait kernels (see run_overlapped in chain.cuh).
+  Status run_overlapped(ConvArguments const& args, cudaStream_t stream);
   // The same kernels back to back on `stream`, no waits or posts (bitwise identical results).
   Status run_sequential(ConvArguments const& args, cudaStream_t stream);
+  // The same, each stage a programmatic dependent launch of the one before where programmatic() (it waits for
+  // the whole previous kernel with griddepcontrol.wait before its first load, but is already resident when
+  // that kernel ends): the launch gap hidden. Elsewhere the same as run_sequential.
+  Status run_chained(ConvArguments const& args, cudaStream_t stream);
   // One stage alone (its input must be ready), for per-layer timing.
   Status run_stage(int stage, ConvArguments const& args, cudaStream_t stream);
   // kSyncTimeout when a wait of an earlier run gave up (`info` says which); clears the record.
@@ -85,11 +143,34 @@ class ConvChain {
   // once (then no spinning block can keep a producer block from starting). `force` makes it always wait.
   bool waits_for_start(int batch) const;
   void set_always_wait_kernel(bool always) { always_wait_ = always; }
+  // Whether run_overlapped() uses one stream with programmatic dependent launch (else two streams and the
+  // wait kernels); set_two_streams(true) forces the latter (for comparison and tests).
+  bool programmatic() const { return t_->programmatic && cc_major_ >= 9 && !two_streams_; }
+  void set_two_streams(bool two) { two_streams_ = two; }
+  // false: the overlap's blocks take their tiles in the hardware's block order (row-major blockIdx), counting
+  // their start without waiting for the answer; true (the default): from an atomic ticket in tile order.
+  void set_ticket_order(bool tickets) { ticket_order_ = tickets; }
+
+  // run()'s choice at `batch`: set_mode() first; else autotune()'s table (the smallest timed batch >= batch);
+  // else the rule: the overlap where some producer stage has more tiles than one wave (its grid over the
+  // SMs times its blocks per SM), back to back where every producer fits in one wave (all its tiles run at
+  // once and end together, so no consumer tile can start early and the overlap only adds its fixed cost):
+  // chained with programmatic dependent launch where programmatic(), else plain.
+  // cusync_gen/conv_plan.py (ConvPlan.run_mode) mirrors the rule.
+  ConvMode mode(int batch) const;
+  char const* mode_reason(int batch) const;  // why mode(batch); valid until the next call
+  void set_mode(ConvMode mode) { mode_override_ = mode; }
+  // Times back to back, the overlap and (where programmatic()) back to back chained with PDL at each of
+  // batches[0..count) on this GPU (CUDA graphs of args' tensors, `rounds` runs each, round robin, medians)
+  // and makes the fastest run()'s choice at that batch. Synchronizes `stream`; args' outputs are overwritten.
+  Status autotune(ConvArguments const& args, int const* batches, int count, int rounds, cudaStream_t stream);
+  void clear_autotune() { tuned_count_ = 0; }
 
  private:
   Status check(ConvArguments const& args);
   bool has_consumer(int stage) const;
-  Status launch_stage(int stage, ConvArguments const& args, bool synced, cudaStream_t stream);
+  Status launch_stage(int stage, ConvArguments const& args, bool synced, cudaStream_t stream, bool programmatic);
+  Status run_unsynced(ConvArguments const& args, cudaStream_t stream, bool programmatic);
 
   ConvTables const* t_;
   void* state_ = nullptr;
@@ -101,6 +182,15 @@ class ConvChain {
   int sms_ = 0;
   int blocks_per_sm_[kMaxConvStages] = {};
   bool always_wait_ = false;
+  int cc_major_ = 0;
+  bool two_streams_ = false;
+  bool ticket_order_ = true;
+  ConvMode mode_override_ = ConvMode::kAuto;
+  int tuned_count_ = 0;
+  int tuned_batch_[kMaxTunedBatches] = {};
+  ConvMode tuned_mode_[kMaxTunedBatches] = {};
+  float tuned_us_[kMaxTunedBatches][3] = {};  // back to back, overlap, back to back + PDL (0: not timed)
+  mutable char mode_reason_[256] = {};
   cudaStream_t side_ = nullptr;
   cudaEvent_t fork_ = nullptr;
   cudaEvent_t join_ = nullptr;
