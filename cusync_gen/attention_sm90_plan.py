@@ -23,9 +23,19 @@ from cusync_gen.spec.model import TARGETS, Arch, AttentionSpec, Dtype
 #: FMHA tile (query rows x keys) and warp groups: CUTLASS's cooperative configuration for head_dim 128.
 FMHA_TILE_M = 128
 FMHA_TILE_N = 128
-#: Keys per decode CTA (and threads per CTA): the split size is fixed, so a sequence's result does not
-#: depend on the batch it runs in (kDecodeSplit in kernels.cuh must match: the config asserts it).
-DECODE_SPLIT = 128
+#: Keys per ring stage of the tensor-core decode (kDecodeStageKeys in kernels.cuh): a split is whole stages.
+DECODE_STAGE_KEYS = 64
+#: Split sizes the plan picks from, largest first (keys per decode CTA). The split is fixed per layer, so
+#: a sequence's result does not depend on the batch it runs in nor on its neighbours' cache lengths.
+DECODE_SPLITS = (512, 256, 128)
+#: The CUDA-core comparison kernel's split (kDecodeSimtSplit in kernels.cuh).
+DECODE_SIMT_SPLIT = 128
+#: Decode CTAs resident per SM (3 ring stages of 34 KB each: two CTAs in 228 KB of shared memory).
+DECODE_CTAS_PER_SM = 2
+#: The step the split is sized for: the smallest batch whose cache reads dominate the step (8 sequences of
+#: 16384 cached tokens) must still fill every resident CTA slot.
+DECODE_REF_BATCH = 8
+DECODE_REF_CACHE = 16384
 #: The most packed query heads per KV head (the decode kernel keeps G scores per thread in registers).
 MAX_GROUP = 16
 #: Most rows (batch x new tokens) and cache tokens a run may have (int32 indices in the kernels).
@@ -81,14 +91,22 @@ class AttentionSm90Plan:
 
     @property
     def decode_split(self) -> int:
-        return DECODE_SPLIT
+        """Keys per decode CTA: the largest of DECODE_SPLITS that still gives DECODE_CTAS_PER_SM CTAs per SM
+        at DECODE_REF_BATCH sequences of DECODE_REF_CACHE cached tokens (a longer split amortizes the ring's
+        fill and the partial's write over more keys; a shorter one keeps more SMs reading at small batch).
+        Fixed per layer: never a function of the run's batch (benchmarks/NOTES.md f4)."""
+        slots = DECODE_CTAS_PER_SM * self.sms
+        for split in DECODE_SPLITS:
+            if DECODE_REF_BATCH * self.kv_heads * math.ceil(DECODE_REF_CACHE / split) >= slots:
+                return split
+        return DECODE_SPLITS[-1]
 
     @property
     def decode_mma(self) -> bool:
-        """The decode split on tensor cores when G > 1 query heads share a KV head (the CUDA-core kernel's
-        multiply-adds scale with G: measured 1.5x slower at G = 8), on CUDA cores for G = 1 (the tensor-core
-        kernel fills one row of its 16 and measured 1.0-1.2x slower there; benchmarks/NOTES.md f2)."""
-        return self.group > 1
+        """The pipelined tensor-core decode for every G (a 3-stage cp.async ring, per-warp online softmax;
+        benchmarks/NOTES.md f4). The CUDA-core kernel (128-key splits, one load then compute) stays as the
+        comparison (Layer::decode_mma = false, bench --decode-simt)."""
+        return True
 
     @property
     def rotary_base_cpp(self) -> str:
@@ -109,9 +127,10 @@ class AttentionSm90Plan:
         out = {"qkv": f"cuBLASLt [{rows}, {self.qkv_width}] x K={self.hidden}",
                "rope": f"{math.ceil(rows * (self.heads + 2 * self.kv_heads) * self.head_dim / 2 / 256)} blocks of 256"}
         if self._is_step(shape):
-            splits = math.ceil(shape.keys / DECODE_SPLIT)
+            split = self.decode_split if self.decode_mma else DECODE_SIMT_SPLIT
+            splits = math.ceil(shape.keys / split)
             kind = "tensor-core" if self.decode_mma else "CUDA-core"
-            out["attention"] = (f"{kind} decode {splits} x {self.kv_heads} x {shape.batch} CTAs ({DECODE_SPLIT} keys, "
+            out["attention"] = (f"{kind} decode {splits} x {self.kv_heads} x {shape.batch} CTAs ({split} keys, "
                                 f"{self.group} heads each) + combine {self.heads} x {shape.batch}")
         else:
             q_rows = shape.new_tokens * self.group

@@ -83,7 +83,21 @@ def test_describe_picks_fmha_for_prompts_and_decode_for_steps() -> None:
     prompt = plan.describe(AttentionShape(1, 1000, 0))
     assert "FMHA 63 x 1 x 1 CTAs (8000 query rows, 1000 keys)" in prompt
     step = plan.describe(AttentionShape(32, 1, 4095))
-    assert "decode 32 x 1 x 32 CTAs" in step and "combine 8 x 32" in step
+    assert "decode 16 x 1 x 32 CTAs (256 keys" in step and "combine 8 x 32" in step
+
+
+def test_decode_split_is_fixed_per_layer_and_fills_the_sms_at_batch_8() -> None:
+    """The split (keys per decode CTA) comes from the layer alone, never from a run's batch (bitwise
+    batch invariance), and is whole 64-key ring stages; llama (1 KV head) 256 keys, gpt3 (12) 512."""
+    from cusync_gen.attention_sm90_plan import DECODE_CTAS_PER_SM, DECODE_STAGE_KEYS
+    llama = plan_of()
+    gpt3 = plan_of_spec(parse_spec(yaml.safe_load((EXAMPLE_DIR / "gpt3_attention_sm90.yaml").read_text())))
+    assert (llama.decode_split, gpt3.decode_split) == (256, 512)
+    for plan in (llama, gpt3):
+        assert plan.decode_mma and plan.decode_split % DECODE_STAGE_KEYS == 0
+        assert 8 * plan.kv_heads * (16384 // plan.decode_split) >= DECODE_CTAS_PER_SM * plan.sms
+        for batch in (1, 8, 64):
+            assert f"({plan.decode_split} keys" in plan.describe(AttentionShape(batch, 1, 4095))
 
 
 def test_old_sm80_spec_keeps_its_hash() -> None:

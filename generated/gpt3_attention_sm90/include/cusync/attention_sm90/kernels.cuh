@@ -97,7 +97,7 @@ __global__ void rope_append(T const* __restrict__ qkv, T* __restrict__ q, T* __r
 // unnormalized fp32 partial output with its row max and sum; the combine kernel reduces the splits in
 // a fixed order (deterministic, and the split size does not depend on the batch). CUDA cores, fp32:
 // the stage is bound by reading the cache (G x dh x 4 FLOP per 4 dh bytes of K and V).
-constexpr int kDecodeSplit = 128;   // keys per CTA = threads per CTA
+constexpr int kDecodeSimtSplit = 128;  // keys per CTA = threads per CTA (the CUDA-core kernel)
 constexpr int kDecodeThreads = 128;
 
 template <int kHeadDim, int kGroup>
@@ -106,8 +106,8 @@ struct DecodeSmem {
   static constexpr int kKRow = kHeadDim + kRowPad;
   template <class T>
   static constexpr size_t bytes() {
-    return size_t(kDecodeSplit) * kKRow * sizeof(T) + size_t(kDecodeSplit) * kHeadDim * sizeof(T) +
-           size_t(kGroup) * kHeadDim * sizeof(float) + size_t(kGroup) * kDecodeSplit * sizeof(float) +
+    return size_t(kDecodeSimtSplit) * kKRow * sizeof(T) + size_t(kDecodeSimtSplit) * kHeadDim * sizeof(T) +
+           size_t(kGroup) * kHeadDim * sizeof(float) + size_t(kGroup) * kDecodeSimtSplit * sizeof(float) +
            size_t(2) * (kDecodeThreads / 32) * kGroup * sizeof(float);
   }
 };
@@ -129,22 +129,22 @@ decode_split(T const* __restrict__ q, T const* __restrict__ k_cache, T const* __
   using Smem = DecodeSmem<kHeadDim, kGroup>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* sK = reinterpret_cast<T*>(smem_raw);                              // (kSplit, kKRow)
-  T* sV = sK + kDecodeSplit * Smem::kKRow;                             // (kSplit, dh)
-  float* sQ = reinterpret_cast<float*>(sV + kDecodeSplit * kHeadDim);  // (G, dh), pre-scaled by scale_log2
+  T* sV = sK + kDecodeSimtSplit * Smem::kKRow;                             // (kSplit, dh)
+  float* sQ = reinterpret_cast<float*>(sV + kDecodeSimtSplit * kHeadDim);  // (G, dh), pre-scaled by scale_log2
   float* sP = sQ + kGroup * kHeadDim;                                  // (G, kSplit)
-  float* sRed = sP + kGroup * kDecodeSplit;                            // (2, warps, G)
+  float* sRed = sP + kGroup * kDecodeSimtSplit;                            // (2, warps, G)
 
   wait_for_previous_kernel();
   int const split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   int const keys = cache_len[b] + 1;  // the new token was appended
-  int const first = split * kDecodeSplit;
+  int const first = split * kDecodeSimtSplit;
   if (first >= keys) return;          // the combine reads only ceil(keys / kSplit) splits
-  int const valid = min(kDecodeSplit, keys - first);
+  int const valid = min(kDecodeSimtSplit, keys - first);
   int const tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
 
   // K and V rows [first, first + kSplit) of (b, kvh): 16-byte cp.async, rows past `keys` zero-filled.
   constexpr int kChunks = kHeadDim / 8;
-  for (int c = tid; c < kDecodeSplit * kChunks; c += kDecodeThreads) {
+  for (int c = tid; c < kDecodeSimtSplit * kChunks; c += kDecodeThreads) {
     int const key = c / kChunks, col = (c % kChunks) * 8;
     bool const ok = key < valid;
     int64_t const off = ((int64_t(b) * capacity + first + (ok ? key : 0)) * kv_heads + kvh) * kHeadDim + col;
@@ -195,7 +195,7 @@ decode_split(T const* __restrict__ q, T const* __restrict__ k_cache, T const* __
     for (int w = 1; w < kDecodeThreads / 32; ++w) v = fmaxf(v, sRed[w * kGroup + g]);
     m[g] = v;  // finite: key `first` is always live
     float const p = live ? exp2f(s[g] - v) : 0.f;
-    sP[g * kDecodeSplit + tid] = p;
+    sP[g * kDecodeSimtSplit + tid] = p;
     float sum = p;
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
@@ -220,7 +220,7 @@ decode_split(T const* __restrict__ q, T const* __restrict__ k_cache, T const* __
     float const v = to_float(sV[key * kHeadDim + d]);
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) {
-      if (g % kPerCol == g0) acc[g] = fmaf(sP[g * kDecodeSplit + key], v, acc[g]);
+      if (g % kPerCol == g0) acc[g] = fmaf(sP[g * kDecodeSimtSplit + key], v, acc[g]);
     }
   }
   // Partials: o_part (b, kvh, split, g, dh); ml_part (b, kvh, split, g, {m, l}).
@@ -261,49 +261,71 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t const (&a)[4],
   }
 }
 
+// One split = kSplit consecutive keys (the plan's decode_split, a multiple of kDecodeStageKeys) walked
+// through a kDecodeStages-deep cp.async ring of kDecodeStageKeys-key stages (K and V, 64 x 2 x dh x 2 B
+// = 32 KB at dh 128): the loads of stage j + kStages - 1 are issued before stage j is computed, so a
+// CTA keeps two stages in flight while it computes, and two CTAs fit on an SM (3 x 34 KB each).
+// Each warp takes 16 keys of every stage and keeps its own online softmax state (row max, sum, output
+// fragments) across the split's stages; at the end the four warps' states are merged in warp order.
+constexpr int kDecodeStageKeys = 64;
+constexpr int kDecodeStages = 3;
+
 template <int kHeadDim>
 struct DecodeMmaSmem {
   static constexpr int kRow = kHeadDim + 8;  // 16 bytes of padding: 8 rows' 16-byte pieces fall in 32 banks
+  static constexpr int kStageElems = 2 * kDecodeStageKeys * kRow;  // K then V
   template <class T>
   static constexpr size_t bytes() {
-    return size_t(2) * kDecodeSplit * kRow * sizeof(T) + size_t(2) * (kDecodeThreads / 32) * 16 * sizeof(float);
+    return size_t(kDecodeStages) * kStageElems * sizeof(T) + size_t(2) * (kDecodeThreads / 32) * 16 * sizeof(float);
   }
 };
 
-template <class T, int kHeadDim, int kGroup>
-__global__ void __launch_bounds__(kDecodeThreads)
+template <class T, int kHeadDim, int kGroup, int kSplit>
+__global__ void __launch_bounds__(kDecodeThreads, 2)
 decode_split_mma(T const* __restrict__ q, T const* __restrict__ k_cache, T const* __restrict__ v_cache,
                  int const* __restrict__ cache_len, float* __restrict__ o_part, float* __restrict__ ml_part,
                  int kv_heads, int capacity, int max_splits, float scale_log2) {
   static_assert(kHeadDim % 16 == 0, "head_dim must be a multiple of 16 for the mma decode");
   static_assert(kGroup >= 1 && kGroup <= 16, "at most 16 query heads per KV head (one 16-row mma tile)");
-  static_assert(kDecodeSplit == 4 * 32 && kDecodeThreads == 128, "four warps of 32 keys");
+  static_assert(kDecodeStageKeys == 4 * 16 && kDecodeThreads == 128, "four warps of 16 keys per stage");
+  static_assert(kSplit % kDecodeStageKeys == 0 && kSplit > 0, "the decode split is whole ring stages");
   constexpr int kWarps = kDecodeThreads / 32, kRow = DecodeMmaSmem<kHeadDim>::kRow;
+  constexpr int kStageElems = DecodeMmaSmem<kHeadDim>::kStageElems;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* sK = reinterpret_cast<T*>(smem_raw);                          // (kSplit, kRow)
-  T* sV = sK + kDecodeSplit * kRow;                                // (kSplit, kRow)
-  float* sMax = reinterpret_cast<float*>(sV + kDecodeSplit * kRow);  // (warps, 16)
-  float* sSum = sMax + kWarps * 16;                                // (warps, 16)
-  float* sO = reinterpret_cast<float*>(sK);                        // (warps, 16, dh): over K once scored
+  T* ring = reinterpret_cast<T*>(smem_raw);                                      // kStages x (K, V) stages
+  float* sMax = reinterpret_cast<float*>(ring + kDecodeStages * kStageElems);    // (warps, 16)
+  float* sSum = sMax + kWarps * 16;                                              // (warps, 16)
+  float* sO = reinterpret_cast<float*>(ring);  // (warps, 16, dh): over the ring once every stage is consumed
 
   wait_for_previous_kernel();
   int const split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   int const keys = cache_len[b] + 1;
-  int const first = split * kDecodeSplit;
+  int const first = split * kSplit;
   if (first >= keys) return;
-  int const valid = min(kDecodeSplit, keys - first);
+  int const valid = min(kSplit, keys - first);
+  int const stages = (valid + kDecodeStageKeys - 1) / kDecodeStageKeys;
   int const tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   int const gid = lane / 4, quad = (lane % 4) * 2;  // mma fragment row and column pair
 
+  // Stage j: keys [first + 64 j, +64) of (b, kvh) into ring slot j % kStages; keys past `valid` zero-filled.
   constexpr int kChunks = kHeadDim / 8;
-  for (int c = tid; c < kDecodeSplit * kChunks; c += kDecodeThreads) {
-    int const key = c / kChunks, col = (c % kChunks) * 8;
-    bool const ok = key < valid;
-    int64_t const off = ((int64_t(b) * capacity + first + (ok ? key : 0)) * kv_heads + kvh) * kHeadDim + col;
-    cp_async_16(sK + key * kRow + col, k_cache + off, ok);
-    cp_async_16(sV + key * kRow + col, v_cache + off, ok);
+  auto load_stage = [&](int j) {
+    T* sK = ring + (j % kDecodeStages) * kStageElems;
+    T* sV = sK + kDecodeStageKeys * kRow;
+    for (int c = tid; c < kDecodeStageKeys * kChunks; c += kDecodeThreads) {
+      int const key = c / kChunks, col = (c % kChunks) * 8;
+      int const k = j * kDecodeStageKeys + key;
+      bool const ok = k < valid;
+      int64_t const off = ((int64_t(b) * capacity + first + (ok ? k : 0)) * kv_heads + kvh) * kHeadDim + col;
+      cp_async_16(sK + key * kRow + col, k_cache + off, ok);
+      cp_async_16(sV + key * kRow + col, v_cache + off, ok);
+    }
+  };
+#pragma unroll
+  for (int j = 0; j < kDecodeStages - 1; ++j) {
+    if (j < stages) load_stage(j);
+    asm volatile("cp.async.commit_group;" ::: "memory");  // empty groups keep the count uniform
   }
-  asm volatile("cp.async.commit_group;" ::: "memory");
 
   // Q as A fragments for all of head_dim: rows gid and gid + 8 (query heads; zero past G).
   constexpr int kSteps = kHeadDim / 16;
@@ -321,99 +343,116 @@ decode_split_mma(T const* __restrict__ q, T const* __restrict__ k_cache, T const
       qa[ks][half * 2 + 1] = hi;
     }
   }
-  asm volatile("cp.async.wait_group 0;" ::: "memory");
-  __syncthreads();
 
-  // S = Q K^T for this warp's 32 keys: 4 n-tiles of 8 keys.
-  float s[4][4];
-  int const key0 = warp * 32;
+  // This warp's online softmax state: rows gid (h = 0) and gid + 8 (h = 1), log2 units.
+  float m[2] = {-INFINITY, -INFINITY}, sum[2] = {0.f, 0.f};
+  float o[kHeadDim / 8][4];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
-    T const* krow = sK + (key0 + j * 8 + gid) * kRow + quad;
+  for (int nd = 0; nd < kHeadDim / 8; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.f;
+  int const key0 = warp * 16;  // this warp's keys in every stage
+
+  for (int j = 0; j < stages; ++j) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(kDecodeStages - 2) : "memory");  // stage j landed (this thread's part)
+    __syncthreads();  // every thread's part of stage j landed, and every warp is done with stage j - 1's slot
+    if (j + kDecodeStages - 1 < stages) load_stage(j + kDecodeStages - 1);  // into stage j - 1's slot
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    T const* sK = ring + (j % kDecodeStages) * kStageElems;
+    T const* sV = sK + kDecodeStageKeys * kRow;
+
+    // S = Q K^T for this warp's 16 keys: 2 n-tiles of 8 keys.
+    float s[2][4];
 #pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks) {
-      uint32_t const b0 = *reinterpret_cast<uint32_t const*>(krow + ks * 16);
-      uint32_t const b1 = *reinterpret_cast<uint32_t const*>(krow + ks * 16 + 8);
-      mma_16816<T>(s[j], qa[ks], b0, b1);
+    for (int t = 0; t < 2; ++t) {
+      s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
+      T const* krow = sK + (key0 + t * 8 + gid) * kRow + quad;
+#pragma unroll
+      for (int ks = 0; ks < kSteps; ++ks) {
+        uint32_t const b0 = *reinterpret_cast<uint32_t const*>(krow + ks * 16);
+        uint32_t const b1 = *reinterpret_cast<uint32_t const*>(krow + ks * 16 + 8);
+        mma_16816<T>(s[t], qa[ks], b0, b1);
+      }
+    }
+    // Scale, mask keys past the split's valid ones, and update the running max.
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int const key = j * kDecodeStageKeys + key0 + t * 8 + quad + (e & 1);
+        s[t][e] = key < valid ? s[t][e] * scale_log2 : -INFINITY;
+        mx[e >> 1] = fmaxf(mx[e >> 1], s[t][e]);
+      }
+    }
+    float ref[2], alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      ref[h] = mx[h] == -INFINITY ? 0.f : mx[h];  // no live key yet: every p and alpha below is 0
+      alpha[h] = exp2f(m[h] - ref[h]);
+      m[h] = mx[h];
+      sum[h] *= alpha[h];
+    }
+#pragma unroll
+    for (int nd = 0; nd < kHeadDim / 8; ++nd) {
+      o[nd][0] *= alpha[0], o[nd][1] *= alpha[0], o[nd][2] *= alpha[1], o[nd][3] *= alpha[1];
+    }
+    uint32_t pa[4];  // P as the A fragment of one k-step: n-tile 0 (columns quad), n-tile 1 (columns + 8)
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      float p[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        p[e] = exp2f(s[t][e] - ref[e >> 1]);
+        sum[e >> 1] += p[e];
+      }
+      pa[t * 2 + 0] = pack2<T>(p[0], p[1]);
+      pa[t * 2 + 1] = pack2<T>(p[2], p[3]);
+    }
+    // O += P V over the warp's 16 keys; V's B fragments by ldmatrix.trans, two n-tiles (16 columns) at a time.
+#pragma unroll
+    for (int nd = 0; nd < kHeadDim / 8; nd += 2) {
+      T const* src = sV + (key0 + (lane & 15)) * kRow + nd * 8 + (lane >> 4) * 8;
+      unsigned const addr = unsigned(__cvta_generic_to_shared(src));
+      uint32_t b0, b1, b2, b3;
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3) : "r"(addr));
+      mma_16816<T>(o[nd], pa, b0, b1);
+      mma_16816<T>(o[nd + 1], pa, b2, b3);
     }
   }
-  // Scale to log2 units, mask keys past the sequence, and take each row's max over the split.
-  float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      int const key = key0 + j * 8 + quad + (e & 1);
-      s[j][e] = key < valid ? s[j][e] * scale_log2 : -INFINITY;
-      mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
-    }
-  }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-  }
-  if (quad == 0) sMax[warp * 16 + gid] = mx[0], sMax[warp * 16 + gid + 8] = mx[1];
-  __syncthreads();  // every warp has scored: the K tile is free for the partial outputs from here
-  float m[2], sum[2] = {0.f, 0.f};
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    m[h] = sMax[gid + h * 8];
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) m[h] = fmaxf(m[h], sMax[w * 16 + gid + h * 8]);  // finite: key `first` is live
-  }
-  uint32_t pa[2][4];  // P as A fragments: k-step t covers n-tiles 2t (columns quad) and 2t + 1 (columns + 8)
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    float p[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      p[e] = exp2f(s[j][e] - m[e >> 1]);
-      sum[e >> 1] += p[e];
-    }
-    pa[j / 2][(j % 2) * 2 + 0] = pack2<T>(p[0], p[1]);
-    pa[j / 2][(j % 2) * 2 + 1] = pack2<T>(p[2], p[3]);
-  }
+  asm volatile("cp.async.wait_group 0;" ::: "memory");  // only empty groups are left
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
     sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
   }
-  if (quad == 0) sSum[warp * 16 + gid] = sum[0], sSum[warp * 16 + gid + 8] = sum[1];
-
-  // O = P V over this warp's 32 keys; V's B fragments by ldmatrix.trans, two n-tiles (16 columns) at a time.
-  float o[kHeadDim / 8][4];
-#pragma unroll
-  for (int nd = 0; nd < kHeadDim / 8; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.f;
-#pragma unroll
-  for (int t = 0; t < 2; ++t) {
-#pragma unroll
-    for (int nd = 0; nd < kHeadDim / 8; nd += 2) {
-      T const* src = sV + (key0 + t * 16 + (lane & 15)) * kRow + nd * 8 + (lane >> 4) * 8;
-      unsigned const addr = unsigned(__cvta_generic_to_shared(src));
-      uint32_t b0, b1, b2, b3;
-      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                   : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3) : "r"(addr));
-      mma_16816<T>(o[nd], pa[t], b0, b1);
-      mma_16816<T>(o[nd + 1], pa[t], b2, b3);
-    }
+  __syncthreads();  // every warp is done with the ring: its partial outputs go over it
+  if (quad == 0) {
+    sMax[warp * 16 + gid] = m[0], sMax[warp * 16 + gid + 8] = m[1];
+    sSum[warp * 16 + gid] = sum[0], sSum[warp * 16 + gid + 8] = sum[1];
   }
-  // The warps' partials into shared memory (over K), then summed in warp order: deterministic.
 #pragma unroll
   for (int nd = 0; nd < kHeadDim / 8; ++nd) {
-    float* row0 = sO + (warp * 16 + gid) * kHeadDim + nd * 8 + quad;
-    float* row8 = sO + (warp * 16 + gid + 8) * kHeadDim + nd * 8 + quad;
-    *reinterpret_cast<float2*>(row0) = make_float2(o[nd][0], o[nd][1]);
-    *reinterpret_cast<float2*>(row8) = make_float2(o[nd][2], o[nd][3]);
+    if (gid < kGroup) {
+      *reinterpret_cast<float2*>(sO + (warp * 16 + gid) * kHeadDim + nd * 8 + quad) = make_float2(o[nd][0], o[nd][1]);
+    }
+    if (gid + 8 < kGroup) {
+      *reinterpret_cast<float2*>(sO + (warp * 16 + gid + 8) * kHeadDim + nd * 8 + quad) = make_float2(o[nd][2], o[nd][3]);
+    }
   }
   __syncthreads();
+  // The warps' states merged in warp order (deterministic): the split's max M is finite (key `first` is
+  // warp 0's and live); a warp that saw no live key has m = -inf, weight 0 and o = 0.
   int64_t const base = (int64_t(b) * kv_heads + kvh) * max_splits + split;
   for (int i = tid; i < kGroup * kHeadDim; i += kDecodeThreads) {
     int const g = i / kHeadDim, d = i % kHeadDim;
+    float mm = sMax[g];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) mm = fmaxf(mm, sMax[w * 16 + g]);
     float acc = 0.f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) acc += sO[(w * 16 + g) * kHeadDim + d];
+    for (int w = 0; w < kWarps; ++w) acc = fmaf(exp2f(sMax[w * 16 + g] - mm), sO[(w * 16 + g) * kHeadDim + d], acc);
     o_part[(base * kGroup + g) * kHeadDim + d] = acc;
   }
   if (tid < kGroup) {
@@ -421,7 +460,7 @@ decode_split_mma(T const* __restrict__ q, T const* __restrict__ k_cache, T const
 #pragma unroll
     for (int w = 1; w < kWarps; ++w) mm = fmaxf(mm, sMax[w * 16 + tid]);
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) l += sSum[w * 16 + tid];
+    for (int w = 0; w < kWarps; ++w) l = fmaf(exp2f(sMax[w * 16 + tid] - mm), sSum[w * 16 + tid], l);
     ml_part[(base * kGroup + tid) * 2 + 0] = mm;
     ml_part[(base * kGroup + tid) * 2 + 1] = l;
   }
@@ -431,11 +470,11 @@ decode_split_mma(T const* __restrict__ q, T const* __restrict__ k_cache, T const
 template <class T, int kHeadDim, int kGroup>
 __global__ void __launch_bounds__(kHeadDim)
 decode_combine(float const* __restrict__ o_part, float const* __restrict__ ml_part, int const* __restrict__ cache_len,
-               T* __restrict__ o, int kv_heads, int max_splits) {
+               T* __restrict__ o, int kv_heads, int max_splits, int split_keys) {
   wait_for_previous_kernel();
   int const h = blockIdx.x, b = blockIdx.y, d = threadIdx.x;
   int const kvh = h / kGroup, g = h % kGroup;
-  int const splits = (cache_len[b] + 1 + kDecodeSplit - 1) / kDecodeSplit;
+  int const splits = (cache_len[b] + 1 + split_keys - 1) / split_keys;  // split_keys: the decode kernel's
   int64_t const base = (int64_t(b) * kv_heads + kvh) * max_splits;
   float mx = -INFINITY;
   for (int s = 0; s < splits; ++s) mx = fmaxf(mx, ml_part[((base + s) * kGroup + g) * 2]);

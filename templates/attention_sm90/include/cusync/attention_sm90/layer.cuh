@@ -3,7 +3,7 @@
 // launch overlaps the previous kernel's tail; griddepcontrol.wait orders their reads).
 //
 // Config (in the generated <name>.h): Element, kHidden, kHeads, kKvHeads, kHeadDim, kCausal,
-// kRotary, kRotaryBase, kDecodeSplit, kDecodeMma. Shapes are run-time: `batch` sequences of `new_tokens` each, after cache_len[b]
+// kRotary, kRotaryBase, kDecodeSplit (keys per tensor-core decode CTA), kDecodeMma. Shapes are run-time: `batch` sequences of `new_tokens` each, after cache_len[b]
 // cached tokens (uniform for a prompt; per sequence for a generation step, new_tokens = 1).
 #pragma once
 
@@ -57,7 +57,12 @@ struct Layer {
   using Prompt = PromptAttention<T, kHeadDim, kGroup, Config::kCausal>;
   using Gemm = cusync::sm90::LtGemm<T, cutlass::layout::RowMajor, cutlass::epilogue::thread::Identity>;
 
-  static int max_splits(int capacity) { return (capacity + kDecodeSplit - 1) / kDecodeSplit; }
+  // The plan's split (keys per tensor-core decode CTA): whole ring stages, and not below the CUDA-core
+  // kernel's 128, so max_splits (the partial buffers' split stride, sized for the smaller split) covers both.
+  static constexpr int kDecodeSplit = Config::kDecodeSplit;
+  static_assert(kDecodeSplit % kDecodeStageKeys == 0 && kDecodeSplit >= kDecodeSimtSplit,
+                "the plan's decode split must be a multiple of 64 keys and at least 128 (regenerate)");
+  static int max_splits(int capacity) { return (capacity + kDecodeSimtSplit - 1) / kDecodeSimtSplit; }
 
   cusync::sm90::LtContext* lt = nullptr;
   typename Prompt::Operation fmha;
@@ -76,7 +81,7 @@ struct Layer {
     auto smem_mma = DecodeMmaSmem<kHeadDim>::template bytes<T>();
     if (cudaFuncSetAttribute(decode_split<T, kHeadDim, kGroup>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(smem)) != cudaSuccess ||
-        cudaFuncSetAttribute(decode_split_mma<T, kHeadDim, kGroup>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaFuncSetAttribute(decode_split_mma<T, kHeadDim, kGroup, kDecodeSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(smem_mma)) != cudaSuccess) {
       return Status::kCudaError;
     }
@@ -153,18 +158,20 @@ struct Layer {
   }
 
   Status decode(Shape const& s, Buffers const& b, cudaStream_t stream) {
-    int const splits = max_splits(b.capacity);
+    int const stride = max_splits(b.capacity);  // the partial buffers' split stride
+    int const split_keys = decode_mma ? kDecodeSplit : kDecodeSimtSplit;
+    int const splits = (b.capacity + split_keys - 1) / split_keys;  // CTAs past a sequence's keys exit at once
     float const scale_log2 = float(1.4426950408889634 / std::sqrt(double(kHeadDim)));
-    auto kernel = decode_mma ? decode_split_mma<T, kHeadDim, kGroup> : decode_split<T, kHeadDim, kGroup>;
+    auto kernel = decode_mma ? decode_split_mma<T, kHeadDim, kGroup, kDecodeSplit> : decode_split<T, kHeadDim, kGroup>;
     size_t const smem = decode_mma ? DecodeMmaSmem<kHeadDim>::template bytes<T>() : DecodeSmem<kHeadDim, kGroup>::template bytes<T>();
     cudaError_t e = launch_pdl(kernel, dim3(splits, kKvHeads, s.batch), dim3(kDecodeThreads), smem, stream,
                                static_cast<T const*>(b.q), static_cast<T const*>(b.k_cache),
                                static_cast<T const*>(b.v_cache), b.cache_len, b.o_part, b.ml_part, kKvHeads,
-                               b.capacity, splits, scale_log2);
+                               b.capacity, stride, scale_log2);
     if (e != cudaSuccess) return Status::kCudaError;
     e = launch_pdl(decode_combine<T, kHeadDim, kGroup>, dim3(kHeads, s.batch), dim3(kHeadDim), 0, stream,
                    static_cast<float const*>(b.o_part), static_cast<float const*>(b.ml_part), b.cache_len,
-                   static_cast<T*>(b.o), kKvHeads, splits);
+                   static_cast<T*>(b.o), kKvHeads, stride, split_keys);
     return e == cudaSuccess ? Status::kSuccess : Status::kCudaError;
   }
 
