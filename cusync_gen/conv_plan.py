@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cusync_gen.errors import UsageError
-from cusync_gen.plan import DEFAULT_SMS, TilePlan, _occupancy, plan_head, tile_plan
+from cusync_gen.plan import DEFAULT_SMS, TilePlan, occupancy, plan_head, tile_plan
 from cusync_gen.spec.archs import DEPENDENT_LAUNCH_TARGETS
 from cusync_gen.spec.model import (
     TARGETS,
@@ -254,7 +254,7 @@ def make_conv_plan(spec: ConvChainSpec, target: str | None = None) -> ConvPlan:
             index=i, name=st.name, producer=producer,
             residual=None if st.residual is None else names[st.residual],
             h=h, w=w, c=c, k=st.k, r=st.r, s=st.s, p=p, q=q, pad=st.padding, stride=st.stride, dilation=st.dilation,
-            bias=st.bias, epilogue=st.epilogue, tile=tile, blocks_per_sm=_occupancy(tile, spec.target)))
+            bias=st.bias, epilogue=st.epilogue, tile=tile, blocks_per_sm=occupancy(tile, spec.target)))
         names[st.name] = i
         shapes[i] = (p, q, st.k)
     return ConvPlan(

@@ -391,7 +391,7 @@ def _stage_plans(spec: ChainSpec) -> tuple[StagePlan, ...]:
                 out_policy=out_policy,
                 posts_per_semaphore=out_edge.wait_value if out_edge is not None else 0,
                 semaphores_per_row=_semaphores_per_row(s, tiles[i], out_policy, out_edge),
-                occupancy=_occupancy(tiles[i], spec.target),
+                occupancy=occupancy(tiles[i], spec.target),
                 bias=s.bias,
             )
         )
@@ -483,7 +483,7 @@ def _semaphores_per_row(stage: StageSpec, tile: TilePlan, policy: Policy | None,
     return POLICIES[policy].semaphores_per_row(stage.n, tile.n, edge.stride_tiles)
 
 
-def _occupancy(tile: TilePlan, target: str) -> int:
+def occupancy(tile: TilePlan, target: str) -> int:
     """Resident blocks per SM from threads and shared memory (registers are not modelled)."""
     limits = [MAX_THREADS_PER_SM // tile.threads, MAX_BLOCKS_PER_SM]
     if tile.smem_bytes > 0:
