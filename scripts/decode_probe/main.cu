@@ -128,6 +128,7 @@ static int g_reg_cfg = 0;                  // DECODE_PROBE_REG_CFG: v3 shape, se
 static int g_reg_wn = 1;                   // warps side by side along N (1, 2, 4) of that shape
 static bool g_reg_g1_split_major = false;  // DECODE_PROBE_REG_G1_SPLIT_MAJOR=1: gemm1 CTAs split by split
 static int g_reg_f[2] = {1, 2};
+static bool g_reg_packed = false;          // DECODE_PROBE_REG_PACKED=1: v3 reads W1/W2 packed by reg_pack_kernel
 static int g_ring_mode = 0;                // DECODE_PROBE_RING_MODE: v4 consumer mode (ring::kConsumer*; 1 = no compute, wrong results)            // DECODE_PROBE_REG_F=a,b: v3 CTAs = f x occupancy x SMs
 static bool variant_timed(Variant v) {
   if (g_variant_filter.empty()) return true;
@@ -150,6 +151,7 @@ struct Probe {
   bool quick;
   // v3 (reg_stream.cuh): its own workspaces, counters and semaphores (64-column tiles)
   float *wsr1, *wsr2; int64_t wsr1_floats, wsr2_floats; uint64_t *arrr1, *arrr2, *semr1; int reg_occ = 4;
+  std::vector<void*> w1p, w2p;  // packed copies (DECODE_PROBE_REG_PACKED), one per weight set
 
   template <typename F>
   static void with_mpad_reg(int mpad, F&& f) {
@@ -192,6 +194,15 @@ struct Probe {
       init_rand<<<1024, 256, 0, st>>>(a, size_t(sd.k1) * n1w, 11 + s, 1.7f / std::sqrt(float(sd.k1)));
       init_rand<<<1024, 256, 0, st>>>(b, size_t(sd.n1) * sd.n2, 23 + s, 1.7f / std::sqrt(float(sd.n1)));
       w1.push_back(a); w2.push_back(b);
+      if (g_reg_packed) {
+        int64_t const c1 = reg::reg_packed_chunks(n1w, sd.k1, g_reg_wn), c2 = reg::reg_packed_chunks(sd.n2, sd.n1, g_reg_wn);
+        void *pa, *pb;
+        CK(cudaMalloc(&pa, size_t(c1) * 16)); CK(cudaMalloc(&pb, size_t(c2) * 16));
+        reg::reg_pack_kernel<T><<<2048, 256, 0, st>>>(a, sd.k1, n1w, n1w, g_reg_wn, static_cast<uint4*>(pa), c1);
+        reg::reg_pack_kernel<T><<<2048, 256, 0, st>>>(b, sd.n1, sd.n2, sd.n2, g_reg_wn, static_cast<uint4*>(pb), c2);
+        CK(cudaGetLastError());
+        w1p.push_back(pa); w2p.push_back(pb);
+      }
     }
     CK(cudaMalloc(&x, size_t(128) * sd.k1 * sizeof(T))); init_rand<<<256, 256, 0, st>>>(x, size_t(128) * sd.k1, 7, 1.f);
     CK(cudaMalloc(&bias1, size_t(n1w) * sizeof(T))); init_rand<<<64, 256, 0, st>>>(bias1, size_t(n1w), 5, 0.5f);
@@ -238,6 +249,8 @@ struct Probe {
   void teardown() {
     for (auto p : w1) cudaFree(p);
     for (auto p : w2) cudaFree(p);
+    for (auto p : w1p) cudaFree(p);
+    for (auto p : w2p) cudaFree(p);
     for (void* p : {(void*)x, (void*)bias1, (void*)h, (void*)y, (void*)hc, (void*)h2, (void*)yc, lt_ws, (void*)ws1,
                     (void*)ws2, (void*)arr1, (void*)arr2, (void*)sem1, (void*)state, (void*)err, (void*)wsr1, (void*)wsr2,
                     (void*)arrr1, (void*)arrr2, (void*)semr1})
@@ -365,6 +378,7 @@ struct Probe {
       char const* why = reg::reg_make(a1, mpad, g_reg_wn, target, g_reg_g1_split_major, &s1);
       if (!why) why = reg::reg_make(a2, mpad, g_reg_wn, target, true, &s2);
       if (why) { fprintf(stderr, "reg_make: %s\n", why); exit(1); }
+      if (g_reg_packed) { s1.a.w = w1p[set]; s2.a.w = w2p[set]; s1.packed = s2.packed = 1; }
       with_mpad_reg(mpad, [&](auto mc) {
         with_wn(g_reg_cfg, [&](auto wc) {
           constexpr int MP = decltype(mc)::value, WN = decltype(wc)::value;
@@ -685,13 +699,14 @@ int main(int argc, char** argv) {
   if (char const* env = getenv("DECODE_PROBE_REG_CFG")) g_reg_cfg = std::atoi(env);
   g_reg_wn = g_reg_cfg == 1 ? 2 : g_reg_cfg == 2 ? 4 : 1;
   g_reg_g1_split_major = getenv("DECODE_PROBE_REG_G1_SPLIT_MAJOR") != nullptr;
+  g_reg_packed = getenv("DECODE_PROBE_REG_PACKED") != nullptr;
   if (char const* env = getenv("DECODE_PROBE_RING_MODE")) g_ring_mode = std::atoi(env);
   if (char const* env = getenv("DECODE_PROBE_REG_F")) {
     auto v = csv_list(env);
     if (v.size() == 2) { g_reg_f[0] = std::max(1, std::atoi(v[0].c_str())); g_reg_f[1] = std::max(1, std::atoi(v[1].c_str())); }
   }
-  printf("v3: shape %d (warps along N %d), gemm1 CTA order %s, f %d,%d\n", g_reg_cfg, g_reg_wn,
-         g_reg_g1_split_major ? "split-major" : "tile-major", g_reg_f[0], g_reg_f[1]);
+  printf("v3: shape %d (warps along N %d), gemm1 CTA order %s, f %d,%d, weights %s\n", g_reg_cfg, g_reg_wn,
+         g_reg_g1_split_major ? "split-major" : "tile-major", g_reg_f[0], g_reg_f[1], g_reg_packed ? "packed" : "row-major");
   std::vector<Row> rows; std::vector<std::string> extras;
   if (char const* env = getenv("DECODE_PROBE_SHAPES")) {
     auto want = csv_list(env);

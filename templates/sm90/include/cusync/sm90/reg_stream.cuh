@@ -70,7 +70,18 @@ struct RegStage {
   int splits;       // CTAs per tile
   int kc;           // K per CTA (multiple of chunk_k_of(kWarpsN))
   int split_major;  // CTA order: 0 tile by tile, 1 split by split
+  int packed;       // 1: a.w is the weights packed by reg_pack (each warp's loads contiguous), 0: row-major W
 };
+
+// PACKED WEIGHTS (probe): the same bytes reordered once, so that every warp streams one contiguous range.
+// 16-byte chunk ((tile * ksteps + s) * warps_n + wn) * 128 + i * 32 + lane holds what lane loads as s.w[i]
+// at k-step s (k = 16 s) in warp column wn of tile: W[16 s + {2t, 2t+1, 2t+8, 2t+9}[i], n .. n + 8),
+// n = tile * 64 warps_n + 64 wn + 8 g; zeros past K or N. A warp's load instruction reads 512 contiguous
+// bytes and its k-steps follow each other (warps_n = 1: a split's whole K range is one contiguous block).
+__host__ __device__ constexpr int64_t reg_ksteps(int k) { return (k + kStepK - 1) / kStepK; }
+__host__ __device__ constexpr int64_t reg_packed_chunks(int n, int k, int warps_n) {
+  return int64_t(tiles_of(n, cta_n_of(warps_n))) * reg_ksteps(k) * warps_n * 128;
+}
 
 namespace detail {
 
@@ -107,6 +118,13 @@ struct RegGemm {
     uint32_t x[kMSub][2];    // B fragments
   };
 
+  static __device__ __forceinline__ void load_w_packed(StageArgs const& a, Step& s, int k, int tile, int wn,
+                                                       int lane, uint64_t policy) {
+    uint4 const* w = static_cast<uint4 const*>(a.w) +
+                     ((int64_t(tile) * reg_ksteps(a.k) + k / kStepK) * kWarpsN + wn) * 128 + lane;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s.w[i] = detail::ld_stream_16(w + i * 32, policy);
+  }
   static __device__ __forceinline__ void load_w(StageArgs const& a, Step& s, int k, int n, bool n_ok, int t,
                                                 uint64_t policy) {
     T const* w = static_cast<T const*>(a.w);
@@ -186,7 +204,10 @@ struct RegGemm {
 
     auto load = [&](Step& s, int i) {
       int const k = k_begin + i * kStepK;
-      load_w(a, s, k, n, n_ok, t, policy);
+      if (st.packed)
+        load_w_packed(a, s, k, tile, wn, lane, policy);
+      else
+        load_w(a, s, k, n, n_ok, t, policy);
       if (waits) {
         int const p = k / a.wait_tile_cols;
         if (p != waited_p) {
@@ -278,6 +299,23 @@ __global__ void __launch_bounds__(kThreads, 4)
   if (flags & kTriggerDependents) cusync::stream::detail::griddep_launch_dependents();
   RegGemm<T, kMPad, kWarpsN>::run(st, ctx, int(blockIdx.x), smem);
   if (flags & kClosesRun) close_run(state, ctx.epoch);
+}
+
+// Packs row-major W (k, n; ldw) for warps_n warps along N (see PACKED WEIGHTS): one thread per 16-byte chunk.
+template <typename T>
+__global__ void reg_pack_kernel(T const* w, int k, int n, int ldw, int warps_n, uint4* out, int64_t chunks) {
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += int64_t(gridDim.x) * blockDim.x) {
+    int const lane = int(c % 32), i = int((c / 32) % 4);
+    int64_t const rest = c / 128;
+    int const wn = int(rest % warps_n);
+    int64_t const ts = rest / warps_n;
+    int64_t const ks = reg_ksteps(k);
+    int const step = int(ts % ks), tile = int(ts / ks);
+    int const g = lane >> 2, t = lane & 3;
+    int const row = step * kStepK + 2 * t + (i & 1) + (i >= 2 ? 8 : 0);
+    int const col = tile * cta_n_of(warps_n) + wn * kWarpN + 8 * g;
+    out[c] = row < k && col < n ? *reinterpret_cast<uint4 const*>(w + int64_t(row) * ldw + col) : make_uint4(0u, 0u, 0u, 0u);
+  }
 }
 
 // ---- host side ----
