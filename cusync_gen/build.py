@@ -393,6 +393,29 @@ def bench_command(bench: Path, ms: Sequence[int], policies: Iterable[Any] | None
     return command + [str(a) for a in extra_args]
 
 
+def layer_bench_command(bench: Path, shapes: Sequence[str], repeats: int = 50) -> list[str]:
+    """The command line `run` executes for the sm90 attention layer: check and time every shape
+    (`p:BxS+L` prompts, `g:B+L` generation steps; options.layer_shapes)."""
+    if not shapes or any(not re.fullmatch(r"(p:\d+x\d+|g:\d+)\+\d+", str(s)) for s in shapes):
+        raise UsageError(f"attention layer shapes must be p:BxS+L or g:B+L, got {list(shapes)[:4]}",
+                         hint="e.g. --m 1,512 --batch 1 --cache 0")
+    if repeats <= 0:
+        raise UsageError(f"--repeats must be positive (got {repeats})")
+    return [str(bench), "--check", "--time", "--repeats", str(repeats), *[str(s) for s in shapes]]
+
+
+def _describe_layer_failures(rows: list[dict[str, Any]]) -> str:
+    parts = []
+    for row in rows:
+        if row.get("error"):
+            parts.append(f"{row.get('shape')}: {row.get('error')}")
+        elif row.get("ok") is False:
+            parts.append(f"{row.get('shape')}: bitwise={row.get('bitwise')}, graph={row.get('graph')}, "
+                         f"unwritten={row.get('unwritten')}, attention err={_num(row.get('attn_err'), '.2e')}, "
+                         f"layer err={_num(row.get('layer_err'), '.2e')}")
+    return "; ".join(parts)
+
+
 def parse_bench_line(line: str) -> dict[str, Any] | None:
     """One line of bench stdout: a dict for a JSON object line, None for anything else."""
     text = line.strip()
@@ -435,7 +458,9 @@ def run(project: Path, ms: Sequence[int], policies: Iterable[Any] | None = None,
     bench = bench_path(project, manifest)
     if not bench.is_file():
         raise ToolError(f"{bench} is not built", hint=f"run `cusync-gen build {project}` first")
-    command = bench_command(bench, ms, policies, repeats, warmup, extra_args)
+    layer = manifest.get("kind") == "attention_sm90"  # the sm90 attention layer: its shapes are extra_args
+    command = layer_bench_command(bench, extra_args, repeats) if layer else \
+        bench_command(bench, ms, policies, repeats, warmup, extra_args)
     if not has_gpu():
         raise NotRunError(f"{shown} is built; running it needs a CUDA GPU, and none was found",
                           hint=f"run `cusync-gen run {shown}` on a machine with an NVIDIA GPU "
@@ -487,10 +512,17 @@ def run(project: Path, ms: Sequence[int], policies: Iterable[Any] | None = None,
         return rows
     last_err = next((line for line in reversed(stderr_tail) if line.startswith("error:")),
                     stderr_tail[-1] if stderr_tail else "")
-    if code == EXIT_BAD_ARGS:
+    failures = _describe_layer_failures(rows) if layer else ""
+    if layer and code == 1 and failures:  # the layer bench: exit 1 when a shape's check failed
+        err: CusyncError = CheckFailedError(
+            f"results differ: {failures}",
+            hint="the layer's output is not reproducible or not within tolerance of the fp32 reference")
+    elif layer:
+        err = ToolError(f"{bench.name} failed (exit {code})", command=command, stderr_tail=tail,
+                        hint="the lines above are the end of its output")
+    elif code == EXIT_BAD_ARGS:
         reason = last_err.removeprefix("error:").strip() or "see its usage above"
-        err: CusyncError = UsageError(f"{bench.name} rejected its arguments: {reason}",
-                                      hint=f"command: {' '.join(command)}")
+        err = UsageError(f"{bench.name} rejected its arguments: {reason}", hint=f"command: {' '.join(command)}")
     elif code == EXIT_NO_GPU:
         err = NoGpuError(f"{bench.name}: {last_err.removeprefix('error:').strip() or 'no CUDA device found'}",
                          hint="check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES",
@@ -533,6 +565,8 @@ def format_table(rows: Sequence[dict[str, Any]]) -> Table:
     (the caption), and say plainly at which M run() does not run the tile-synced kernels. Rows without an
     "m" are run-level records (the sm90 bench's `floor_tflops`): shown in the caption.
     """
+    if any("shape" in row and ("layer_us" in row or "layer_err" in row) for row in rows):
+        return _format_layer_table(rows)
     results = [row for row in rows if "m" in row]
     if any("run_us" in row for row in results):
         return _format_sm90_table(rows, results)
@@ -546,6 +580,27 @@ def format_table(rows: Sequence[dict[str, Any]]) -> Table:
                       _num(row.get("ref_rel_err"), ".1e"))
     if notes:
         table.caption = "\n".join(notes)
+    return table
+
+
+def _format_layer_table(rows: Sequence[dict[str, Any]]) -> Table:
+    """The sm90 attention layer: per shape, each stage's time in its own CUDA graph, the whole layer's, and
+    the checks (bitwise run to run and from a graph replay, error against the fp32 reference)."""
+    table = Table(title="sm90 attention layer: stages and the layer (median CUDA-graph times)")
+    for name in ["shape", "mode", "qkv us", "rope us", "attention us", "proj us", "layer us", "attention err",
+                 "layer err", "bitwise", "graph"]:
+        table.add_column(name, justify="left" if name in ("shape", "mode") else "right")
+    yes_no = {True: "yes", False: "NO"}
+    for row in rows:
+        if "shape" not in row:
+            continue
+        mode = str(row.get("error") or row.get("mode", "-"))
+        table.add_row(str(row["shape"]), mode, *(_num(row.get(f"{k}_us"), ".1f") for k in
+                                                 ("qkv", "rope", "attention", "proj", "layer")),
+                      _num(row.get("attn_err"), ".1e"), _num(row.get("layer_err"), ".1e"),
+                      yes_no.get(row.get("bitwise"), "-"), yes_no.get(row.get("graph"), "-"))
+    table.caption = ("p:BxS+L: B sequences of S new tokens after L cached ones (a prompt); g:B+L: one new token "
+                     "per sequence (a generation step, split-KV decode)")
     return table
 
 

@@ -35,6 +35,8 @@ MAX_AUTOTUNE = 200   # run --autotune: rounds (the sm90 bench's limit)
 PICTURE_SUFFIXES = ("", ".png", ".svg", ".pdf")  # trace -o
 DEFAULT_RUN_MS = "1,256,1024"
 DEFAULT_ATTENTION_MS = "512,1024,2048"  # prompt lengths (batch 1, no cache)
+MAX_LAYER_SHAPES = 64        # run of the sm90 attention layer: --m x --batch x --cache shapes at most
+MAX_LAYER_TOKENS = 1 << 24   # ... and per shape at most this many cached + new tokens over all sequences
 #: run --policies: what the bench of each kind of chain takes (templates/runtime/include/cusync/bench/).
 BENCH_POLICIES: dict[str, tuple[str, ...]] = {"chain": ("spec", "row", "tile"), "attention": ("spec", "row")}
 _BUILD_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
@@ -313,7 +315,7 @@ class Subject:
     """What run/trace work on: a generated project as is, or a spec generated into `project` first."""
     project: Path
     spec: Path | None   # None: `project` is a generated project
-    kind: str           # "chain" or "attention"
+    kind: str           # "chain", "attention" (sm80 chain) or "attention_sm90" (the sm90 layer)
     backend: str        # "sm80" or "sm90"
     why: str = ""       # run: which example runs, and why (printed before the work)
 
@@ -326,15 +328,16 @@ def _conv_unsupported(what: str) -> UsageError:
 
 
 def _attention_sm90_unsupported(what: str) -> UsageError:
-    """run and trace drive the tile-synced chains; the sm90 attention layer runs through its own bench."""
-    return UsageError(f"{what} is the sm90 attention layer: run and trace work on GEMM and sm80 attention chains",
-                      hint="cusync-gen generate SPEC -o DIR, build DIR with CMake, and run DIR's bench "
-                           "(<name>_bench --check p:1x200+8 g:3+263, or --time; docs/attention.md)")
+    """trace draws the tiles of tile-synced chains; the sm90 attention layer runs its stages back to back."""
+    return UsageError(f"{what} is the sm90 attention layer: trace works on GEMM and sm80 attention chains",
+                      hint="time its stages with `cusync-gen run NAME --m 1,512 --batch 1,8` (or its bench, "
+                           "<name>_bench --time p:1x512+0 g:8+4096; `cusync-gen docs attention`)")
 
 
-def subject_of(target: str, project: Path | None, option: str = "--project") -> Subject:
+def subject_of(target: str, project: Path | None, option: str = "--project", layer: bool = False) -> Subject:
     """A project folder (has manifest.json) as is; a spec file or example name, read (not generated) to
-    learn its kind and backend, with the folder it will be generated into (default ./generated/NAME)."""
+    learn its kind and backend, with the folder it will be generated into (default ./generated/NAME).
+    `layer`: the sm90 attention layer is accepted (run times it through its bench); trace refuses it."""
     from cusync_gen.build import read_manifest
 
     folder = Path(target)
@@ -343,7 +346,9 @@ def subject_of(target: str, project: Path | None, option: str = "--project") -> 
         if manifest.get("kind") == "conv":
             raise _conv_unsupported(str(folder))
         if manifest.get("kind") == "attention_sm90":
-            raise _attention_sm90_unsupported(str(folder))
+            if not layer:
+                raise _attention_sm90_unsupported(str(folder))
+            return Subject(folder, None, "attention_sm90", project_backend(manifest))
         kind = "attention" if manifest.get("kind") == "attention" else "chain"
         return Subject(folder, None, kind, project_backend(manifest))
     from cusync_gen.spec.loading import load_spec
@@ -353,10 +358,11 @@ def subject_of(target: str, project: Path | None, option: str = "--project") -> 
     loaded = load_spec(spec_path)
     if type(loaded).__name__ == "ConvChainSpec":
         raise _conv_unsupported(str(spec_path))
-    if isinstance(loaded, AttentionSpec) and facts_of(loaded.arch).hosts_fused_attention:
+    fused = isinstance(loaded, AttentionSpec) and facts_of(loaded.arch).hosts_fused_attention
+    if fused and not layer:
         raise _attention_sm90_unsupported(str(spec_path))
     dest = check_output_dir(project, option) or Path("generated") / loaded.name
-    kind = "attention" if isinstance(loaded, AttentionSpec) else "chain"
+    kind = "attention_sm90" if fused else "attention" if isinstance(loaded, AttentionSpec) else "chain"
     return Subject(dest, spec_path, kind, loaded.arch.value)
 
 
@@ -416,17 +422,25 @@ def run_options(target: str, m: str | None, policies: str | None, batch: str | N
     elif backend != "auto" and Path(target).exists():
         raise UsageError(f"--backend picks among the shipped examples; {shown(target)} is a path",
                          hint="a spec's backend is its `arch:`; drop --backend, or pass an example name")
-    subject = subject_of(target, project)
+    subject = subject_of(target, project, layer=True)
     if why:
         subject = Subject(subject.project, subject.spec, subject.kind, subject.backend, why)
     if subject.spec is None and project is not None:
         raise UsageError(f"--project {project}: {target} is already a generated project",
                          hint="drop --project, or pass a spec file or example name")
-    attention = subject.kind == "attention"
+    layer = subject.kind == "attention_sm90"
+    attention = subject.kind in ("attention", "attention_sm90")
     if autotune and (attention or not facts_of(subject.backend).run_modes):
         raise UsageError("--autotune applies to sm90 GEMM chains only (it picks among run()'s modes)",
                          hint="remove --autotune, or run an sm90 chain (e.g. gpt3_mlp_sm90)")
     ms = parse_ms(m or (DEFAULT_ATTENTION_MS if attention else DEFAULT_RUN_MS))
+    if layer:
+        if policies is not None:
+            raise UsageError("--policies: the sm90 attention layer runs its stages back to back on one stream "
+                             "(programmatic dependent launch); it has no overlap policies", hint="drop --policies")
+        build_for = build_target(subject, arch, gpu, option)
+        return RunOptions(subject, build_for, arch, tuple(ms), None, tuple(layer_shapes(ms, batch, cache)), repeats,
+                          warmup, jobs, cutlass_dir, results, force)
     extra: list[str] = []
     for flag, value in (("--batch", batch), ("--cache", cache)):
         if value is None:
@@ -440,6 +454,33 @@ def run_options(target: str, m: str | None, policies: str | None, batch: str | N
     build_for = build_target(subject, arch, gpu, option)
     return RunOptions(subject, build_for, arch, tuple(ms), tuple(policy_list) if policy_list else None,
                       tuple(extra), repeats, warmup, jobs, cutlass_dir, results, force)
+
+
+def layer_shapes(ms: list[int], batch: str | None, cache: str | None) -> list[str]:
+    """The sm90 attention bench's shapes for run: every (--m, --batch, --cache). M new tokens per sequence:
+    M = 1 is a generation step (`g:B+L`, the split-KV decode), more a prompt (`p:BxM+L`); the cache is
+    each sequence's cached tokens (default 0), the batch the sequences (default 1)."""
+    from cusync_gen.spec.limits import MAX_M
+
+    batches = parse_ms(batch or "1", "--batch")
+    caches = parse_ms(cache or "0", "--cache", minimum=0)
+    count = len(ms) * len(batches) * len(caches)
+    if count > MAX_LAYER_SHAPES:
+        raise UsageError(f"--m x --batch x --cache make {count} shapes, more than {MAX_LAYER_SHAPES}",
+                         hint="run fewer values per option, or run several times")
+    shapes = []
+    for m in ms:
+        for b in batches:
+            if b * m > MAX_M:
+                raise UsageError(f"--batch {b} x --m {m} is {b * m} rows, more than {MAX_M}",
+                                 hint="use a smaller --batch or --m")
+            for c in caches:
+                if b * (c + m) > MAX_LAYER_TOKENS:
+                    raise UsageError(f"--batch {b} x (--cache {c} + --m {m}) is {b * (c + m)} tokens in the KV "
+                                     f"cache, more than {MAX_LAYER_TOKENS}",
+                                     hint="use a smaller --batch or --cache")
+                shapes.append(f"g:{b}+{c}" if m == 1 else f"p:{b}x{m}+{c}")
+    return shapes
 
 
 @dataclass(frozen=True)

@@ -148,11 +148,3 @@ def test_llama_attention_sm90_checks_on_the_gpu(tmp_path: Path, cutlass_dir: Pat
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert out.stdout.count('"ok": true') == 4, out.stdout
-
-
-def test_run_says_to_use_the_bench(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as info:
-        main(["run", "llama_attention_sm90"])
-    assert info.value.code == 2
-    err = capsys.readouterr().err
-    assert "sm90 attention layer" in err and "_bench" in err

@@ -1,0 +1,119 @@
+"""`cusync-gen run` on the sm90 attention layer: the shapes it asks for, the bench protocol (a stand-in
+bench), the table, and what trace still refuses. The layer's own GPU checks are in test_attention_sm90.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_build import make_bench
+
+from cusync_gen import build, options
+from cusync_gen.build import format_table, layer_bench_command
+from cusync_gen.cli import main
+from cusync_gen.errors import CheckFailedError, ToolError, UsageError
+
+ROW = {"shape": "g:4+511", "decode": "mma", "mode": "generation", "batch": 4, "tokens": 1, "cache": 511,
+       "attn_err": 1.2e-3, "layer_err": 4.5e-3, "unwritten": 0, "bitwise": True, "graph": True, "ok": True,
+       "qkv_us": 10.1, "rope_us": 4.4, "attention_us": 10.2, "proj_us": 7.7, "layer_us": 25.1}
+
+
+def layer_project(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    manifest = {"name": "fake", "class_name": "Fake", "spec_hash": "0" * 12, "target": "sm_90", "arch": "sm90",
+                "kind": "attention_sm90", "bench": "fake_bench", "stages": []}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    return root
+
+
+def test_shapes_cover_every_m_batch_and_cache() -> None:
+    assert options.layer_shapes([1, 512], "1,4", "0,511") == [
+        "g:1+0", "g:1+511", "g:4+0", "g:4+511", "p:1x512+0", "p:1x512+511", "p:4x512+0", "p:4x512+511"]
+    assert options.layer_shapes([1024], None, None) == ["p:1x1024+0"]  # batch 1, no cache
+
+
+@pytest.mark.parametrize(("ms", "batch", "cache", "words"), [
+    ([1, 2, 3, 4, 5, 6, 7, 8, 9], "1,2,3,4", "0,1", ["72 shapes", "64"]),
+    ([1 << 20], "2", None, ["--batch 2", "--m 1048576", "rows"]),
+    ([1], "64", "1048576", ["--cache 1048576", "tokens"]),
+])
+def test_shapes_are_bounded(ms: list[int], batch: str, cache: str | None, words: list[str]) -> None:
+    with pytest.raises(UsageError) as info:
+        options.layer_shapes(ms, batch, cache)
+    assert all(w in info.value.message for w in words), info.value.message
+
+
+def test_bad_batch_and_cache_name_the_option() -> None:
+    with pytest.raises(UsageError) as info:
+        options.layer_shapes([1], "0", None)
+    assert "--batch" in info.value.message
+    with pytest.raises(UsageError) as info:
+        options.layer_shapes([1], "1", "-3")
+    assert "--cache" in info.value.message
+
+
+def test_run_options_take_the_layer(tmp_path: Path) -> None:
+    opts = options.run_options("llama_attention_sm90", "1,512", None, "2", "127", 5, 1, None, tmp_path / "p",
+                               False, None, None, None, "auto", 0, None)
+    assert opts.subject.kind == "attention_sm90" and opts.policies is None
+    assert opts.extra == ("g:2+127", "p:2x512+127")
+    with pytest.raises(UsageError) as info:
+        options.run_options("llama_attention_sm90", None, "row", None, None, 5, 1, None, tmp_path / "p",
+                            False, None, None, None, "auto", 0, None)
+    assert "--policies" in info.value.message and "drop --policies" in info.value.hint
+    with pytest.raises(UsageError) as info:
+        options.run_options("llama_attention_sm90", None, None, None, None, 5, 1, None, tmp_path / "p",
+                            False, None, None, None, "auto", 3, None)
+    assert "--autotune" in info.value.message
+
+
+def test_trace_still_refuses_the_layer(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["trace", "llama_attention_sm90", "--m", "1"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "sm90 attention layer" in err and "_bench" in err
+
+
+def test_command_checks_and_times_every_shape(tmp_path: Path) -> None:
+    bench = tmp_path / "b"
+    assert layer_bench_command(bench, ["g:1+0", "p:2x7+1"], 9) == [
+        str(bench), "--check", "--time", "--repeats", "9", "g:1+0", "p:2x7+1"]
+    for bad in ([], ["--m"], ["p:1x2"], ["g:1+0; rm -rf x"]):
+        with pytest.raises(UsageError):
+            layer_bench_command(bench, bad, 9)
+
+
+@pytest.fixture
+def gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(build, "has_gpu", lambda: True)
+
+
+def test_run_parses_the_layer_rows(tmp_path: Path, gpu: None) -> None:
+    project = layer_project(tmp_path / "p")
+    make_bench(project, json.dumps(ROW) + "\n")
+    rows = build.run(project, [1], None, repeats=11, extra_args=["g:4+511"])
+    assert rows == [ROW]
+    assert (project / "build" / "argv.json").read_text() == repr(["--check", "--time", "--repeats", "11", "g:4+511"])
+    table = format_table(rows)
+    assert [c.header for c in table.columns][:3] == ["shape", "mode", "qkv us"]
+    assert "25.1" in list(table.columns[6].cells)
+
+
+def test_a_failed_check_is_reported(tmp_path: Path, gpu: None) -> None:
+    project = layer_project(tmp_path / "p")
+    bad = dict(ROW, shape="p:1x7+1", bitwise=False, ok=False)
+    make_bench(project, json.dumps(ROW) + "\n" + json.dumps(bad) + "\n", rc=1)
+    with pytest.raises(CheckFailedError) as info:
+        build.run(project, [1], None, extra_args=["g:4+511", "p:1x7+1"])
+    assert "p:1x7+1" in info.value.message and "bitwise=False" in info.value.message
+    assert getattr(info.value, "rows") == [ROW, bad]
+
+
+def test_a_crash_is_a_tool_error(tmp_path: Path, gpu: None) -> None:
+    project = layer_project(tmp_path / "p")
+    make_bench(project, "", rc=2, stderr="initialize failed\n")
+    with pytest.raises(ToolError) as info:
+        build.run(project, [1], None, extra_args=["g:1+0"])
+    assert "exit 2" in info.value.message and "initialize failed" in getattr(info.value, "stderr_tail", "")
