@@ -393,6 +393,9 @@ def bench_command(bench: Path, ms: Sequence[int], policies: Iterable[Any] | None
     return command + [str(a) for a in extra_args]
 
 
+CONV_RESULT_PREFIX = "RESULT "  # the conv bench's result lines: RESULT {json}; its other lines are text
+
+
 def layer_bench_command(bench: Path, shapes: Sequence[str], repeats: int = 50) -> list[str]:
     """The command line `run` executes for the sm90 attention layer: check and time every shape
     (`p:BxS+L` prompts, `g:B+L` generation steps; options.layer_shapes)."""
@@ -458,9 +461,15 @@ def run(project: Path, ms: Sequence[int], policies: Iterable[Any] | None = None,
     bench = bench_path(project, manifest)
     if not bench.is_file():
         raise ToolError(f"{bench} is not built", hint=f"run `cusync-gen build {project}` first")
-    layer = manifest.get("kind") == "attention_sm90"  # the sm90 attention layer: its shapes are extra_args
-    command = layer_bench_command(bench, extra_args, repeats) if layer else \
-        bench_command(bench, ms, policies, repeats, warmup, extra_args)
+    kind = manifest.get("kind")
+    layer = kind == "attention_sm90"  # the sm90 attention layer: its shapes are extra_args
+    conv = kind == "conv"             # a conv chain: --batch (and --preheat) are extra_args, no M
+    if layer:
+        command = layer_bench_command(bench, extra_args, repeats)
+    elif conv:
+        command = [str(bench), "--repeats", str(repeats), "--warmup", str(warmup), *[str(a) for a in extra_args]]
+    else:
+        command = bench_command(bench, ms, policies, repeats, warmup, extra_args)
     if not has_gpu():
         raise NotRunError(f"{shown} is built; running it needs a CUDA GPU, and none was found",
                           hint=f"run `cusync-gen run {shown}` on a machine with an NVIDIA GPU "
@@ -483,18 +492,21 @@ def run(project: Path, ms: Sequence[int], policies: Iterable[Any] | None = None,
     reader = threading.Thread(target=pump_stderr, daemon=True)
     reader.start()
     rows: list[dict[str, Any]] = []
+    text_tail: deque[str] = deque(maxlen=TAIL_LINES)  # the bench's stdout lines that are no rows
     bad_line: ToolError | None = None
     assert proc.stdout is not None  # stdout=PIPE
     with proc:
         for raw in proc.stdout:
             line = raw.rstrip("\n")
             try:
-                row = parse_bench_line(line)
+                row = parse_bench_line(line.removeprefix(CONV_RESULT_PREFIX) if conv else line)
             except ToolError as err:
                 bad_line = bad_line or err
                 continue
             if row is None:
                 print(line, file=sys.stderr, flush=True)
+                if line.strip():
+                    text_tail.append(line.strip())
             else:
                 rows.append(row)
         # Inside the `with`: leaving it closes the pipes, and stdout can end before stderr does (the
@@ -520,6 +532,15 @@ def run(project: Path, ms: Sequence[int], policies: Iterable[Any] | None = None,
     elif layer:
         err = ToolError(f"{bench.name} failed (exit {code})", command=command, stderr_tail=tail,
                         hint="the lines above are the end of its output")
+    elif conv and code == EXIT_CHECK_FAILED:  # the conv bench says on stdout which batch and stage differ
+        detail = "; ".join(line for line in text_tail if "differ" in line) or "see the lines above"
+        err = CheckFailedError(f"results differ: {detail}",
+                               hint="the tile-synced or chained run does not match back to back, or a stage is "
+                                    "not within tolerance of the reference convolution")
+    elif conv and any("sync timeout" in line for line in text_tail):
+        err = SyncTimeoutError(next(line for line in text_tail if "sync timeout" in line),
+                               hint="a consumer tile waited for a producer tile that was never posted; this is a "
+                                    "bug in the generated synchronization: please report it with the spec")
     elif code == EXIT_BAD_ARGS:
         reason = last_err.removeprefix("error:").strip() or "see its usage above"
         err = UsageError(f"{bench.name} rejected its arguments: {reason}", hint=f"command: {' '.join(command)}")
@@ -567,6 +588,8 @@ def format_table(rows: Sequence[dict[str, Any]]) -> Table:
     """
     if any("shape" in row and ("layer_us" in row or "layer_err" in row) for row in rows):
         return _format_layer_table(rows)
+    if any("batch" in row and "overlap_us" in row for row in rows):
+        return _format_conv_table(rows)
     results = [row for row in rows if "m" in row]
     if any("run_us" in row for row in results):
         return _format_sm90_table(rows, results)
@@ -580,6 +603,29 @@ def format_table(rows: Sequence[dict[str, Any]]) -> Table:
                       _num(row.get("ref_rel_err"), ".1e"))
     if notes:
         table.caption = "\n".join(notes)
+    return table
+
+
+def _format_conv_table(rows: Sequence[dict[str, Any]]) -> Table:
+    """A conv chain per batch: back to back, back to back chained with PDL, the tile-synced overlap, and
+    run() (its mode after autotune()), with the checks (bitwise against back to back, reference error)."""
+    table = Table(title="conv chain: run() and its modes (median CUDA-graph times, same binary)")
+    for name in ["batch", "run() us", "run() mode", "back to back us", "chained us", "tile-synced us",
+                 "overlap speedup", "stages alone us", "bitwise", "ref err"]:
+        table.add_column(name, justify="left" if name == "run() mode" else "right")
+    for row in rows:
+        if "batch" not in row:
+            continue
+        chained = row.get("chained_us")
+        stages = row.get("stages_us") if isinstance(row.get("stages_us"), list) else []
+        seq, over = row.get("sequential_us"), row.get("overlap_us")
+        speedup = seq / over if isinstance(seq, (int, float)) and isinstance(over, (int, float)) and over > 0 else None
+        table.add_row(str(row["batch"]), _num(row.get("run_us"), ".1f"), str(row.get("run_mode", "-")),
+                      _num(seq, ".1f"), _num(chained, ".1f") if isinstance(chained, (int, float)) and chained >= 0 else "-",
+                      _num(over, ".1f"), _ratio(speedup), " + ".join(_num(v, ".1f") for v in stages) or "-",
+                      {True: "yes", False: "NO"}.get(row.get("bitwise"), "-"), _num(row.get("ref_err"), ".1e"))
+    table.caption = ("back to back: one launch per stage; chained: programmatic dependent launch between stages; "
+                     "tile-synced: each block waits for the producer rows its window reads")
     return table
 
 

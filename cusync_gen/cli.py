@@ -266,7 +266,7 @@ def run_cmd(
     policies: Annotated[Optional[str], typer.Option(
         "--policies", help="What the overlapped run uses: spec (default), row, tile (attention: spec, row).")] = None,
     batch: Annotated[Optional[str], typer.Option(
-        "--batch", help="Attention only: sequences, comma-separated (generation: with --m 1).")] = None,
+        "--batch", help="Attention: sequences, comma-separated (generation: with --m 1); conv chains: images.")] = None,
     cache: Annotated[Optional[str], typer.Option(
         "--cache", help="Attention only: cached tokens per sequence, comma-separated.")] = None,
     repeats: Annotated[int, typer.Option("--repeats", min=1, max=MAX_COUNT,
@@ -290,7 +290,8 @@ def run_cmd(
         "the library times its modes at every --m on this GPU (ROUNDS rounds) and run() picks from that (0: the "
         "spec's table or the rule).")] = 0,
 ) -> None:
-    """Generate (if needed), build and run the bench; print sequential vs overlapped times.
+    """Generate (if needed), build and run the bench; print sequential vs overlapped times (GEMM chains),
+    run() and its modes per batch (conv chains), or each stage and the layer per shape (sm90 attention).
     Without a GPU it stops after the build (exit 6)."""
     from cusync_gen import build as builder
 

@@ -321,10 +321,10 @@ class Subject:
 
 
 def _conv_unsupported(what: str) -> UsageError:
-    """run and trace take GEMM and attention chains; a conv chain runs through its own bench."""
-    return UsageError(f"{what} is a conv chain: run and trace work on GEMM and attention chains",
-                      hint="cusync-gen generate SPEC -o DIR, build DIR with CMake, and run DIR's bench "
-                           "(<name>_bench --batch 1,8; `cusync-gen docs conv`)")
+    """trace draws GEMM and attention chains' tiles; a conv chain is checked and timed by run."""
+    return UsageError(f"{what} is a conv chain: trace works on GEMM and attention chains",
+                      hint="check and time it with `cusync-gen run NAME --batch 1,8` (or its bench, "
+                           "<name>_bench --batch 1,8; `cusync-gen docs conv`)")
 
 
 def _attention_sm90_unsupported(what: str) -> UsageError:
@@ -337,14 +337,17 @@ def _attention_sm90_unsupported(what: str) -> UsageError:
 def subject_of(target: str, project: Path | None, option: str = "--project", layer: bool = False) -> Subject:
     """A project folder (has manifest.json) as is; a spec file or example name, read (not generated) to
     learn its kind and backend, with the folder it will be generated into (default ./generated/NAME).
-    `layer`: the sm90 attention layer is accepted (run times it through its bench); trace refuses it."""
+    `layer`: conv chains and the sm90 attention layer are accepted too (run checks and times them through
+    their bench: kinds "conv" and "attention_sm90"); trace refuses them."""
     from cusync_gen.build import read_manifest
 
     folder = Path(target)
     if (folder / "manifest.json").is_file():
         manifest = read_manifest(folder)
         if manifest.get("kind") == "conv":
-            raise _conv_unsupported(str(folder))
+            if not layer:
+                raise _conv_unsupported(str(folder))
+            return Subject(folder, None, "conv", project_backend(manifest))
         if manifest.get("kind") == "attention_sm90":
             if not layer:
                 raise _attention_sm90_unsupported(str(folder))
@@ -356,13 +359,14 @@ def subject_of(target: str, project: Path | None, option: str = "--project", lay
 
     spec_path = resolve_spec(target)
     loaded = load_spec(spec_path)
-    if type(loaded).__name__ == "ConvChainSpec":
+    conv = type(loaded).__name__ == "ConvChainSpec"
+    if conv and not layer:
         raise _conv_unsupported(str(spec_path))
     fused = isinstance(loaded, AttentionSpec) and facts_of(loaded.arch).hosts_fused_attention
     if fused and not layer:
         raise _attention_sm90_unsupported(str(spec_path))
     dest = check_output_dir(project, option) or Path("generated") / loaded.name
-    kind = "attention_sm90" if fused else "attention" if isinstance(loaded, AttentionSpec) else "chain"
+    kind = "conv" if conv else "attention_sm90" if fused else "attention" if isinstance(loaded, AttentionSpec) else "chain"
     return Subject(dest, spec_path, kind, loaded.arch.value)
 
 
@@ -428,6 +432,9 @@ def run_options(target: str, m: str | None, policies: str | None, batch: str | N
     if subject.spec is None and project is not None:
         raise UsageError(f"--project {project}: {target} is already a generated project",
                          hint="drop --project, or pass a spec file or example name")
+    if subject.kind == "conv":
+        return _conv_run_options(subject, m, policies, batch, cache, autotune, repeats, warmup, arch, gpu, option,
+                                 jobs, cutlass_dir, results, force)
     layer = subject.kind == "attention_sm90"
     attention = subject.kind in ("attention", "attention_sm90")
     if autotune and (attention or not facts_of(subject.backend).run_modes):
@@ -454,6 +461,29 @@ def run_options(target: str, m: str | None, policies: str | None, batch: str | N
     build_for = build_target(subject, arch, gpu, option)
     return RunOptions(subject, build_for, arch, tuple(ms), tuple(policy_list) if policy_list else None,
                       tuple(extra), repeats, warmup, jobs, cutlass_dir, results, force)
+
+
+CONV_RUN_PREHEAT_S = "0.5"  # run of a conv chain: the bench's untimed seconds per variant before timing
+
+
+def _conv_run_options(subject: Subject, m: str | None, policies: str | None, batch: str | None, cache: str | None,
+                      autotune: int, repeats: int, warmup: int, arch: str | None, gpu: str | None, option: str,
+                      jobs: int | None, cutlass_dir: Path | None, results: Path | None, force: bool) -> RunOptions:
+    """A conv chain: its run-time size is the batch (images); the bench checks it (bitwise against back to
+    back, a reference convolution per stage) and times back to back, the overlap and run() after autotune()."""
+    for flag, value, why in (("--m", m, "a conv chain's run-time size is the batch: pass --batch 1,8"),
+                             ("--cache", cache, "a conv chain has no KV cache"),
+                             ("--policies", policies, "a conv chain's stages sync by image rows (Conv2D); run() "
+                                                      "picks back to back, chained or the overlap per batch"),
+                             ("--autotune", autotune or None, "the conv bench always times run()'s modes first")):
+        if value is not None:
+            raise UsageError(f"{flag} does not apply to a conv chain: {why}", hint=f"drop {flag}")
+    extra = ["--preheat", CONV_RUN_PREHEAT_S]
+    if batch is not None:
+        extra += ["--batch", ",".join(str(b) for b in parse_ms(batch, "--batch"))]
+    build_for = build_target(subject, arch, gpu, option)
+    return RunOptions(subject, build_for, arch, (), None, tuple(extra), repeats, warmup, jobs, cutlass_dir, results,
+                      force)
 
 
 def layer_shapes(ms: list[int], batch: str | None, cache: str | None) -> list[str]:

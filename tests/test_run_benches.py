@@ -1,5 +1,6 @@
-"""`cusync-gen run` on the sm90 attention layer: the shapes it asks for, the bench protocol (a stand-in
-bench), the table, and what trace still refuses. The layer's own GPU checks are in test_attention_sm90.py."""
+"""`cusync-gen run` on the chains that run through their own bench, the sm90 attention layer and conv chains:
+the shapes or batches it asks for, the bench protocol (a stand-in bench), the tables, and what trace still
+refuses. The benches' own GPU checks are in test_attention_sm90.py and the conv tests."""
 
 from __future__ import annotations
 
@@ -12,17 +13,17 @@ from test_build import make_bench
 from cusync_gen import build, options
 from cusync_gen.build import format_table, layer_bench_command
 from cusync_gen.cli import main
-from cusync_gen.errors import CheckFailedError, ToolError, UsageError
+from cusync_gen.errors import CheckFailedError, SyncTimeoutError, ToolError, UsageError
 
 ROW = {"shape": "g:4+511", "decode": "mma", "mode": "generation", "batch": 4, "tokens": 1, "cache": 511,
        "attn_err": 1.2e-3, "layer_err": 4.5e-3, "unwritten": 0, "bitwise": True, "graph": True, "ok": True,
        "qkv_us": 10.1, "rope_us": 4.4, "attention_us": 10.2, "proj_us": 7.7, "layer_us": 25.1}
 
 
-def layer_project(root: Path) -> Path:
+def layer_project(root: Path, kind: str = "attention_sm90") -> Path:
     root.mkdir(parents=True, exist_ok=True)
     manifest = {"name": "fake", "class_name": "Fake", "spec_hash": "0" * 12, "target": "sm_90", "arch": "sm90",
-                "kind": "attention_sm90", "bench": "fake_bench", "stages": []}
+                "kind": kind, "bench": "fake_bench", "stages": []}
     (root / "manifest.json").write_text(json.dumps(manifest))
     return root
 
@@ -117,3 +118,74 @@ def test_a_crash_is_a_tool_error(tmp_path: Path, gpu: None) -> None:
     with pytest.raises(ToolError) as info:
         build.run(project, [1], None, extra_args=["g:1+0"])
     assert "exit 2" in info.value.message and "initialize failed" in getattr(info.value, "stderr_tail", "")
+
+
+# --------------------------------------------------------------------------------------------------
+# conv chains
+
+CONV = {"chain": "resnet_block", "batch": 8, "sequential_us": 60.0, "overlap_us": 70.0, "run_us": 58.5,
+        "run_mode": "chained", "two_stream_us": 71.0, "chained_us": 58.4, "block_order_us": 69.0,
+        "programmatic": True, "bitwise": True, "ref_err": 0.0009, "wait_kernels": False, "stages_us": [29.0, 31.5]}
+
+
+def conv_opts(tmp_path: Path, m: str | None = None, policies: str | None = None, batch: str | None = "1,8",
+              cache: str | None = None, autotune: int = 0) -> options.RunOptions:
+    return options.run_options("resnet_block", m, policies, batch, cache, 5, 1, None, tmp_path / "p", False, None,
+                               None, None, "auto", autotune, None)
+
+
+def test_run_options_take_a_conv_chain(tmp_path: Path) -> None:
+    opts = conv_opts(tmp_path)
+    assert opts.subject.kind == "conv" and opts.ms == () and opts.policies is None
+    assert opts.extra == ("--preheat", options.CONV_RUN_PREHEAT_S, "--batch", "1,8")
+    assert conv_opts(tmp_path, batch=None).extra == ("--preheat", options.CONV_RUN_PREHEAT_S)  # the bench's batches
+
+
+@pytest.mark.parametrize(("kwargs", "flag"), [({"m": "256"}, "--m"), ({"cache": "7"}, "--cache"),
+                                               ({"policies": "row"}, "--policies"), ({"autotune": 2}, "--autotune")])
+def test_conv_refuses_what_does_not_apply(tmp_path: Path, kwargs: dict[str, object], flag: str) -> None:
+    with pytest.raises(UsageError) as info:
+        conv_opts(tmp_path, **kwargs)  # type: ignore[arg-type]
+    assert info.value.message.startswith(f"{flag} does not apply to a conv chain") and flag in info.value.hint
+
+
+def test_conv_batch_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(UsageError) as info:
+        conv_opts(tmp_path, batch="1,x")
+    assert "--batch" in info.value.message
+
+
+def test_trace_refuses_a_conv_chain(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["trace", "resnet_block"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "conv chain" in err and "cusync-gen run" in err
+
+
+def test_run_parses_the_conv_result_lines(tmp_path: Path, gpu: None) -> None:
+    project = layer_project(tmp_path / "p", "conv")
+    make_bench(project, "batch 8: bitwise yes, max |error| 0.0009\nRESULT " + json.dumps(CONV) + "\nall checks passed\n")
+    rows = build.run(project, [], None, repeats=7, warmup=3, extra_args=["--preheat", "0.5", "--batch", "8"])
+    assert rows == [CONV]
+    assert (project / "build" / "argv.json").read_text() == repr(
+        ["--repeats", "7", "--warmup", "3", "--preheat", "0.5", "--batch", "8"])
+    table = format_table(rows)
+    assert [c.header for c in table.columns][:3] == ["batch", "run() us", "run() mode"]
+    assert list(table.columns[2].cells) == ["chained"] and list(table.columns[7].cells) == ["29.0 + 31.5"]
+
+
+def test_a_conv_check_failure_names_the_batch(tmp_path: Path, gpu: None) -> None:
+    project = layer_project(tmp_path / "p", "conv")
+    make_bench(project, "batch 3: conv2 differs from the reference conv: max |error| 0.5\nCHECKS FAILED\n", rc=5)
+    with pytest.raises(CheckFailedError) as info:
+        build.run(project, [], None, extra_args=["--batch", "3"])
+    assert "batch 3: conv2 differs" in info.value.message
+
+
+def test_a_conv_sync_timeout_names_the_tile(tmp_path: Path, gpu: None) -> None:
+    project = layer_project(tmp_path / "p", "conv")
+    make_bench(project, "batch 1: sync timeout: conv2 tile 12 waited for conv1 row 3\n", rc=1)
+    with pytest.raises(SyncTimeoutError) as info:
+        build.run(project, [], None, extra_args=["--batch", "1"])
+    assert "tile 12" in info.value.message
