@@ -129,6 +129,7 @@ static int g_reg_wn = 1;                   // warps side by side along N (1, 2, 
 static bool g_reg_g1_split_major = false;  // DECODE_PROBE_REG_G1_SPLIT_MAJOR=1: gemm1 CTAs split by split
 static int g_reg_f[2] = {1, 2};
 static bool g_reg_packed = false;          // DECODE_PROBE_REG_PACKED=1: v3 reads W1/W2 packed by reg_pack_kernel
+static bool g_reg_persist = false;         // DECODE_PROBE_REG_PERSIST=1: "regs" is one persistent kernel (reg_chain_kernel)
 static int g_ring_mode = 0;                // DECODE_PROBE_RING_MODE: v4 consumer mode (ring::kConsumer*; 1 = no compute, wrong results)            // DECODE_PROBE_REG_F=a,b: v3 CTAs = f x occupancy x SMs
 static bool variant_timed(Variant v) {
   if (g_variant_filter.empty()) return true;
@@ -383,6 +384,10 @@ struct Probe {
         with_wn(g_reg_cfg, [&](auto wc) {
           constexpr int MP = decltype(mc)::value, WN = decltype(wc)::value;
           bool const sync = v == kRegSync;
+          if (sync && g_reg_persist) {  // the tile-synced chain as one persistent kernel: one co-resident wave
+            CK((reg::reg_chain_launch<T, MP, WN>(s1, s2, reg_occ * sms, state, err, timeout_ns, st)));
+            return;
+          }
           CK((reg::reg_launch<T, MP, WN>(s1, state, err, timeout_ns, sync ? kTriggerDependents : 0, false, st)));
           CK((reg::reg_launch<T, MP, WN>(s2, state, err, timeout_ns, kClosesRun, sync, st)));
         });
@@ -700,6 +705,7 @@ int main(int argc, char** argv) {
   g_reg_wn = g_reg_cfg == 1 ? 2 : g_reg_cfg == 2 ? 4 : 1;
   g_reg_g1_split_major = getenv("DECODE_PROBE_REG_G1_SPLIT_MAJOR") != nullptr;
   g_reg_packed = getenv("DECODE_PROBE_REG_PACKED") != nullptr;
+  g_reg_persist = getenv("DECODE_PROBE_REG_PERSIST") != nullptr;
   if (char const* env = getenv("DECODE_PROBE_RING_MODE")) g_ring_mode = std::atoi(env);
   if (char const* env = getenv("DECODE_PROBE_REG_F")) {
     auto v = csv_list(env);
@@ -707,6 +713,7 @@ int main(int argc, char** argv) {
   }
   printf("v3: shape %d (warps along N %d), gemm1 CTA order %s, f %d,%d, weights %s\n", g_reg_cfg, g_reg_wn,
          g_reg_g1_split_major ? "split-major" : "tile-major", g_reg_f[0], g_reg_f[1], g_reg_packed ? "packed" : "row-major");
+  if (g_reg_persist) printf("v3: regs = one persistent kernel (reg_chain_kernel), %s\n", "static units");
   std::vector<Row> rows; std::vector<std::string> extras;
   if (char const* env = getenv("DECODE_PROBE_SHAPES")) {
     auto want = csv_list(env);

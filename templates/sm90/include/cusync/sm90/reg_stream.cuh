@@ -301,6 +301,27 @@ __global__ void __launch_bounds__(kThreads, 4)
   if (flags & kClosesRun) close_run(state, ctx.epoch);
 }
 
+// The whole chain in one persistent kernel (probe): CTA c runs gemm1's units c, c + G, ... and then gemm2's
+// (each unit is one CTA of reg_gemm_kernel's grid), so a CTA done with gemm1 starts gemm2's weight stream at
+// once, with no second launch or ramp. Static assignment: the grid must be co-resident (G <= SMs x
+// occupancy), or a waiting gemm2 unit could hold the SM that the gemm1 unit it waits for needs.
+template <typename T, int kMPad, int kWarpsN>
+__global__ void __launch_bounds__(kThreads, 4)
+    reg_chain_kernel(RegStage const __grid_constant__ s1, RegStage const __grid_constant__ s2, StreamState* state,
+                     SyncErrorInfo* error, uint64_t timeout_ns) {
+  extern __shared__ __align__(16) char smem[];
+  RunCtx const ctx{ptx::ld_relaxed_gpu(&state->epoch), error, timeout_ns};
+  for (int u = int(blockIdx.x); u < s1.tiles * s1.splits; u += int(gridDim.x)) {
+    RegGemm<T, kMPad, kWarpsN>::run(s1, ctx, u, smem);
+    __syncthreads();  // the unit's shared memory (partials, the last-arriver flag) before the next one's
+  }
+  for (int u = int(blockIdx.x); u < s2.tiles * s2.splits; u += int(gridDim.x)) {
+    RegGemm<T, kMPad, kWarpsN>::run(s2, ctx, u, smem);
+    __syncthreads();
+  }
+  close_run(state, ctx.epoch);
+}
+
 // Packs row-major W (k, n; ldw) for warps_n warps along N (see PACKED WEIGHTS): one thread per 16-byte chunk.
 template <typename T>
 __global__ void reg_pack_kernel(T const* w, int k, int n, int ldw, int warps_n, uint4* out, int64_t chunks) {
@@ -377,6 +398,26 @@ inline cudaError_t reg_launch(RegStage const& s, StreamState* state, SyncErrorIn
       launch_config(s.tiles * s.splits, kThreads, RegGemm<T, kMPad, kWarpsN>::kSmemBytes, stream, pdl, &attr);
   if (s.cta_n != cta_n_of(kWarpsN)) return cudaErrorInvalidValue;
   return cudaLaunchKernelEx(&cfg, reg_gemm_kernel<T, kMPad, kWarpsN>, s, state, error, timeout_ns, flags);
+}
+
+template <typename T, int kMPad, int kWarpsN>
+inline cudaError_t reg_chain_launch(RegStage const& s1, RegStage const& s2, int grid, StreamState* state,
+                                    SyncErrorInfo* error, uint64_t timeout_ns, cudaStream_t stream) {
+  if (s1.cta_n != cta_n_of(kWarpsN) || s2.cta_n != cta_n_of(kWarpsN)) return cudaErrorInvalidValue;
+  cudaError_t e = cudaFuncSetAttribute(reg_chain_kernel<T, kMPad, kWarpsN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       RegGemm<T, kMPad, kWarpsN>::kSmemBytes);
+  if (e != cudaSuccess) return e;
+  int occupancy = 0, device = 0, sms = 0;  // co-resident: at most SMs x this kernel's own occupancy
+  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, reg_chain_kernel<T, kMPad, kWarpsN>, kThreads,
+                                                         RegGemm<T, kMPad, kWarpsN>::kSmemBytes)) != cudaSuccess ||
+      (e = cudaGetDevice(&device)) != cudaSuccess ||
+      (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
+    return e;
+  if (occupancy < 1) return cudaErrorInvalidConfiguration;
+  grid = grid < occupancy * sms ? grid : occupancy * sms;
+  reg_chain_kernel<T, kMPad, kWarpsN><<<grid, kThreads, RegGemm<T, kMPad, kWarpsN>::kSmemBytes, stream>>>(
+      s1, s2, state, error, timeout_ns);
+  return cudaGetLastError();
 }
 
 template <typename T, int kMPad, int kWarpsN>
