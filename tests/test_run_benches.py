@@ -175,17 +175,15 @@ def test_run_parses_the_conv_result_lines(tmp_path: Path, gpu: None) -> None:
     assert list(table.columns[2].cells) == ["chained"] and list(table.columns[7].cells) == ["29.0 + 31.5"]
 
 
-def test_a_conv_check_failure_names_the_batch(tmp_path: Path, gpu: None) -> None:
+@pytest.mark.parametrize(("stdout", "rc", "error", "words"), [
+    ("batch 3: conv2 differs from the reference conv: max |error| 0.5\nCHECKS FAILED\n", 5, CheckFailedError,
+     "batch 3: conv2 differs"),
+    ("batch 1: sync timeout: conv2 tile 12 waited for conv1 row 3\n", 1, SyncTimeoutError, "tile 12"),
+])
+def test_a_conv_failure_names_the_batch_and_tile(tmp_path: Path, gpu: None, stdout: str, rc: int,
+                                                 error: type[Exception], words: str) -> None:
     project = layer_project(tmp_path / "p", "conv")
-    make_bench(project, "batch 3: conv2 differs from the reference conv: max |error| 0.5\nCHECKS FAILED\n", rc=5)
-    with pytest.raises(CheckFailedError) as info:
-        build.run(project, [], None, extra_args=["--batch", "3"])
-    assert "batch 3: conv2 differs" in info.value.message
-
-
-def test_a_conv_sync_timeout_names_the_tile(tmp_path: Path, gpu: None) -> None:
-    project = layer_project(tmp_path / "p", "conv")
-    make_bench(project, "batch 1: sync timeout: conv2 tile 12 waited for conv1 row 3\n", rc=1)
-    with pytest.raises(SyncTimeoutError) as info:
+    make_bench(project, stdout, rc=rc)
+    with pytest.raises(error) as info:
         build.run(project, [], None, extra_args=["--batch", "1"])
-    assert "tile 12" in info.value.message
+    assert words in getattr(info.value, "message")
