@@ -6,12 +6,15 @@ LAYER:MODE=DIR takes that table (e.g. gpt3:generation) from another run: ours an
 run, so every ratio compares two numbers measured in the same device run.
 
 RUN_DIR holds check-<e>.jsonl, time-<e>.jsonl, torch-<e>.jsonl (and time-simt-<e>.jsonl if the CUDA-core
-decode was timed) for e in llama, gpt3. Ratios are PyTorch's layer time over ours (> 1: we are faster).
+decode was timed, time-pingpong-<e>.jsonl if the prompts were timed on the FMHA's ping-pong schedule) for e
+in llama, gpt3. Where the bench ran Layer::autotune (scripts/gpu_tune_attention_sm90.sh), a column gives the
+cuBLASLt candidate each GEMM ran (qkv/proj, 0: the heuristic's first; "s" marks a split-K algorithm). Ratios are PyTorch's layer time over ours (> 1: we are faster).
 The last two lines are the geomean and the minimum of the ratio over every timed point of both layers.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import sys
@@ -25,10 +28,16 @@ PEAK_TBS = 4.8
 
 
 def rows(path: Path) -> dict[str, dict]:
-    if not path.is_file():
+    """The JSON lines of `path`, or of `path`.gz (raw files are kept gzipped), by shape."""
+    gz = path.with_name(path.name + ".gz")
+    if path.is_file():
+        text = path.read_text()
+    elif gz.is_file():
+        text = gzip.decompress(gz.read_bytes()).decode()
+    else:
         return {}
     out = {}
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         line = line.strip()
         if line.startswith("{"):
             d = json.loads(line)
@@ -46,6 +55,13 @@ def kv_bytes(d: dict, kv_heads: int, dh: int, elem: int) -> float:
     return 2.0 * d["batch"] * (d["cache"] + 1) * kv_heads * dh * elem
 
 
+def algo(a: list | None) -> str:
+    """[candidate, K splits, reduction scheme] as the bench reports it: "3", or "3s" for a split-K algorithm."""
+    if not a:
+        return "-"
+    return f"{a[0]}{'s' if len(a) > 1 and a[1] > 1 else ''}"
+
+
 def main() -> None:
     run = Path(sys.argv[1])
     override = {key: Path(value) for key, value in (a.split("=", 1) for a in sys.argv[2:])}
@@ -57,7 +73,8 @@ def main() -> None:
            "kernels. PyTorch: the same layer (cuBLAS projections, HF-style rotary, cache update, SDPA with",
            "enable_gqa and a bottom-right causal mask), in a CUDA graph. Both: median of the repeats of CUDA-graph",
            "replays timed with CUDA events, after ~2 s of preheat; stage times are each stage's own graph.",
-           "Produced by `scripts/gpu_check_attention_sm90.sh` and `scripts/attention_sm90_results.py`.", ""]
+           "Produced by `scripts/gpu_check_attention_sm90.sh` (or `scripts/gpu_tune_attention_sm90.sh`) and",
+           "`scripts/attention_sm90_results.py`.", ""]
     for e, (label, hq, hkv, dh, hidden, elem) in LAYERS.items():
         ours, torch, check = rows(run / f"time-{e}.jsonl"), rows(run / f"torch-{e}.jsonl"), rows(run / f"check-{e}.jsonl")
         simt = rows(run / f"time-simt-{e}.jsonl")
@@ -82,9 +99,14 @@ def main() -> None:
             kinds = {d.get("decode", "simt") for d in pts}
             other = "tensor-core" if kinds == {"simt"} else "CUDA-core"
             simt_col = f" | {other} decode us" if mode == "generation" and simt else ""
+            pingpong = rows(src / f"time-pingpong-{e}.jsonl") if mode == "prompt" else {}
+            pp_col = " | ping-pong attention us" if pingpong else ""
+            algo_col = " | algorithm qkv/proj" if any("qkv_algo" in d for d in pts) else ""
+            cols = 9 + sum(1 for c in (simt_col, pp_col, algo_col) if c)
             out += [f"### {mode}", "",
-                    f"| shape | qkv us | rope us | attention us | proj us | layer us | PyTorch us | PyTorch / ours | {extra}{simt_col} |",
-                    "| --- " * (10 if simt_col else 9) + "|"]
+                    f"| shape | qkv us | rope us | attention us | proj us | layer us | PyTorch us | PyTorch / ours | {extra}"
+                    f"{simt_col}{pp_col}{algo_col} |",
+                    "| --- " * cols + "|"]
             for d in pts:
                 t = torch.get(d["shape"], {}).get("torch_us")
                 ratio = t / d["layer_us"] if t else None
@@ -98,9 +120,12 @@ def main() -> None:
                     rate = f"{tb:.2f} ({100 * tb / PEAK_TBS:.0f}%)"
                 s = simt.get(d["shape"], {}).get("attention_us") if simt_col else None
                 simt_cell = (f" | {s:.1f}" if s else " | -") if simt_col else ""
+                p = pingpong.get(d["shape"], {}).get("attention_us")
+                pp_cell = (f" | {p:.1f}" if p else " | -") if pp_col else ""
+                algo_cell = f" | {algo(d.get('qkv_algo'))}/{algo(d.get('proj_algo'))}" if algo_col else ""
                 out.append(f"| {d['shape']} | {d['qkv_us']:.1f} | {d['rope_us']:.1f} | {d['attention_us']:.1f} | "
                            f"{d['proj_us']:.1f} | {d['layer_us']:.1f} | {t if t else '-'} | "
-                           f"{f'{ratio:.2f}x' if ratio else '-'} | {rate}{simt_cell} |")
+                           f"{f'{ratio:.2f}x' if ratio else '-'} | {rate}{simt_cell}{pp_cell}{algo_cell} |")
             out.append("")
     if ratios:
         geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))

@@ -117,6 +117,69 @@ def test_validate_explains_the_layer(capsys: pytest.CaptureFixture[str]) -> None
     assert "generation step" in out and "back to back" in out
 
 
+def test_layer_autotune_times_both_gemms_in_the_layer() -> None:
+    """Layer::autotune picks qkv's and proj's cuBLASLt algorithms by timing the whole layer (the sm90
+    chains' time_modes, shipped with the project), through LtContext's select_stage: each GEMM is a stage
+    of the context; the bench tunes by default under --time and checks the timed graph bitwise."""
+    files = render_project(plan_of())
+    assert "include/cusync/sm90/autotune.h" in files
+    layer = files["include/cusync/attention_sm90/layer.cuh"]
+    assert '#include "cusync/sm90/autotune.h"' in layer
+    assert "Status autotune(Shape const& s, Buffers const& b, cudaStream_t stream" in layer
+    assert "lt->stage = kLtStageQkv;" in layer and "lt->stage = kLtStageProj;" in layer
+    assert "time_modes(run_candidate, candidates, n, rounds, stream" in layer
+    assert "lt->select_stage = stage_id, lt->select_candidate = k;" in layer
+    bench = files["bench/attention_sm90_bench.cuh"]
+    assert '"--no-autotune"' in bench and "autotune = do_time ? 1 : 0;" in bench
+    assert "layer.autotune(s, b, stream, autotune_rounds" in bench and "time_bitwise" in bench
+    # every row count is tuned in a pass before the first shape is checked or timed
+    assert bench.index("/*tune_only=*/true") < bench.index("failures += run_shape(layer, sa, w_qkv, w_o, stream, preheated);")
+    lt = files["include/cusync/sm90/cublaslt.cuh"]
+    assert "CUBLASLT_ALGO_CONFIG_SPLITK_NUM" in lt and "ctx->stage_splitk[ctx->stage]" in lt
+    assert "stage_reduction" in files["include/cusync/sm90/cublaslt_context.h"]
+
+
+def test_prompt_attention_offers_the_pingpong_schedule() -> None:
+    files = render_project(plan_of("gpt3_attention_sm90"))
+    kernels = files["include/cusync/attention_sm90/kernels.cuh"]
+    assert "bool kPingpong = false" in kernels and "KernelTmaWarpSpecializedPingpong" in kernels
+    layer = files["include/cusync/attention_sm90/layer.cuh"]
+    assert "prompt_on<PromptPingpong>" in layer and "hw.sm_count = sm_count_;" in layer
+
+
+def test_results_page_ends_with_geomean_and_min(tmp_path: Path) -> None:
+    """scripts/attention_sm90_results.py: the algorithm and ping-pong columns, and the two last lines."""
+    import importlib.util
+    import json
+    spec = importlib.util.spec_from_file_location("results", REPO / "scripts" / "attention_sm90_results.py")
+    assert spec is not None and spec.loader is not None
+    results = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(results)
+    base = {"mode": "prompt", "batch": 1, "tokens": 4096, "cache": 0, "qkv_us": 600.0, "rope_us": 20.0,
+            "attention_us": 150.0, "proj_us": 240.0}
+    ours = [dict(base, shape="p:1x4096+0", layer_us=1000.0, qkv_algo=[3, 1, 0], proj_algo=[0, 2, 1]),
+            dict(base, shape="g:8+512", mode="generation", batch=8, tokens=1, cache=512, layer_us=50.0,
+                 qkv_algo=[1, 1, 0], proj_algo=[0, 1, 0])]
+    (tmp_path / "time-gpt3.jsonl").write_text("".join(json.dumps(d) + "\n" for d in ours))
+    (tmp_path / "torch-gpt3.jsonl").write_text(json.dumps({"shape": "p:1x4096+0", "torch_us": 950.0}) + "\n" +
+                                               json.dumps({"shape": "g:8+512", "torch_us": 60.0}) + "\n")
+    (tmp_path / "time-pingpong-gpt3.jsonl").write_text(json.dumps(dict(ours[0], attention_us=140.0)) + "\n")
+    import sys
+    argv, sys.argv = sys.argv, ["attention_sm90_results.py", str(tmp_path)]
+    try:
+        import contextlib
+        import io
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            results.main()
+    finally:
+        sys.argv = argv
+    page = buf.getvalue().strip().splitlines()
+    assert "| p:1x4096+0 |" in "\n".join(page) and "| 140.0 | 3/0s |" in "\n".join(page)
+    assert "| 1/0 |" in "\n".join(page)
+    assert page[-2:] == ["attention geomean over PyTorch: 1.07x", "attention min over PyTorch: 0.95x"]
+
+
 # --- nvcc and GPU ---------------------------------------------------------------------------------
 
 def _build(name: str, tmp_path: Path, cutlass_dir: Path) -> Path:

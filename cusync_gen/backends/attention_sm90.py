@@ -4,7 +4,8 @@
 The attention stage derives from CUTLASS's Hopper FMHA (CUTLASS_DIR/examples/88_hopper_fmha, which
 `cusync-gen fetch-cutlass` copies): our mask (bottom-right causal over a KV cache, GQA heads packed into
 query rows) and our strides; generation steps run our split-KV decode kernel. qkv and proj run through
-the sm90 backend's cuBLASLt GEMM (cusync/sm90/cublaslt.cuh).
+the sm90 backend's cuBLASLt GEMM (cusync/sm90/cublaslt.cuh); Layer::autotune() times their algorithms with
+the sm90 backend's time_modes() (cusync/sm90/autotune.h).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ NAME = "attention_sm90"
 #: What the sm90 cuBLASLt GEMM needs of the runtime and of the sm90 backend's headers.
 RUNTIME = ("status.h", "ptx.cuh", "sync_error.h", "semaphore.cuh", "policy.h", "tile_order.h", "stage.cuh")
 SM90_HEADERS = ("dispatch.h", "ticket_scheduler.cuh", "waiting_mainloop.cuh", "gated_epilogue.cuh",
-                "posting_epilogue.cuh", "gemm.cuh", "cublaslt_context.h", "cublaslt.cuh")
+                "posting_epilogue.cuh", "gemm.cuh", "cublaslt_context.h", "cublaslt.cuh", "autotune.h")
 #: What manifest.json says of the project's kind ("build" and "run" read it).
 MANIFEST = {"kind": "attention_sm90"}
 STAGES = ("qkv", "rope", "attention", "proj")

@@ -1,8 +1,12 @@
 // cusync sm90 attention bench driver: checks and times one layer (Layer<Config>) over a list of shapes in
 // one process (so the GPU is preheated once and the shapes run one after another under sustained clocks).
 //
-//   <name>_bench [--check] [--time] [--repeats N] [--preheat-ms MS] [--decode-simt] SHAPE...
+//   <name>_bench [--check] [--time] [--repeats N] [--preheat-ms MS] [--decode-simt] [--autotune | --no-autotune]
+//                [--autotune-rounds N] [--fmha-pingpong] SHAPE...
 //   [--decode-simt | --decode-mma]: the CUDA-core or tensor-core decode kernel instead of the plan's choice
+//   --autotune: Layer::autotune() (each cuBLASLt GEMM's algorithm timed in the layer) at the first shape of
+//   each row count, every row count before the first shape is checked or timed; on by default with --time
+//   (--no-autotune: the heuristic's first algorithm). --fmha-pingpong: prompts on the FMHA's ping-pong schedule.
 //   SHAPE = p:BATCHxTOKENS+CACHE (a prompt, FMHA) or g:BATCH+CACHE (a generation step, split-KV decode)
 //
 // Checks (--check): the attention stage against an fp32 reference over the same q, K and V buffers, and
@@ -10,7 +14,9 @@
 // inputs), both as ||out - ref|| / ||ref||; every output element written (outputs poisoned with NaN
 // first); bitwise equal run to run; bitwise equal when replayed from a CUDA graph.
 // Times (--time): each stage and the layer, each captured in its own CUDA graph, median of --repeats
-// replays (CUDA events). Prints one JSON line per shape.
+// replays (CUDA events); then the layer's graph twice more, bitwise equal (the algorithms autotune chose
+// included). Prints one JSON line per shape (with the algorithms each GEMM ran: the candidate index in
+// the heuristic's order, its K splits and reduction scheme).
 #pragma once
 
 #include <algorithm>
@@ -19,6 +25,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -167,6 +175,11 @@ struct Bench {
   double preheat_ms = 2000;
   bool do_check = false, do_time = false;
   int decode_simt = -1;  // -1: the plan's default (Config::kDecodeMma)
+  int autotune = -1;     // -1: with --time; 0: never; 1: always
+  int autotune_rounds = kLayerTuneRounds;
+  bool fmha_pingpong = false;
+  std::set<int> tuned_rows, reported_rows;  // autotune once per row count (the GEMMs' shape)
+  std::map<int, std::string> tuned_json;     // what it found, printed with the first shape of the row count
 
   template <class U>
   static U* alloc(int64_t n) {
@@ -226,6 +239,10 @@ struct Bench {
       else if (a == "--time") do_time = true;
       else if (a == "--decode-simt") decode_simt = 1;
       else if (a == "--decode-mma") decode_simt = 0;
+      else if (a == "--autotune") autotune = 1;
+      else if (a == "--no-autotune") autotune = 0;
+      else if (a == "--fmha-pingpong") fmha_pingpong = true;
+      else if (a == "--autotune-rounds" && i + 1 < argc) autotune_rounds = std::min(200, std::max(1, std::atoi(argv[++i])));
       else if (a == "--repeats" && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
       else if (a == "--preheat-ms" && i + 1 < argc) preheat_ms = std::atof(argv[++i]);
       else {
@@ -238,10 +255,12 @@ struct Bench {
       }
     }
     if (!do_check && !do_time) do_check = true;
+    if (autotune < 0) autotune = do_time ? 1 : 0;
     cudaStream_t stream;
     BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     L layer;
     if (decode_simt >= 0) layer.decode_mma = decode_simt == 0;
+    layer.fmha_pingpong = fmha_pingpong;
     if (layer.initialize() != Status::kSuccess) {
       std::fprintf(stderr, "initialize failed\n");
       return 2;
@@ -253,14 +272,21 @@ struct Bench {
     BENCH_CUDA(cudaStreamSynchronize(stream));
     bool preheated = false;
     int failures = 0;
+    // Every row count is tuned before anything is timed: a timing that follows a tuning pass right away
+    // (a second of back-to-back GEMMs) ran the same GEMM up to 10% slower than one later in the process.
+    if (autotune == 1) {
+      for (ShapeArg const& sa : shapes) failures += run_shape(layer, sa, w_qkv, w_o, stream, preheated, /*tune_only=*/true);
+    }
     for (ShapeArg const& sa : shapes) failures += run_shape(layer, sa, w_qkv, w_o, stream, preheated);
     return failures == 0 ? 0 : 1;
   }
 
-  int run_shape(L& layer, ShapeArg const& sa, T const* w_qkv, T const* w_o, cudaStream_t stream, bool& preheated) {
+  int run_shape(L& layer, ShapeArg const& sa, T const* w_qkv, T const* w_o, cudaStream_t stream, bool& preheated,
+                bool tune_only = false) {
     Shape s{sa.batch, sa.tokens, sa.step ? 0 : sa.cache};
     layer.step_mode_ = sa.step;
     int const rows = s.rows(), capacity = sa.cache + sa.tokens;
+    if (tune_only && tuned_rows.count(rows) != 0) return 0;  // this row count's GEMMs are tuned already
     int const hk = Config::kKvHeads, dh = Config::kHeadDim, hq = Config::kHeads;
     Buffers b{};
     T* x = alloc<T>(int64_t(rows) * Config::kHidden);
@@ -287,8 +313,52 @@ struct Bench {
                        "\", \"mode\": \"" + (sa.step ? "generation" : "prompt") +
                        "\", \"batch\": " + std::to_string(sa.batch) + ", \"tokens\": " + std::to_string(sa.tokens) +
                        ", \"cache\": " + std::to_string(sa.cache);
+    json += std::string(", \"fmha\": \"") + (layer.fmha_pingpong ? "pingpong" : "cooperative") + "\"";
     int failed = 0;
-    char buf[256];
+    char buf[512];
+    auto release = [&] {
+      for (void const* p : {(void const*)x, (void const*)kc, (void const*)vc, (void const*)lens, (void const*)b.qkv,
+                            (void const*)b.q, (void const*)b.o, (void const*)b.y, (void const*)b.lse,
+                            (void const*)b.o_part, (void const*)b.ml_part})
+        BENCH_CUDA(cudaFree(const_cast<void*>(p)));
+    };
+    if (tune_only) {  // the tuning pass: autotune at the first shape of each row count, nothing printed
+      if (tuned_rows.insert(rows).second) {
+        LayerTune t{};
+        int const tune_preheat_ms = tuned_rows.size() == 1 ? cusync::sm90::kTunePreheatMs : 0;
+        auto const t0 = std::chrono::steady_clock::now();
+        Status const st = layer.autotune(s, b, stream, autotune_rounds, tune_preheat_ms, &t);
+        double const tune_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        std::string fragment;
+        if (st != Status::kSuccess) {  // reported; the shape still runs, on the algorithms the plans hold
+          std::snprintf(buf, sizeof(buf), ", \"tune_error\": \"autotune status %d\"", int(st));
+          fragment += buf;
+          failed += 1;
+        }
+        std::snprintf(buf, sizeof(buf),
+                      ", \"tuned\": {\"ms\": %.0f, \"qkv\": [%d, %d, %.2f, %.2f], \"proj\": [%d, %d, %.2f, %.2f]}",
+                      tune_ms, t.qkv.chosen, t.qkv.candidates, t.qkv.first_us, t.qkv.chosen_us, t.proj.chosen,
+                      t.proj.candidates, t.proj.first_us, t.proj.chosen_us);
+        // [kept candidate, candidates timed, layer us with the heuristic's first, layer us with the kept one]
+        tuned_json[rows] = fragment + buf;
+      }
+      release();
+      return failed;
+    }
+    if (reported_rows.insert(rows).second) {
+      auto const found = tuned_json.find(rows);
+      if (found != tuned_json.end()) json += found->second;
+    }
+    if (do_time && !preheated) {  // sustained clocks: ~preheat_ms of the first shape's layer before any timing
+      cudaGraphExec_t warm = capture(stream, [&] { return layer.run(s, b, stream); });
+      auto t0 = std::chrono::steady_clock::now();
+      while (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() < preheat_ms) {
+        for (int i = 0; i < 20; ++i) BENCH_CUDA(cudaGraphLaunch(warm, stream));
+        BENCH_CUDA(cudaStreamSynchronize(stream));
+      }
+      BENCH_CUDA(cudaGraphExecDestroy(warm));
+      preheated = true;
+    }
     if (do_check) {
       // Poison the outputs; run; everything written, reproducible, graph-equal, close to fp32.
       BENCH_CUDA(cudaMemset(b.o, 0xff, int64_t(rows) * kOCols * sizeof(T)));
@@ -364,14 +434,6 @@ struct Bench {
     }
     if (do_time) {
       cudaGraphExec_t whole = capture(stream, [&] { return layer.run(s, b, stream); });
-      if (!preheated) {  // sustained clocks: ~preheat_ms of the first shape's layer before any timing
-        auto t0 = std::chrono::steady_clock::now();
-        while (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() < preheat_ms) {
-          for (int i = 0; i < 20; ++i) BENCH_CUDA(cudaGraphLaunch(whole, stream));
-          BENCH_CUDA(cudaStreamSynchronize(stream));
-        }
-        preheated = true;
-      }
       char const* names[] = {"qkv", "rope", "attention", "proj"};
       float stage_ms[4];
       for (int i = 0; i < 4; ++i) {
@@ -380,7 +442,28 @@ struct Bench {
         BENCH_CUDA(cudaGraphExecDestroy(g));
       }
       float const layer_ms = median_ms(whole, stream, repeats);
+      // The algorithms the layer ran (autotune's choice or the heuristic's first) give the same bits twice.
+      int64_t const ny = int64_t(rows) * Config::kHidden;
+      BENCH_CUDA(cudaMemset(b.y, 0xff, ny * sizeof(T)));
+      BENCH_CUDA(cudaGraphLaunch(whole, stream));
+      BENCH_CUDA(cudaStreamSynchronize(stream));
+      auto ya = host(static_cast<T const*>(b.y), ny);
+      BENCH_CUDA(cudaMemset(b.y, 0xff, ny * sizeof(T)));
+      BENCH_CUDA(cudaGraphLaunch(whole, stream));
+      BENCH_CUDA(cudaStreamSynchronize(stream));
+      auto yb = host(static_cast<T const*>(b.y), ny);
+      bool const same = std::memcmp(ya.data(), yb.data(), ya.size() * sizeof(T)) == 0;
+      failed += same ? 0 : 1;
       BENCH_CUDA(cudaGraphExecDestroy(whole));
+      if (layer.lt != nullptr) {
+        auto const* lt = layer.lt;
+        std::snprintf(buf, sizeof(buf),
+                      ", \"qkv_algo\": [%d, %d, %d], \"proj_algo\": [%d, %d, %d], \"time_bitwise\": %s",
+                      lt->stage_algorithm[kLtStageQkv], lt->stage_splitk[kLtStageQkv], lt->stage_reduction[kLtStageQkv],
+                      lt->stage_algorithm[kLtStageProj], lt->stage_splitk[kLtStageProj], lt->stage_reduction[kLtStageProj],
+                      same ? "true" : "false");
+        json += buf;  // [candidate in the heuristic's order, K splits, reduction scheme]
+      }
       for (int i = 0; i < 4; ++i) {
         std::snprintf(buf, sizeof(buf), ", \"%s_us\": %.2f", names[i], stage_ms[i] * 1e3);
         json += buf;
@@ -390,10 +473,7 @@ struct Bench {
     }
     std::printf("%s}\n", json.c_str());
     std::fflush(stdout);
-    for (void const* p : {(void const*)x, (void const*)kc, (void const*)vc, (void const*)lens, (void const*)b.qkv,
-                          (void const*)b.q, (void const*)b.o, (void const*)b.y, (void const*)b.lse, (void const*)b.o_part,
-                          (void const*)b.ml_part})
-      BENCH_CUDA(cudaFree(const_cast<void*>(p)));
+    release();
     return failed;
   }
 };

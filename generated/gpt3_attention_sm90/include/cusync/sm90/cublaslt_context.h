@@ -43,6 +43,10 @@ struct LtContext {
   int select_candidate = 0;
   mutable int stage_candidates[kLtMaxStages] = {};
   mutable int stage_algorithm[kLtMaxStages] = {};  // the candidate each stage's GEMM ran last (0: the heuristic's first)
+  // That candidate's configuration as cuBLASLt reports it: K splits (1: none) and the split-K reduction
+  // scheme (cublasLtReductionScheme_t; 0: none), so a caller can see whether a tuned choice splits K.
+  mutable int stage_splitk[kLtMaxStages] = {};
+  mutable int stage_reduction[kLtMaxStages] = {};
 };
 
 // workspace: kLtWorkspaceBytes of the caller's memory, or null to allocate them. The handle is always
@@ -72,6 +76,8 @@ struct LtContext {  // never made without cuBLASLt (create_lt_context leaves it 
   int stage = -1, select_stage = -1, select_candidate = 0;
   int stage_candidates[kLtMaxStages] = {};
   int stage_algorithm[kLtMaxStages] = {};
+  int stage_splitk[kLtMaxStages] = {};
+  int stage_reduction[kLtMaxStages] = {};
 };
 inline Status create_lt_context(LtContext** out, void* = nullptr) {
   *out = nullptr;

@@ -10,7 +10,10 @@
 // one of the heuristic's first kLtSearchAlgos that ran the whole chain fastest on this GPU (as PyTorch's
 // TunableOp tunes its GEMMs, but timed in the chain's graph: timed alone, back to back, a GEMM ranked
 // differently; measured on the H200, the heuristic's first is 1-7% slower than the best of eight at most
-// shapes from M = 1024).
+// shapes from M = 1024). The attention layer's autotune() searches its two GEMMs the same way.
+// Each candidate's K splits and reduction scheme are reported with the choice (LtContext::stage_splitk):
+// cuBLASLt's split-K reductions (in place with ordering counters, or through the workspace) are fixed-order
+// on one stream, so a chosen algorithm gives the same bits run to run; the benches check it.
 #pragma once
 
 #include <algorithm>
@@ -74,6 +77,7 @@ struct LtGemm {
     cublasLtMatmulAlgo_t algo{};                     // the one launch() runs: candidates[chosen]
     cublasLtMatmulAlgo_t candidates[kLtSearchAlgos]{};  // the heuristic's first, in its order
     int candidate_count = 0, chosen = 0;
+    int splitk[kLtSearchAlgos]{}, reduction[kLtSearchAlgos]{};  // each candidate's K splits and reduction scheme
     bool ok = false;
     ~Plan() {
       if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
@@ -128,7 +132,20 @@ struct LtGemm {
                CUBLAS_STATUS_SUCCESS;
       if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
       for (int i = 0; ok && i < found && i < kLtSearchAlgos; ++i) {
-        if (results[i].state == CUBLAS_STATUS_SUCCESS) p->candidates[p->candidate_count++] = results[i].algo;
+        if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        int const c = p->candidate_count++;
+        p->candidates[c] = results[i].algo;
+        int32_t splits = 1;
+        uint32_t scheme = 0;
+        size_t written = 0;
+        if (cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits),
+                                                 &written) == CUBLAS_STATUS_SUCCESS) {
+          p->splitk[c] = int(splits);
+        }
+        if (cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                 sizeof(scheme), &written) == CUBLAS_STATUS_SUCCESS) {
+          p->reduction[c] = int(scheme);
+        }
       }
       ok = ok && p->candidate_count > 0;
       if (ok) p->algo = p->candidates[0];
@@ -163,6 +180,8 @@ struct LtGemm {
           plan->algo = plan->candidates[plan->chosen];
         }
         ctx->stage_algorithm[ctx->stage] = plan->chosen;
+        ctx->stage_splitk[ctx->stage] = plan->splitk[plan->chosen];
+        ctx->stage_reduction[ctx->stage] = plan->reduction[plan->chosen];
       }
       if (cublasLtMatmul(ctx->handle, plan->op, &alpha, p.b, plan->a, p.a, plan->b, &beta, p.d, plan->d, p.d, plan->d,
                          &plan->algo, ctx->workspace, ctx->workspace_bytes, stream) != CUBLAS_STATUS_SUCCESS) {

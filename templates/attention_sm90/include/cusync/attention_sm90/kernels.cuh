@@ -534,14 +534,18 @@ struct BottomRightCausalFusion : cutlass::fmha::collective::DefaultFusion {
 using StrideQKV = cute::tuple<int, cute::_1, cute::tuple<int, int>>;
 using StrideLSE = cute::tuple<cute::_1, cute::tuple<int, int>>;
 
-template <class T, int kHeadDim, int kGroup, bool kCausal>
+// kPingpong: CUTLASS's other schedule for dh 128 (two consumer warp groups on alternate tiles, a
+// persistent grid of one CTA per SM, Q loaded separately) instead of the cooperative one (both warp
+// groups on one 128-row tile, one CTA per tile).
+template <class T, int kHeadDim, int kGroup, bool kCausal, bool kPingpong = false>
 struct PromptAttention {
   using Element = std::conditional_t<std::is_same_v<T, cutlass::bfloat16_t>, cutlass::bfloat16_t, cutlass::half_t>;
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::Int<kHeadDim>>;  // (q rows, keys, dh): CUTLASS's choice for dh 128
   using Fusion = std::conditional_t<kCausal, BottomRightCausalFusion<kGroup>, cutlass::fmha::collective::ResidualFusion>;
+  using Schedule = std::conditional_t<kPingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                                      cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
   using Kernel = typename cutlass::fmha::kernel::FmhaBuilder<
-      Element, float, float, TileShape, StrideQKV, StrideQKV, StrideQKV, Fusion,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::Kernel;
+      Element, float, float, TileShape, StrideQKV, StrideQKV, StrideQKV, Fusion, Schedule>::Kernel;
   using Operation = cutlass::device::Universal<Kernel>;
 };
 

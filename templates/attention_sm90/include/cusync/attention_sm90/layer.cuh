@@ -2,15 +2,21 @@
 // launched back to back on one stream (our kernels with programmatic dependent launch, so each one's
 // launch overlaps the previous kernel's tail; griddepcontrol.wait orders their reads).
 //
+// autotune(shape, buffers, stream) picks each cuBLASLt GEMM's algorithm (qkv, then proj) among the
+// heuristic's first candidates by timing the whole layer at that shape (CUDA graphs, events, median after
+// warm-up); the choice stays with the GEMM's shape (every later run at that row count uses it).
+//
 // Config (in the generated <name>.h): Element, kHidden, kHeads, kKvHeads, kHeadDim, kCausal,
 // kRotary, kRotaryBase, kDecodeSplit (keys per tensor-core decode CTA), kDecodeMma. Shapes are run-time: `batch` sequences of `new_tokens` each, after cache_len[b]
 // cached tokens (uniform for a prompt; per sequence for a generation step, new_tokens = 1).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cuda_runtime.h>
 
 #include "cusync/attention_sm90/kernels.cuh"
+#include "cusync/sm90/autotune.h"
 #include "cusync/sm90/cublaslt.cuh"
 #include "cusync/status.h"
 
@@ -42,6 +48,24 @@ struct Buffers {
 
 enum class StageId { kQkv = 0, kRope = 1, kAttention = 2, kProj = 3 };
 
+// The layer's cuBLASLt GEMMs as the context's stages (LtContext::stage): autotune()'s search selects them so.
+constexpr int kLtStageQkv = 0, kLtStageProj = 1;
+
+// Layer::autotune(): rounds of the timed search (each round times every candidate once) unless told.
+constexpr int kLayerTuneRounds = 20;
+
+// What autotune() found for one GEMM: the candidate kept (0: the heuristic's first), how many were timed,
+// the layer's median with the heuristic's first and with the one kept, and the kept algorithm's K splits
+// (1: none) and split-K reduction scheme (cublasLtReductionScheme_t, 0: none).
+struct GemmTune {
+  int chosen = 0, candidates = 0;
+  float first_us = 0.f, chosen_us = 0.f;
+  int splitk = 1, reduction = 0;
+};
+struct LayerTune {
+  GemmTune qkv, proj;
+};
+
 template <class Config>
 struct Layer {
   using T = typename Config::Element;
@@ -55,6 +79,7 @@ struct Layer {
   static_assert(kHeadDim == 64 || kHeadDim == 128, "attention.head_dim must be 64 or 128 on sm90");
   static_assert(kHidden % 8 == 0, "attention.hidden must be a multiple of 8 (16-byte TMA rows)");
   using Prompt = PromptAttention<T, kHeadDim, kGroup, Config::kCausal>;
+  using PromptPingpong = PromptAttention<T, kHeadDim, kGroup, Config::kCausal, /*kPingpong=*/true>;
   using Gemm = cusync::sm90::LtGemm<T, cutlass::layout::RowMajor, cutlass::epilogue::thread::Identity>;
 
   // The plan's split (keys per tensor-core decode CTA): whole ring stages, and not below the CUDA-core
@@ -66,6 +91,10 @@ struct Layer {
 
   cusync::sm90::LtContext* lt = nullptr;
   typename Prompt::Operation fmha;
+  typename PromptPingpong::Operation fmha_pingpong_op;
+  // A prompt on the FMHA's ping-pong schedule (persistent) instead of the cooperative one (the default).
+  bool fmha_pingpong = false;
+  int sm_count_ = 0;  // the persistent grid's size (the device's SMs)
 
   Layer() = default;
   Layer(Layer const&) = delete;
@@ -76,6 +105,11 @@ struct Layer {
     if (lt == nullptr) {
       Status s = cusync::sm90::create_lt_context(&lt);
       if (s != Status::kSuccess) return s;
+    }
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      return Status::kCudaError;
     }
     auto smem = DecodeSmem<kHeadDim, kGroup>::template bytes<T>();
     auto smem_mma = DecodeMmaSmem<kHeadDim>::template bytes<T>();
@@ -110,6 +144,7 @@ struct Layer {
     switch (id) {
       case StageId::kQkv: {
         cusync::sm90::GemmProblem p{rows, kQkvCols, kHidden, b.x, b.w_qkv, b.qkv};
+        if (lt != nullptr) lt->stage = kLtStageQkv;
         return Gemm::launch(lt, p, stream);
       }
       case StageId::kRope: {
@@ -124,6 +159,7 @@ struct Layer {
         return s.new_tokens == 1 && step_mode_ ? decode(s, b, stream) : prompt(s, b, stream);
       case StageId::kProj: {
         cusync::sm90::GemmProblem p{rows, kHidden, kHeads * kHeadDim, b.o, b.w_o, b.y};
+        if (lt != nullptr) lt->stage = kLtStageProj;
         return Gemm::launch(lt, p, stream);
       }
     }
@@ -139,6 +175,11 @@ struct Layer {
   bool step_mode_ = true;
 
   Status prompt(Shape const& s, Buffers const& b, cudaStream_t stream) {
+    return fmha_pingpong ? prompt_on<PromptPingpong>(fmha_pingpong_op, s, b, stream) : prompt_on<Prompt>(fmha, s, b, stream);
+  }
+
+  template <class P>
+  Status prompt_on(typename P::Operation& op, Shape const& s, Buffers const& b, cudaStream_t stream) {
     using namespace cute;
     int const h = kKvHeads == 1 ? 1 : kHeads;  // the FMHA's head mode: the one KV head, or every head (G = 1)
     int const q_rows = s.new_tokens * kGroup, keys = s.cache_tokens + s.new_tokens;
@@ -146,15 +187,17 @@ struct Layer {
     StrideQKV const dQ = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(s.new_tokens * kHeads * kHeadDim, kGroup * kHeadDim));
     StrideQKV const dK = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(b.capacity * kKvHeads * kHeadDim, kHeadDim));
     StrideLSE const dLSE = make_stride(_1{}, make_stride(h * q_rows, q_rows));
-    using Element = typename Prompt::Element;
-    typename Prompt::Operation::Arguments args{
+    using Element = typename P::Element;
+    cutlass::KernelHardwareInfo hw{};
+    hw.sm_count = sm_count_;
+    typename P::Operation::Arguments args{
         {s.batch, h, q_rows, keys, kHeadDim},
         {static_cast<Element const*>(b.q), dQ, static_cast<Element const*>(b.k_cache), dK,
          static_cast<Element const*>(b.v_cache), dK},
         {static_cast<Element*>(b.o), dQ, b.lse, dLSE},
-        cutlass::KernelHardwareInfo{}};
-    if (fmha.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return Status::kCutlassError;
-    return fmha.run(stream) == cutlass::Status::kSuccess ? Status::kSuccess : Status::kCudaError;
+        hw};
+    if (op.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return Status::kCutlassError;
+    return op.run(stream) == cutlass::Status::kSuccess ? Status::kSuccess : Status::kCudaError;
   }
 
   Status decode(Shape const& s, Buffers const& b, cudaStream_t stream) {
@@ -181,6 +224,58 @@ struct Layer {
       if (st != Status::kSuccess) return st;
     }
     return Status::kSuccess;
+  }
+
+  // Picks the algorithm of qkv, then of proj, for this shape's row count: each of the heuristic's first
+  // kLtSearchAlgos candidates is run as the whole layer (the other GEMM on its current algorithm),
+  // captured in a CUDA graph and timed with CUDA events round robin, `rounds` rounds after a warm-up
+  // replay (and `preheat_ms` of replays before the first timed round); the median decides, the
+  // heuristic's first wins ties (cusync/sm90/autotune.h, time_modes). The choice stays with the GEMM's
+  // shape: every later run with this many rows, in this process, takes it (graphs captured before keep
+  // what they captured). Like cuDNN's benchmark mode: opt-in, outside stream capture, and it runs the
+  // layer on `b` (the caches get this shape's new tokens appended, the outputs are overwritten).
+  // Without cuBLASLt it does nothing. `out` (optional): what was timed and kept.
+  Status autotune(Shape const& s, Buffers const& b, cudaStream_t stream, int rounds = kLayerTuneRounds,
+                  int preheat_ms = 0, LayerTune* out = nullptr) {
+    using cusync::sm90::kLtSearchAlgos;
+    if (!cusync::sm90::kHaveCublasLt) return Status::kSuccess;
+    if (lt == nullptr) return Status::kNotInitialized;
+    if (Status st = check(s, b.capacity); st != Status::kSuccess) return st;
+    struct Reset {  // no selection survives the search, whatever path returns
+      cusync::sm90::LtContext* lt;
+      ~Reset() { lt->select_stage = -1; }
+    } const reset{lt};
+    lt->select_stage = -1;
+    Status status = run(s, b, stream);  // makes both plans and reports their candidates
+    if (status == Status::kSuccess) status = cusync::sm90::detail::from_cuda_error(cudaStreamSynchronize(stream));
+    LayerTune tune{};
+    for (int stage_id : {kLtStageQkv, kLtStageProj}) {
+      if (status != Status::kSuccess) break;
+      GemmTune& g = stage_id == kLtStageQkv ? tune.qkv : tune.proj;
+      int const n = std::min(lt->stage_candidates[stage_id], kLtSearchAlgos);
+      g.candidates = n;
+      g.chosen = lt->stage_algorithm[stage_id];
+      if (n > 1) {
+        int candidates[kLtSearchAlgos];
+        for (int k = 0; k < n; ++k) candidates[k] = k;
+        auto run_candidate = [&](int k, cudaStream_t on) {
+          lt->select_stage = stage_id, lt->select_candidate = k;
+          Status const ran = run(s, b, on);
+          lt->select_stage = -1;
+          return ran;
+        };
+        float median_us[cusync::sm90::kMaxTunedModes] = {};
+        int best = 0;
+        status = cusync::sm90::time_modes(run_candidate, candidates, n, rounds, stream, median_us, &best, preheat_ms);
+        preheat_ms = 0;  // once, before the first GEMM's candidates
+        if (status == Status::kSuccess) status = run_candidate(candidates[best], stream);  // the winner stays chosen
+        if (status == Status::kSuccess) status = cusync::sm90::detail::from_cuda_error(cudaStreamSynchronize(stream));
+        g.chosen = best, g.first_us = median_us[0], g.chosen_us = median_us[best];
+      }
+      g.splitk = lt->stage_splitk[stage_id], g.reduction = lt->stage_reduction[stage_id];
+    }
+    if (status == Status::kSuccess && out != nullptr) *out = tune;
+    return status;
   }
 };
 
