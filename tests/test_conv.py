@@ -448,3 +448,60 @@ def test_the_library_rule_is_the_planned_one(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
     assert got == expected
+
+
+def test_the_overlap_hooks_and_the_bounded_kernels_are_generated(tmp_path: Path) -> None:
+    """The per-tile hooks (ConvHooks, lean by default, each bit a knob the bench times against the first ones) and
+    the second kernel per stage, built with __launch_bounds__ for the blocks per SM the tile's shared memory
+    allows (run() takes it where the occupancy calculator says it holds more blocks)."""
+    generate(EXAMPLES_DIR / "resnet_block.yaml", tmp_path / "p")
+    conv = (tmp_path / "p" / "include" / "cusync" / "conv" / "conv.cuh").read_text()
+    chain_h = (tmp_path / "p" / "include" / "cusync" / "conv" / "chain.h").read_text()
+    chain = (tmp_path / "p" / "include" / "cusync" / "conv" / "chain.cuh").read_text()
+    unit = (tmp_path / "p" / "src" / "stage_conv2.cu").read_text()
+    bench = (tmp_path / "p" / "bench" / "resnet_block_bench.cu").read_text()
+    bits = {name: int(value.rstrip("u")) for name, value in
+            re.findall(r"(kHook\w+|kHooks\w+) = (\d+u)", chain_h)}
+    assert bits["kHooksLean"] == (bits["kHookEpochOnce"] | bits["kHookEarlyFinish"] | bits["kHookOneExitWait"]
+                                  | bits["kHookBlockOrder"])
+    assert bits["kHooksLegacy"] == 0 and bits["kHookAssumePosted"] & bits["kHooksLean"] == 0
+    assert "unsigned hooks_ = kHooksLean;" in chain_h
+    assert "__launch_bounds__(Kernel::kThreadCount, kMinBlocks)" in conv
+    assert "int occupancy_conv2(bool bounded) { return Conv::occupancy(bounded); }" in unit
+    assert "occupancy_[s][1] = t_->occupancy[s](true);" in chain
+    # early finish only with the epoch read once (else end_tile would count the block a second time)
+    assert "if (lean && (hooks & kHookEarlyFinish) != 0u && params.sync.counts_finish" in conv
+    for flag in ("--hooks", "--plain-kernels", "--profile-hooks"):
+        assert flag in bench
+    assert '"legacy_overlap_us' in bench.replace('\\"', '"') and '"rule' in bench.replace('\\"', '"')
+
+
+def test_the_bounded_kernel_blocks_follow_shared_memory() -> None:
+    """SyncedConv::kMinBlocks: the blocks of an sm_90 SM's 228 KB (1 KB reserved per block) at most 3, at least 1;
+    mirrored here for the examples' tiles (fp16, 3 stages: the mainloop's A and B tiles per stage)."""
+    def min_blocks(m: int, n: int, k: int, stages: int) -> int:
+        smem = stages * (m * k + n * k) * 2
+        return max(1, min(3, (228 << 10) // (smem + 1024)))
+    assert min_blocks(128, 64, 64, 3) == 3    # resnet, bottleneck: 72 KB, registers hold the plain kernel to 2
+    assert min_blocks(128, 128, 64, 3) == 2   # vgg: 96 KB, shared memory holds it to 2 (no bounded kernel gain)
+    conv = (REPO / "templates" / "conv" / "include" / "cusync" / "conv" / "conv.cuh").read_text()
+    assert "kSmemBlocks = (228 << 10) / (kSmemBytes + (1 << 10));" in conv
+    assert "kMinBlocks = kSmemBlocks < 1 ? 1 : kSmemBlocks > 3 ? 3 : kSmemBlocks;" in conv
+
+
+@pytest.mark.nvcc
+def test_the_bounded_kernel_fits_three_blocks(tmp_path: Path, cutlass_dir: Path) -> None:
+    """ptxas's report for resnet_block's conv2 unit: the bounded kernel uses at most 168 registers (3 blocks of 128
+    threads in 64K registers), the plain one more (2 blocks)."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    generate(EXAMPLES_DIR / "resnet_block.yaml", tmp_path / "p")
+    out = subprocess.run([nvcc, "-std=c++17", "-arch=sm_90a", "--expt-relaxed-constexpr", "-DNDEBUG", "-O3",
+                          "-I", str(tmp_path / "p" / "include"), "-I", str(tmp_path / "p" / "src"),
+                          "-I", str(cutlass_dir / "include"), "-Xptxas", "-v", "-c", "-o", str(tmp_path / "u.o"),
+                          str(tmp_path / "p" / "src" / "stage_conv2.cu")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    regs = [int(r) for r in re.findall(r"Used (\d+) registers", out.stderr)]
+    kernels = [r for r in regs if r > 64]  # the two conv kernels (the helpers use few)
+    assert len(kernels) == 2 and min(kernels) <= 168 < max(kernels), regs

@@ -35,7 +35,9 @@ struct ConvStageInfo {
 struct ConvLaunch;
 using ConvLaunchFn = Status (*)(ConvLaunch const&, cudaStream_t);
 using ConvPrepareFn = Status (*)();
-using ConvOccupancyFn = int (*)();  // thread blocks of the stage's kernel one SM holds at once (0: unknown)
+// Thread blocks of the stage's kernel one SM holds at once (0: unknown); `bounded`: the kernel built to hold
+// more blocks per SM (see SyncedConv in cusync/conv/conv.cuh).
+using ConvOccupancyFn = int (*)(bool bounded);
 
 struct ConvTables {
   int num_stages;
@@ -94,6 +96,24 @@ inline ConvMode default_conv_mode(int count, int64_t const* tiles, int64_t const
 
 constexpr int kMaxTunedBatches = 16;  // autotune(): batches timed
 
+// What the overlap's kernels do around each tile (ConvChain::set_overlap_hooks; bits, kHooksLean by default).
+// Every bit keeps the results bitwise the same; each one takes work off a tile's critical path:
+enum ConvHooks : unsigned {
+  kHooksLegacy = 0u,         // the epoch read again at the post; the sink's finish count (a fence and an atomic
+                             // with return) after the tile; every block of a programmatic stage waits for the
+                             // kernel before it at exit; tiles from the atomic ticket
+  kHookEpochOnce = 1u,       // the epoch read once, at block entry; the post reuses it (no load after the tile)
+  kHookEarlyFinish = 2u,     // a sink block counts its finish right after its waits (all it depends on is then
+                             // posted); the count's answer is read after the tile (its latency hides behind the
+                             // mainloop), and the last block to count closes the run. Needs kHookEpochOnce
+  kHookOneExitWait = 4u,     // of a programmatic stage, only the grid's last block waits for the kernel before it
+                             // at exit (the grid still ends after it); the others give their SM slot back at once
+  kHookBlockOrder = 8u,      // on the one-stream programmatic launch, tiles in hardware block order (no ticket):
+                             // every producer block has started before a consumer block is scheduled anyway
+  kHooksLean = 15u,          // all of the above: the default
+  kHookAssumePosted = 16u,   // profiling only (profile_stage): every wait is satisfied at its first poll
+};
+
 // Device pointers of one run: the chain input [batch, h, w, c] (NHWC), each stage's filters [k, r, s, c]
 // (KRSC), bias [k] (stages with bias) and output [batch, p, q, k] (NHWC, dense).
 struct ConvArguments {
@@ -134,6 +154,19 @@ class ConvChain {
   void set_sync_timeout_ns(uint64_t ns) { timeout_ns_ = ns; }
   // Testing: this stage does not post (its consumers time out); -1 turns it off.
   Status inject_missing_posts(int stage);
+  // The overlap's per-tile hooks (ConvHooks bits; kHooksLean by default).
+  void set_overlap_hooks(unsigned hooks) { hooks_ = hooks & ~unsigned(kHookAssumePosted); }
+  unsigned overlap_hooks() const { return hooks_; }
+  // Each stage runs the kernel built for more blocks per SM (a register cap from __launch_bounds__) where that
+  // kernel has a higher occupancy on this device than the plain one; false: always the plain one.
+  void set_bounded_kernels(bool bounded) { use_bounded_ = bounded; }
+  bool bounded(int stage) const { return use_bounded_ && occupancy_[stage][1] > occupancy_[stage][0]; }
+  int blocks_per_sm(int stage) const { return occupancy_[stage][bounded(stage) ? 1 : 0]; }
+  // Profiling: stage `stage` alone, synchronized (ticket, waits, post, finish count as in the overlap, with
+  // `hooks`), but every wait satisfied at its first poll; `drop` bits take parts out: 1 the ticket (block
+  // order), 2 the waits (no poll), 4 the post. Its posts count up in the current epoch: consumers of later
+  // runs would not wait, so use it in a process of its own, never between runs whose results matter.
+  Status profile_stage(int stage, ConvArguments const& args, unsigned hooks, unsigned drop, cudaStream_t stream);
   int tiles_m(int stage, int batch) const;
   int tiles_n(int stage) const;
   int num_stages() const { return t_->num_stages; }
@@ -180,7 +213,11 @@ class ConvChain {
   uint64_t timeout_ns_ = 2000000000ull;
   int missing_posts_ = -1;
   int sms_ = 0;
-  int blocks_per_sm_[kMaxConvStages] = {};
+  int occupancy_[kMaxConvStages][2] = {};  // blocks per SM: the plain kernel, the bounded one
+  bool use_bounded_ = true;
+  unsigned hooks_ = kHooksLean;
+  unsigned profile_hooks_ = 0;   // profile_stage: hooks | kHookAssumePosted while it launches
+  unsigned profile_drop_ = 0;
   bool always_wait_ = false;
   int cc_major_ = 0;
   bool two_streams_ = false;
