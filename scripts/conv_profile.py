@@ -23,7 +23,7 @@ def main() -> None:
             if line.startswith("PROFILE "):
                 rows.append(json.loads(line[len("PROFILE "):]))
     print("| chain | batch | stage | tiles | plain us | synced (first hooks) us | ticket us | waits us | post us "
-          "| rest us | synced (lean) us | lean - plain us | plain, unbounded kernel us | synced, unbounded us |")
+          "| rest us | synced (lean) us | lean - plain us | plain, unbounded kernel us | synced no ticket, unbounded us |")
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         ticket = r["synced_legacy"] - r["no_ticket"]
@@ -32,7 +32,7 @@ def main() -> None:
         rest = r["no_ticket_no_wait_no_post"] - r["plain"]
         print(f"| {r['chain']} | {r['batch']} | {r['stage']} | {r['tiles']} | {r['plain']:.1f} | {r['synced_legacy']:.1f} | "
               f"{ticket:+.1f} | {waits:+.1f} | {post:+.1f} | {rest:+.1f} | {r['synced_lean']:.1f} | "
-              f"{r['synced_lean'] - r['plain']:+.1f} | {r['plain_unbounded']:.1f} | {r['synced_legacy_unbounded']:.1f} |")
+              f"{r['synced_lean'] - r['plain']:+.1f} | {r['plain_unbounded']:.1f} | {r.get('no_ticket_unbounded', r.get('synced_legacy_unbounded', float('nan'))):.1f} |")
 
 
 if __name__ == "__main__":

@@ -100,9 +100,14 @@ def test_run_mode_rule_back_to_back_where_every_producer_fits_one_wave() -> None
     mode, why = plan.run_mode(one_wave)  # sm_90: chained with programmatic dependent launch
     assert mode == "back-to-back+PDL" and "every producer fits in one wave" in why and "conv1" in why
     assert make_conv_plan(load_spec(EXAMPLES_DIR / "resnet_block.yaml"), target="sm_80").run_mode(1)[0] == "back-to-back"
-    mode, why = plan.run_mode(one_wave + 1)
-    assert mode == "overlap" and "more than one wave" in why and "conv1" in why
-    assert plan.run_mode(1, sms=1)[0] == "overlap"  # 25 tiles on one SM
+    mode, why = plan.run_mode(one_wave + 1)  # more than one wave, but 3x3 x 64 channels: 9 main-loop steps
+    assert mode == "back-to-back+PDL" and "more than one wave" in why and "conv1" in why
+    assert "some stage's tiles take 9 main-loop steps" in why
+    assert plan.run_mode(1, sms=1)[0] == "back-to-back+PDL"  # 25 tiles on one SM, but short ones
+    vgg = make_conv_plan(load_spec(EXAMPLES_DIR / "vgg_block.yaml"))  # 3x3 x 256 channels: 36 steps
+    mode, why = vgg.run_mode(32)
+    assert mode == "overlap" and "every stage's tiles take at least 36 main-loop steps" in why
+    assert vgg.run_mode(1)[0] == "back-to-back+PDL"
     # The sink stage's tiles do not count: nothing waits on them.
     bottleneck = make_conv_plan(load_spec(EXAMPLES_DIR / "bottleneck_block.yaml"))
     assert "conv3" not in bottleneck.run_mode(32)[1]
@@ -117,9 +122,11 @@ def test_programmatic_launch_follows_the_target(tmp_path: Path) -> None:
     assert "/*programmatic=*/true" in unit
     conv = (REPO / "generated" / "resnet_block" / "include" / "cusync" / "conv" / "conv.cuh").read_text()
     assert "cudaLaunchAttributeProgrammaticStreamSerialization" in conv and "__all_sync" in conv
-    # Only the chained back to back (not synced) waits for the whole previous kernel before its work.
-    assert conv.count("asm volatile(\"griddepcontrol.wait;\"") == 1
+    # Only the chained back to back (not synced) waits for the whole previous kernel before its work; the
+    # synced stages wait for it at exit (end_tile_lean: only the grid's last block with kHookOneExitWait).
+    assert conv.count("asm volatile(\"griddepcontrol.wait;\"") == 2
     assert "if (params.waits.wait_primary_first) asm volatile(\"griddepcontrol.wait;\"" in conv
+    assert "(hooks & kHookOneExitWait) == 0u || blockIdx.x + 1 == gridDim.x" in conv
     data = yaml.safe_load((EXAMPLES_DIR / "resnet_block.yaml").read_text())
     data["target"] = "sm_80"
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
@@ -133,7 +140,8 @@ def test_validate_says_what_run_does() -> None:
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.returncode == 0, out.stderr
     assert "run() at batch 1 on 132 SMs: back-to-back+PDL (rule: every producer fits in one wave" in out.stdout
-    assert "run() at batch 32 on 132 SMs: overlap (rule: conv1 has" in out.stdout
+    assert "run() at batch 32 on 132 SMs: back-to-back+PDL (rule: conv1 has" in out.stdout
+    assert "but some stage's tiles take 1 main-loop steps" in out.stdout
     assert "programmatic dependent launch" in out.stdout
 
 
@@ -267,7 +275,7 @@ def test_generated_files_and_stage_units(tmp_path: Path) -> None:
     assert "cutlass::epilogue::thread::ReLu, /*kResidual=*/true" in unit
     assert "cutlass::gemm::GemmShape<128, 64, 64>" in unit
     header = (tmp_path / "p" / "include" / "resnet_block.h").read_text()
-    assert '{"conv2", 0, -1, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true}' in header
+    assert '{"conv2", 0, -1, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true, 9}' in header
 
 
 @pytest.mark.nvcc
@@ -426,16 +434,16 @@ def test_the_library_rule_is_the_planned_one(tmp_path: Path) -> None:
                 continue
             producers = [(st.tiles_m(batch) * st.tiles_n, sms * st.blocks_per_sm, st.name)
                          for st in plan.stages if plan.has_consumer(st.index)]
-            cases.append((producers, plan.programmatic))
+            cases.append((producers, min(st.k_steps for st in plan.stages), plan.programmatic))
             expected.append("%s|%s" % plan.run_mode(batch, sms))
     lines = []
-    for producers, programmatic in cases:
+    for producers, steps, programmatic in cases:
         tiles = ", ".join(str(t) for t, _, _ in producers) or "0"
         slots = ", ".join(str(s) for _, s, _ in producers) or "0"
         names = ", ".join(f'"{n}"' for _, _, n in producers) or '""'
         lines.append(f"  {{ long long t[] = {{{tiles}}}; long long s[] = {{{slots}}}; char const* n[] = {{{names}}};\n"
                      f"    int64_t t64[16], s64[16]; for (int i = 0; i < {len(producers)}; ++i) {{ t64[i] = t[i]; s64[i] = s[i]; }}\n"
-                     f"    cusync::conv::ConvMode const m = cusync::conv::default_conv_mode({len(producers)}, t64, s64, n, "
+                     f"    cusync::conv::ConvMode const m = cusync::conv::default_conv_mode({len(producers)}, t64, s64, n, {steps}, "
                      f"{'true' if programmatic else 'false'}, reason, sizeof(reason));\n"
                      '    std::printf("%s|%s\\n", cusync::conv::to_string(m), reason); }')
     src = tmp_path / "rule.cu"
@@ -469,6 +477,10 @@ def test_the_overlap_hooks_and_the_bounded_kernels_are_generated(tmp_path: Path)
     assert "__launch_bounds__(Kernel::kThreadCount, kMinBlocks)" in conv
     assert "int occupancy_conv2(bool bounded) { return Conv::occupancy(bounded); }" in unit
     assert "occupancy_[s][1] = t_->occupancy[s](true);" in chain
+    # the bounded kernel only for one-iteration tiles past a wave of the plain kernel; the largest carve-out
+    # only for it (the plain kernel keeps the driver's, and more L1)
+    assert "t_->stages[stage].k_steps <= 1" in chain_h and "> int64_t(sms_) * occupancy_[stage][0]" in chain_h
+    assert "prepare_kernel(kernel<false>(), false)" in conv and "prepare_kernel(kernel<true>(), true)" in conv
     # early finish only with the epoch read once (else end_tile would count the block a second time)
     assert "if (lean && (hooks & kHookEarlyFinish) != 0u && params.sync.counts_finish" in conv
     for flag in ("--hooks", "--plain-kernels", "--profile-hooks"):
@@ -505,3 +517,17 @@ def test_the_bounded_kernel_fits_three_blocks(tmp_path: Path, cutlass_dir: Path)
     regs = [int(r) for r in re.findall(r"Used (\d+) registers", out.stderr)]
     kernels = [r for r in regs if r > 64]  # the two conv kernels (the helpers use few)
     assert len(kernels) == 2 and min(kernels) <= 168 < max(kernels), regs
+
+
+def test_k_steps_in_the_stage_table() -> None:
+    """ConvStageInfo::k_steps (what ConvChain::bounded reads): the tile's main-loop iterations, GEMM K over the
+    tile's K step; only the bottleneck's conv3 (1x1, 64 channels in) is one iteration among the examples."""
+    for name in EXAMPLES_CONV:
+        header = (REPO / "generated" / name / "include" / f"{name}.h").read_text()
+        plan = make_conv_plan(load_spec(EXAMPLES_DIR / f"{name}.yaml"))
+        for st in plan.stages:
+            steps = -(-st.gemm_k // st.tile.k)
+            assert st.k_steps == steps
+            row = re.search(r'\{"%s", [^}]*\}' % st.name, header).group(0)
+            assert row.endswith(f", {steps}}}"), row
+            assert (steps == 1) == ((name, st.name) in {("bottleneck_block", "conv3")})

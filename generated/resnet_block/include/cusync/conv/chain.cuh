@@ -111,7 +111,7 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
   // hooks (ConvHooks): what the synced kernels do around each tile; profile_stage adds kHookAssumePosted.
   unsigned const hooks = profile_hooks_ != 0 ? profile_hooks_ : hooks_;
   l.programmatic = programmatic && s > 0;
-  l.bounded = bounded(s);
+  l.bounded = bounded(s, a.batch);
   l.sync.trigger_dependents = programmatic && s + 1 < t_->num_stages;
   l.sync.wait_primary_at_exit = synced && l.programmatic;
   l.waits.wait_primary_first = !synced && l.programmatic;
@@ -202,8 +202,8 @@ bool ConvChain::waits_for_start(int batch) const {
   if (always_wait_ || sms_ <= 0) return true;
   double slots = 0.0;
   for (int s = 0; s < t_->num_stages; ++s) {
-    if (blocks_per_sm(s) <= 0) return true;
-    slots += double(tiles_m(s, batch)) * tiles_n(s) / blocks_per_sm(s);
+    if (blocks_per_sm(s, batch) <= 0) return true;
+    slots += double(tiles_m(s, batch)) * tiles_n(s) / blocks_per_sm(s, batch);
   }
   return slots > double(sms_);
 }
@@ -237,10 +237,12 @@ ConvMode ConvChain::mode(int batch) const {
   for (int s = 0; s < t_->num_stages; ++s) {
     if (!has_consumer(s)) continue;
     tiles[count] = int64_t(tiles_m(s, batch)) * tiles_n(s);
-    slots[count] = int64_t(sms_) * (blocks_per_sm(s) > 0 ? blocks_per_sm(s) : 1);
+    slots[count] = int64_t(sms_) * (blocks_per_sm(s, batch) > 0 ? blocks_per_sm(s, batch) : 1);
     names[count++] = stage_name(s);
   }
-  return default_conv_mode(count, tiles, slots, names, programmatic(), mode_reason_, int(sizeof(mode_reason_)));
+  int min_k_steps = INT_MAX;
+  for (int s = 0; s < t_->num_stages; ++s) min_k_steps = std::min(min_k_steps, t_->stages[s].k_steps);
+  return default_conv_mode(count, tiles, slots, names, min_k_steps, programmatic(), mode_reason_, int(sizeof(mode_reason_)));
 }
 
 char const* ConvChain::mode_reason(int batch) const {

@@ -30,6 +30,7 @@ struct ConvStageInfo {
   int pad, stride, dilation;
   int tile_m, tile_n;  // output pixels x output channels per thread block
   bool bias;
+  int k_steps;         // main-loop iterations of a tile: GEMM K (r * s * c) over the tile's K step
 };
 
 struct ConvLaunch;
@@ -69,14 +70,20 @@ inline char const* to_string(ConvMode mode) {
   return "?";
 }
 
+// The overlap's per-tile cost (a synced tile's first poll and the close of the run, a few microseconds per
+// wave) outweighs what it hides unless every stage's tiles are long: at least this many main-loop iterations.
+constexpr int kOverlapMinKSteps = 16;
+
 // run()'s rule (ConvChain::mode without set_mode or autotune), for the chain's producers (the stages some stage
-// reads): tiles[i] tiles of producer names[i] at this batch, slots[i] of its blocks on the GPU at once. The
-// overlap where some producer has more tiles than one wave; else back to back, chained with programmatic
-// dependent launch where `programmatic`: every producer's tiles then run at once and end together, so no
-// consumer tile can start early and the overlap could only add its fixed cost. Writes why into `reason`.
+// reads): tiles[i] tiles of producer names[i] at this batch, slots[i] of its blocks on the GPU at once;
+// min_k_steps: the fewest main-loop iterations of any stage's tiles. The overlap where some producer has more
+// tiles than one wave and every stage's tiles take at least kOverlapMinKSteps iterations; else back to back,
+// chained with programmatic dependent launch where `programmatic`: where every producer's tiles run at once they
+// end together, so no consumer tile can start early and the overlap could only add its fixed cost, and short
+// tiles pay that cost in every wave. Writes why into `reason`.
 // cusync_gen/conv_plan.py (ConvPlan.run_mode) mirrors it, reason text included (tests/test_conv.py).
 inline ConvMode default_conv_mode(int count, int64_t const* tiles, int64_t const* slots, char const* const* names,
-                                  bool programmatic, char* reason, int reason_size) {
+                                  int min_k_steps, bool programmatic, char* reason, int reason_size) {
   int widest = -1;  // the producer with the most waves (the first of equals)
   for (int i = 0; i < count; ++i) {
     if (widest < 0 || tiles[i] * slots[widest] > tiles[widest] * slots[i]) widest = i;
@@ -85,12 +92,18 @@ inline ConvMode default_conv_mode(int count, int64_t const* tiles, int64_t const
     std::snprintf(reason, size_t(reason_size), "one stage: back-to-back");
     return ConvMode::kSequential;
   }
-  bool const overlap = tiles[widest] > slots[widest];
+  bool const waves = tiles[widest] > slots[widest];
+  bool const overlap = waves && min_k_steps >= kOverlapMinKSteps;
   ConvMode const mode = overlap ? ConvMode::kOverlap : programmatic ? ConvMode::kChained : ConvMode::kSequential;
-  std::snprintf(reason, size_t(reason_size),
-                overlap ? "rule: %s has %lld tiles, more than one wave (%lld blocks at once): %s"
-                        : "rule: every producer fits in one wave (%s: %lld tiles, %lld blocks at once): %s",
-                names[widest], (long long)tiles[widest], (long long)slots[widest], to_string(mode));
+  if (!waves) {
+    std::snprintf(reason, size_t(reason_size), "rule: every producer fits in one wave (%s: %lld tiles, %lld blocks at once): %s",
+                  names[widest], (long long)tiles[widest], (long long)slots[widest], to_string(mode));
+  } else {
+    std::snprintf(reason, size_t(reason_size), "rule: %s has %lld tiles, more than one wave (%lld blocks at once), %s %d main-loop steps%s: %s",
+                  names[widest], (long long)tiles[widest], (long long)slots[widest],
+                  overlap ? "and every stage's tiles take at least" : "but some stage's tiles take", min_k_steps,
+                  overlap ? "" : " (short tiles: the overlap's per-tile cost outweighs it)", to_string(mode));
+  }
   return mode;
 }
 
@@ -157,11 +170,20 @@ class ConvChain {
   // The overlap's per-tile hooks (ConvHooks bits; kHooksLean by default).
   void set_overlap_hooks(unsigned hooks) { hooks_ = hooks & ~unsigned(kHookAssumePosted); }
   unsigned overlap_hooks() const { return hooks_; }
-  // Each stage runs the kernel built for more blocks per SM (a register cap from __launch_bounds__) where that
-  // kernel has a higher occupancy on this device than the plain one; false: always the plain one.
+  // Whether a stage runs the kernel built for more blocks per SM (a register cap from __launch_bounds__, a few
+  // spills, the largest shared-memory carve-out) at `batch`: where that kernel holds more blocks per SM on this
+  // device than the plain one, the stage's tiles are one main-loop iteration (K at most the tile's K step: a
+  // tile is all prologue and epilogue, latency-bound, and a third block hides it) and more than one wave of the
+  // plain kernel. Elsewhere the plain kernel, whose default carve-out leaves more L1 for the 3x3 windows' reuse.
+  // set_bounded_kernels(false): always the plain one.
   void set_bounded_kernels(bool bounded) { use_bounded_ = bounded; }
-  bool bounded(int stage) const { return use_bounded_ && occupancy_[stage][1] > occupancy_[stage][0]; }
-  int blocks_per_sm(int stage) const { return occupancy_[stage][bounded(stage) ? 1 : 0]; }
+  bool bounded(int stage, int batch) const {
+    return use_bounded_ && t_->stages[stage].k_steps <= 1 && occupancy_[stage][1] > occupancy_[stage][0] &&
+           int64_t(tiles_m(stage, batch)) * tiles_n(stage) > int64_t(sms_) * occupancy_[stage][0];
+  }
+  int blocks_per_sm(int stage, int batch) const { return occupancy_[stage][bounded(stage, batch) ? 1 : 0]; }
+  int blocks_per_sm_plain(int stage) const { return occupancy_[stage][0]; }
+  int blocks_per_sm_bounded(int stage) const { return occupancy_[stage][1]; }
   // Profiling: stage `stage` alone, synchronized (ticket, waits, post, finish count as in the overlap, with
   // `hooks`), but every wait satisfied at its first poll; `drop` bits take parts out: 1 the ticket (block
   // order), 2 the waits (no poll), 4 the post. Its posts count up in the current epoch: consumers of later
