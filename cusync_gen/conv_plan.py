@@ -32,6 +32,10 @@ from cusync_gen.spec.model import (
 )
 
 INPUT = -1  # producer / residual index of the chain input
+# The overlap only where every stage's tiles take at least this many main-loop iterations (kOverlapMinKSteps of
+# cusync/conv/chain.h): a synced tile pays a few microseconds per wave (its first poll, the close of the run),
+# which shorter tiles do not win back.
+OVERLAP_MIN_K_STEPS = 16
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -69,6 +73,11 @@ class ConvStagePlan:
     @property
     def gemm_k(self) -> int:
         return self.r * self.s * self.c
+
+    @property
+    def k_steps(self) -> int:
+        """Main-loop iterations of one tile: GEMM K over the tile's K step (ConvStageInfo::k_steps)."""
+        return -(-self.gemm_k // self.tile.k)
 
     def pixels(self, batch: int) -> int:
         return batch * self.p * self.q
@@ -163,19 +172,25 @@ class ConvPlan:
     def run_mode(self, batch: int, sms: int | None = None) -> tuple[str, str]:
         """run()'s rule at `batch` on `sms` SMs (ConvChain::mode without set_mode or autotune), and why: the
         overlap where some producer stage has more tiles than one wave (its grid over the SMs times its blocks
-        per SM), back to back where every producer fits in one wave (its tiles all run at once and end
-        together: no consumer tile can start early, and the overlap only adds its fixed cost), chained with
-        programmatic dependent launch where the kernels have it (`back-to-back+PDL`, on sm_90 devices)."""
+        per SM) and every stage's tiles take at least OVERLAP_MIN_K_STEPS main-loop iterations; else back to
+        back: where every producer fits in one wave its tiles all run at once and end together (no consumer tile
+        can start early, and the overlap only adds its fixed cost), and short tiles pay that cost in every wave.
+        Chained with programmatic dependent launch where the kernels have it (`back-to-back+PDL`, on sm_90)."""
         sms = sms or self.sms
         producers = [(st.tiles_m(batch) * st.tiles_n, sms * st.blocks_per_sm, st.name)
                      for st in self.stages if self.has_consumer(st.index)]
         if not producers:
             return "back-to-back", "one stage: back-to-back"
         tiles, slots, name = max(producers, key=lambda p: p[0] / p[1])
-        if tiles > slots:
-            return "overlap", f"rule: {name} has {tiles} tiles, more than one wave ({slots} blocks at once): overlap"
         apart = "back-to-back+PDL" if self.programmatic else "back-to-back"
-        return apart, f"rule: every producer fits in one wave ({name}: {tiles} tiles, {slots} blocks at once): {apart}"
+        if tiles <= slots:
+            return apart, f"rule: every producer fits in one wave ({name}: {tiles} tiles, {slots} blocks at once): {apart}"
+        steps = min(st.k_steps for st in self.stages)
+        head = f"rule: {name} has {tiles} tiles, more than one wave ({slots} blocks at once), "
+        if steps >= OVERLAP_MIN_K_STEPS:
+            return "overlap", head + f"and every stage's tiles take at least {steps} main-loop steps: overlap"
+        return apart, head + (f"but some stage's tiles take {steps} main-loop steps (short tiles: the overlap's "
+                              f"per-tile cost outweighs it): {apart}")
 
     def has_consumer(self, index: int) -> bool:
         return any(s.producer == index or s.residual == index for s in self.stages)

@@ -61,14 +61,34 @@ def main() -> None:
     print()
     print("Per layer (each kernel alone, CUDA graph of one launch; cuDNN: conv + bias + the epilogue's elementwise ops):")
     print()
-    print("| chain | layer | batch | ours us | cuDNN us | ours vs cuDNN |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("| chain | layer | batch | ours us | ours, plain kernel us | cuDNN us | ours vs cuDNN |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for (chain, batch), r in sorted(ours.items(), key=lambda kv: (list(LAYERS).index(kv[0][0]), kv[0][1])):
         t = torch.get((chain, batch), {})
         for i, layer in enumerate(LAYERS[chain]):
             mine = r["stages_us"][i]
             theirs = t.get(f"{layer}_us", nan)
-            print(f"| {chain} | {layer} | {batch} | {mine:.1f} | {theirs:.1f} | {theirs / mine:.3f}x |")
+            plain = r.get("plain_stages_us", [nan] * len(LAYERS[chain]))[i]
+            print(f"| {chain} | {layer} | {batch} | {mine:.1f} | {plain:.1f} | {theirs:.1f} | {theirs / mine:.3f}x |")
+    if any("plain_sequential_us" in r for r in ours.values()):
+        print()
+        print("Kernels and hooks (the plain kernels: no register bound, 2 blocks per SM where the bounded one holds 3; "
+              "the first overlap: the hooks as first built, tiles from the ticket):")
+        print()
+        print("| chain | batch | back-to-back us | plain kernels us | chained us | plain kernels us | overlap us "
+              "| plain kernels us | first overlap us | overlap vs chained | run() vs plain back-to-back |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        run_plain = []
+        for (chain, batch), r in sorted(ours.items(), key=lambda kv: (list(LAYERS).index(kv[0][0]), kv[0][1])):
+            if "plain_sequential_us" not in r:
+                continue
+            run_plain.append(r["plain_sequential_us"] / r["run_us"])
+            print(f"| {chain} | {batch} | {r['sequential_us']:.1f} | {r['plain_sequential_us']:.1f} | {r['chained_us']:.1f} | "
+                  f"{r['plain_chained_us']:.1f} | {r['overlap_us']:.1f} | {r['plain_overlap_us']:.1f} | "
+                  f"{r['legacy_overlap_us']:.1f} | {r['chained_us'] / r['overlap_us']:.3f}x | "
+                  f"{r['plain_sequential_us'] / r['run_us']:.3f}x |")
+        print()
+        print(f"run() geomean over back-to-back with the plain kernels: {_geo(run_plain):.2f}x")
     print()
     print(f"overlap (always tile-synced) geomean over cuDNN: {_geo(ovl_cudnn):.2f}x, over back-to-back: {_geo(ovl_b2b):.2f}x")
     print()

@@ -100,9 +100,14 @@ def test_run_mode_rule_back_to_back_where_every_producer_fits_one_wave() -> None
     mode, why = plan.run_mode(one_wave)  # sm_90: chained with programmatic dependent launch
     assert mode == "back-to-back+PDL" and "every producer fits in one wave" in why and "conv1" in why
     assert make_conv_plan(load_spec(EXAMPLES_DIR / "resnet_block.yaml"), target="sm_80").run_mode(1)[0] == "back-to-back"
-    mode, why = plan.run_mode(one_wave + 1)
-    assert mode == "overlap" and "more than one wave" in why and "conv1" in why
-    assert plan.run_mode(1, sms=1)[0] == "overlap"  # 25 tiles on one SM
+    mode, why = plan.run_mode(one_wave + 1)  # more than one wave, but 3x3 x 64 channels: 9 main-loop steps
+    assert mode == "back-to-back+PDL" and "more than one wave" in why and "conv1" in why
+    assert "some stage's tiles take 9 main-loop steps" in why
+    assert plan.run_mode(1, sms=1)[0] == "back-to-back+PDL"  # 25 tiles on one SM, but short ones
+    vgg = make_conv_plan(load_spec(EXAMPLES_DIR / "vgg_block.yaml"))  # 3x3 x 256 channels: 36 steps
+    mode, why = vgg.run_mode(32)
+    assert mode == "overlap" and "every stage's tiles take at least 36 main-loop steps" in why
+    assert vgg.run_mode(1)[0] == "back-to-back+PDL"
     # The sink stage's tiles do not count: nothing waits on them.
     bottleneck = make_conv_plan(load_spec(EXAMPLES_DIR / "bottleneck_block.yaml"))
     assert "conv3" not in bottleneck.run_mode(32)[1]
@@ -117,9 +122,11 @@ def test_programmatic_launch_follows_the_target(tmp_path: Path) -> None:
     assert "/*programmatic=*/true" in unit
     conv = (REPO / "generated" / "resnet_block" / "include" / "cusync" / "conv" / "conv.cuh").read_text()
     assert "cudaLaunchAttributeProgrammaticStreamSerialization" in conv and "__all_sync" in conv
-    # Only the chained back to back (not synced) waits for the whole previous kernel before its work.
-    assert conv.count("asm volatile(\"griddepcontrol.wait;\"") == 1
+    # Only the chained back to back (not synced) waits for the whole previous kernel before its work; the
+    # synced stages wait for it at exit (end_tile_lean: only the grid's last block with kHookOneExitWait).
+    assert conv.count("asm volatile(\"griddepcontrol.wait;\"") == 2
     assert "if (params.waits.wait_primary_first) asm volatile(\"griddepcontrol.wait;\"" in conv
+    assert "(hooks & kHookOneExitWait) == 0u || blockIdx.x + 1 == gridDim.x" in conv
     data = yaml.safe_load((EXAMPLES_DIR / "resnet_block.yaml").read_text())
     data["target"] = "sm_80"
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
@@ -133,7 +140,8 @@ def test_validate_says_what_run_does() -> None:
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.returncode == 0, out.stderr
     assert "run() at batch 1 on 132 SMs: back-to-back+PDL (rule: every producer fits in one wave" in out.stdout
-    assert "run() at batch 32 on 132 SMs: overlap (rule: conv1 has" in out.stdout
+    assert "run() at batch 32 on 132 SMs: back-to-back+PDL (rule: conv1 has" in out.stdout
+    assert "but some stage's tiles take 1 main-loop steps" in out.stdout
     assert "programmatic dependent launch" in out.stdout
 
 
@@ -267,7 +275,7 @@ def test_generated_files_and_stage_units(tmp_path: Path) -> None:
     assert "cutlass::epilogue::thread::ReLu, /*kResidual=*/true" in unit
     assert "cutlass::gemm::GemmShape<128, 64, 64>" in unit
     header = (tmp_path / "p" / "include" / "resnet_block.h").read_text()
-    assert '{"conv2", 0, -1, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true}' in header
+    assert '{"conv2", 0, -1, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true, 9}' in header
 
 
 @pytest.mark.nvcc
@@ -426,16 +434,16 @@ def test_the_library_rule_is_the_planned_one(tmp_path: Path) -> None:
                 continue
             producers = [(st.tiles_m(batch) * st.tiles_n, sms * st.blocks_per_sm, st.name)
                          for st in plan.stages if plan.has_consumer(st.index)]
-            cases.append((producers, plan.programmatic))
+            cases.append((producers, min(st.k_steps for st in plan.stages), plan.programmatic))
             expected.append("%s|%s" % plan.run_mode(batch, sms))
     lines = []
-    for producers, programmatic in cases:
+    for producers, steps, programmatic in cases:
         tiles = ", ".join(str(t) for t, _, _ in producers) or "0"
         slots = ", ".join(str(s) for _, s, _ in producers) or "0"
         names = ", ".join(f'"{n}"' for _, _, n in producers) or '""'
         lines.append(f"  {{ long long t[] = {{{tiles}}}; long long s[] = {{{slots}}}; char const* n[] = {{{names}}};\n"
                      f"    int64_t t64[16], s64[16]; for (int i = 0; i < {len(producers)}; ++i) {{ t64[i] = t[i]; s64[i] = s[i]; }}\n"
-                     f"    cusync::conv::ConvMode const m = cusync::conv::default_conv_mode({len(producers)}, t64, s64, n, "
+                     f"    cusync::conv::ConvMode const m = cusync::conv::default_conv_mode({len(producers)}, t64, s64, n, {steps}, "
                      f"{'true' if programmatic else 'false'}, reason, sizeof(reason));\n"
                      '    std::printf("%s|%s\\n", cusync::conv::to_string(m), reason); }')
     src = tmp_path / "rule.cu"
@@ -448,3 +456,78 @@ def test_the_library_rule_is_the_planned_one(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
     assert got == expected
+
+
+def test_the_overlap_hooks_and_the_bounded_kernels_are_generated(tmp_path: Path) -> None:
+    """The per-tile hooks (ConvHooks, lean by default, each bit a knob the bench times against the first ones) and
+    the second kernel per stage, built with __launch_bounds__ for the blocks per SM the tile's shared memory
+    allows (run() takes it where the occupancy calculator says it holds more blocks)."""
+    generate(EXAMPLES_DIR / "resnet_block.yaml", tmp_path / "p")
+    conv = (tmp_path / "p" / "include" / "cusync" / "conv" / "conv.cuh").read_text()
+    chain_h = (tmp_path / "p" / "include" / "cusync" / "conv" / "chain.h").read_text()
+    chain = (tmp_path / "p" / "include" / "cusync" / "conv" / "chain.cuh").read_text()
+    unit = (tmp_path / "p" / "src" / "stage_conv2.cu").read_text()
+    bench = (tmp_path / "p" / "bench" / "resnet_block_bench.cu").read_text()
+    bits = {name: int(value.rstrip("u")) for name, value in
+            re.findall(r"(kHook\w+|kHooks\w+) = (\d+u)", chain_h)}
+    assert bits["kHooksLean"] == (bits["kHookEpochOnce"] | bits["kHookEarlyFinish"] | bits["kHookOneExitWait"]
+                                  | bits["kHookBlockOrder"])
+    assert bits["kHooksLegacy"] == 0 and bits["kHookAssumePosted"] & bits["kHooksLean"] == 0
+    assert "unsigned hooks_ = kHooksLean;" in chain_h
+    assert "__launch_bounds__(Kernel::kThreadCount, kMinBlocks)" in conv
+    assert "int occupancy_conv2(bool bounded) { return Conv::occupancy(bounded); }" in unit
+    assert "occupancy_[s][1] = t_->occupancy[s](true);" in chain
+    # the bounded kernel only for one-iteration tiles past a wave of the plain kernel; the largest carve-out
+    # only for it (the plain kernel keeps the driver's, and more L1)
+    assert "t_->stages[stage].k_steps <= 1" in chain_h and "> int64_t(sms_) * occupancy_[stage][0]" in chain_h
+    assert "prepare_kernel(kernel<false>(), false)" in conv and "prepare_kernel(kernel<true>(), true)" in conv
+    # early finish only with the epoch read once (else end_tile would count the block a second time)
+    assert "if (lean && (hooks & kHookEarlyFinish) != 0u && params.sync.counts_finish" in conv
+    for flag in ("--hooks", "--plain-kernels", "--profile-hooks"):
+        assert flag in bench
+    assert '"legacy_overlap_us' in bench.replace('\\"', '"') and '"rule' in bench.replace('\\"', '"')
+
+
+def test_the_bounded_kernel_blocks_follow_shared_memory() -> None:
+    """SyncedConv::kMinBlocks: the blocks of an sm_90 SM's 228 KB (1 KB reserved per block) at most 3, at least 1;
+    mirrored here for the examples' tiles (fp16, 3 stages: the mainloop's A and B tiles per stage)."""
+    def min_blocks(m: int, n: int, k: int, stages: int) -> int:
+        smem = stages * (m * k + n * k) * 2
+        return max(1, min(3, (228 << 10) // (smem + 1024)))
+    assert min_blocks(128, 64, 64, 3) == 3    # resnet, bottleneck: 72 KB, registers hold the plain kernel to 2
+    assert min_blocks(128, 128, 64, 3) == 2   # vgg: 96 KB, shared memory holds it to 2 (no bounded kernel gain)
+    conv = (REPO / "templates" / "conv" / "include" / "cusync" / "conv" / "conv.cuh").read_text()
+    assert "kSmemBlocks = (228 << 10) / (kSmemBytes + (1 << 10));" in conv
+    assert "kMinBlocks = kSmemBlocks < 1 ? 1 : kSmemBlocks > 3 ? 3 : kSmemBlocks;" in conv
+
+
+@pytest.mark.nvcc
+def test_the_bounded_kernel_fits_three_blocks(tmp_path: Path, cutlass_dir: Path) -> None:
+    """ptxas's report for resnet_block's conv2 unit: the bounded kernel uses at most 168 registers (3 blocks of 128
+    threads in 64K registers), the plain one more (2 blocks)."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    generate(EXAMPLES_DIR / "resnet_block.yaml", tmp_path / "p")
+    out = subprocess.run([nvcc, "-std=c++17", "-arch=sm_90a", "--expt-relaxed-constexpr", "-DNDEBUG", "-O3",
+                          "-I", str(tmp_path / "p" / "include"), "-I", str(tmp_path / "p" / "src"),
+                          "-I", str(cutlass_dir / "include"), "-Xptxas", "-v", "-c", "-o", str(tmp_path / "u.o"),
+                          str(tmp_path / "p" / "src" / "stage_conv2.cu")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    regs = [int(r) for r in re.findall(r"Used (\d+) registers", out.stderr)]
+    kernels = [r for r in regs if r > 64]  # the two conv kernels (the helpers use few)
+    assert len(kernels) == 2 and min(kernels) <= 168 < max(kernels), regs
+
+
+def test_k_steps_in_the_stage_table() -> None:
+    """ConvStageInfo::k_steps (what ConvChain::bounded reads): the tile's main-loop iterations, GEMM K over the
+    tile's K step; only the bottleneck's conv3 (1x1, 64 channels in) is one iteration among the examples."""
+    for name in EXAMPLES_CONV:
+        header = (REPO / "generated" / name / "include" / f"{name}.h").read_text()
+        plan = make_conv_plan(load_spec(EXAMPLES_DIR / f"{name}.yaml"))
+        for st in plan.stages:
+            steps = -(-st.gemm_k // st.tile.k)
+            assert st.k_steps == steps
+            row = re.search(r'\{"%s", [^}]*\}' % st.name, header).group(0)
+            assert row.endswith(f", {steps}}}"), row
+            assert (steps == 1) == ((name, st.name) in {("bottleneck_block", "conv3")})

@@ -11,13 +11,13 @@ struct ConvLaunch;
 namespace bottleneck_block::detail {
 
 cusync::Status prepare_conv1();
-int occupancy_conv1();
+int occupancy_conv1(bool bounded);
 cusync::Status launch_conv1(cusync::conv::ConvLaunch const& launch, cudaStream_t stream);
 cusync::Status prepare_conv2();
-int occupancy_conv2();
+int occupancy_conv2(bool bounded);
 cusync::Status launch_conv2(cusync::conv::ConvLaunch const& launch, cudaStream_t stream);
 cusync::Status prepare_conv3();
-int occupancy_conv3();
+int occupancy_conv3(bool bounded);
 cusync::Status launch_conv3(cusync::conv::ConvLaunch const& launch, cudaStream_t stream);
 
 }  // namespace bottleneck_block::detail

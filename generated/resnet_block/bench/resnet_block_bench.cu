@@ -6,6 +6,9 @@
 // overlap and back to back chained with PDL too), run() after autotune() and each stage alone, as CUDA graphs,
 // round robin, median of --repeats.
 // --missing-post STAGE: that stage does not post; the run must end in a sync timeout that names the tile.
+// --profile-hooks: instead, each stage alone with the overlap's per-tile work taken out part by part (the waits
+// satisfied at their first poll), to price each part; PROFILE lines. Its posts leave the semaphores counted up
+// for the rest of the process, so it times nothing else.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -34,11 +37,14 @@ struct Options {
   bool always_wait = false;
   bool two_streams = false;
   bool block_order = false;
+  bool profile_hooks = false;
+  bool plain_kernels = false;
+  int hooks = -1;  // -1: the library's default
 };
 
 Options parse(int argc, char** argv) {
   cusync::bench::Usage const usage{
-      "usage: resnet_block_bench [--batch N,N,...] [--repeats R] [--warmup W] [--preheat S] [--check-only] [--always-wait] [--two-streams] [--block-order] [--missing-post STAGE]\n"
+      "usage: resnet_block_bench [--batch N,N,...] [--repeats R] [--warmup W] [--preheat S] [--check-only] [--always-wait] [--two-streams] [--block-order] [--hooks BITS] [--plain-kernels] [--profile-hooks] [--missing-post STAGE]\n"
       "  --batch         images per run, 1 .. 32 (default 1,8,32)\n"
       "  --repeats       timed runs of each variant, round robin (median; default 50)\n"
       "  --warmup        untimed runs first (default 10)\n"
@@ -47,6 +53,9 @@ Options parse(int argc, char** argv) {
       "  --always-wait   launch the wait kernels even where every stage's blocks fit on the GPU at once\n"
       "  --two-streams   overlap on two streams with the wait kernels even where programmatic launch exists\n"
       "  --block-order   the overlap's blocks take tiles in block order, not from the atomic ticket\n"
+      "  --hooks         the overlap's per-tile hooks (ConvHooks bits: 0 as first built, 15 the lean default)\n"
+      "  --plain-kernels never the kernels bounded for more blocks per SM\n"
+      "  --profile-hooks time each stage alone with the overlap's per-tile work taken out part by part\n"
       "  --missing-post  a stage that does not post: expect a sync timeout naming the waiting tile\n"};
   Options o;
   std::string batches = "1,8,32";
@@ -65,6 +74,9 @@ Options parse(int argc, char** argv) {
     else if (arg == "--always-wait") o.always_wait = true;
     else if (arg == "--two-streams") o.two_streams = true;
     else if (arg == "--block-order") o.block_order = true;
+    else if (arg == "--hooks") o.hooks = cusync::bench::parse_int(value(), 0, "--hooks: an integer >= 0", usage);
+    else if (arg == "--plain-kernels") o.plain_kernels = true;
+    else if (arg == "--profile-hooks") o.profile_hooks = true;
     else usage.fail(("unknown option " + arg).c_str());
   }
   for (std::string const& b : cusync::bench::split(batches)) {
@@ -157,6 +169,17 @@ int main(int argc, char** argv) {
   c.set_always_wait_kernel(o.always_wait);
   c.set_two_streams(o.two_streams);
   c.set_ticket_order(!o.block_order);
+  if (o.hooks >= 0) c.set_overlap_hooks(unsigned(o.hooks));
+  c.set_bounded_kernels(!o.plain_kernels);
+  unsigned const hooks = c.overlap_hooks();
+  std::printf("kernels: overlap hooks %u;", hooks);
+  for (int s = 0; s < kNumStages; ++s) {
+    std::printf(" %s: plain kernel %d blocks/SM, bounded %d, bounded at batch", kStages[s].name, c.blocks_per_sm_plain(s),
+                c.blocks_per_sm_bounded(s));
+    for (int b : o.batches) std::printf(" %d %s", b, c.bounded(s, b) ? "yes" : "no");
+    std::printf(";");
+  }
+  std::printf("\n");
   char const* const launch_style = c.programmatic() ? "one stream, programmatic launch" : "two streams";
 
   if (!o.missing_post.empty()) {
@@ -184,9 +207,57 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  if (o.profile_hooks) {
+    // Each stage alone as a graph of one launch, round robin: plain (no sync), and synchronized with its waits
+    // satisfied at the first poll: legacy hooks; - ticket; - waits; - post; the lean hooks; the plain kernel.
+    // The ticket's tiles count from the run's start (started_base, reset when a sink closes the run): only the
+    // legacy variant takes tickets, right after the previous round's sink variants closed the run.
+    struct Variant { char const* name; bool synced; unsigned hooks; unsigned drop; bool bounded; };
+    Variant const variants[] = {
+        {"plain", false, 0u, 0u, true},          {"synced_legacy", true, cusync::conv::kHooksLegacy, 0u, true},
+        {"no_ticket", true, 0u, 1u, true},       {"no_ticket_no_wait", true, 0u, 3u, true},
+        {"no_ticket_no_wait_no_post", true, 0u, 7u, true},
+        {"synced_lean", true, cusync::conv::kHooksLean, 1u, true},
+        {"plain_unbounded", false, 0u, 0u, false}, {"no_ticket_unbounded", true, 0u, 1u, false}};
+    for (int batch : o.batches) {
+      cusync::conv::ConvArguments const seq = arguments(batch, out_seq);
+      check_status(c.run_sequential(seq, stream), "run_sequential", c);  // every stage's input written once
+      cusync::bench::Interleaved timer;
+      for (int s = 0; s < kNumStages; ++s) {
+        for (Variant const& v : variants) {
+          cudaGraph_t graph;
+          cudaGraphExec_t exec;
+          c.set_bounded_kernels(v.bounded);
+          BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+          check_status(v.synced ? c.profile_stage(s, seq, v.hooks, v.drop, stream) : c.run_stage(s, seq, stream),
+                       "profile_stage", c);
+          BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
+          BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+          BENCH_CUDA(cudaGraphDestroy(graph));
+          timer.add(exec);
+        }
+      }
+      c.set_bounded_kernels(!o.plain_kernels);
+      std::vector<double> const us = timer.run(stream, o);
+      size_t const n = sizeof(variants) / sizeof(variants[0]);
+      for (int s = 0; s < kNumStages; ++s) {
+        std::printf("PROFILE {\"chain\": \"resnet_block\", \"batch\": %d, \"stage\": \"%s\", \"tiles\": %d", batch,
+                    kStages[s].name, c.tiles_m(s, batch) * c.tiles_n(s));
+        for (size_t v = 0; v < n; ++v) std::printf(", \"%s\": %.3f", variants[v].name, us[size_t(s) * n + v]);
+        std::printf("}\n");
+      }
+    }
+    BENCH_CUDA(cudaStreamSynchronize(stream));
+    for (void* p : buffers) BENCH_CUDA(cudaFree(p));
+    return 0;
+  }
+
   bool all_ok = true;
   bool tuned = false;
-  for (int batch : o.batches) {
+  std::vector<std::string> rule;  // run()'s choice at each batch before autotune (the one-wave rule)
+  for (int batch : o.batches) rule.push_back(std::string(cusync::conv::to_string(c.mode(batch))) + ": " + c.mode_reason(batch));
+  for (size_t bi = 0; bi < o.batches.size(); ++bi) {
+    int const batch = o.batches[bi];
     cusync::conv::ConvArguments const seq = arguments(batch, out_seq);
     cusync::conv::ConvArguments const syn = arguments(batch, out_sync);
     for (int s = 0; s < kNumStages; ++s) {  // different garbage in each, so that a tile never written cannot match
@@ -289,11 +360,20 @@ int main(int argc, char** argv) {
       c.set_two_streams(false);
       timer.add(capture([&] { check_status(c.run_chained(seq, stream), "run_chained", c); }));
     }
-    c.set_ticket_order(false);  // the overlap with blocks in the hardware's order (no ticket round trip)
-    timer.add(capture([&] { check_status(c.run_overlapped(syn, stream), "run_overlapped", c); }));
+    c.set_overlap_hooks(cusync::conv::kHooksLegacy);
+    c.set_ticket_order(false);  // the overlap as first built, blocks in the hardware's order (no ticket round trip)
+    size_t const no_ticket = size_t(timer.add(capture([&] { check_status(c.run_overlapped(syn, stream), "run_overlapped", c); })));
     c.set_ticket_order(!o.block_order);
-    size_t const no_ticket = both_launches ? 5 : 3;
-    size_t const alone = no_ticket + 1;
+    // The overlap as first built: its hooks, tiles from the ticket.
+    size_t const legacy = size_t(timer.add(capture([&] { check_status(c.run_overlapped(syn, stream), "run_overlapped", c); })));
+    c.set_overlap_hooks(hooks);
+    c.set_bounded_kernels(false);  // the kernels without the register bound: back to back, chained, overlap, alone
+    size_t const plain = size_t(timer.add(capture([&] { check_status(c.run_sequential(seq, stream), "run_sequential", c); })));
+    timer.add(capture([&] { check_status(c.run_chained(seq, stream), "run_chained", c); }));
+    timer.add(capture([&] { check_status(c.run_overlapped(syn, stream), "run_overlapped", c); }));
+    for (int s = 0; s < kNumStages; ++s) timer.add(capture([&] { check_status(c.run_stage(s, seq, stream), "run_stage", c); }));
+    c.set_bounded_kernels(!o.plain_kernels);
+    size_t const alone = plain + 3 + size_t(kNumStages);
     for (int s = 0; s < kNumStages; ++s) timer.add(capture([&] { check_status(c.run_stage(s, seq, stream), "run_stage", c); }));
     Options timing = o;
     if (o.preheat_s > 0.0) {  // warmup rounds enough for ~preheat_s of each chain variant
@@ -327,11 +407,15 @@ int main(int argc, char** argv) {
     std::printf("\n");
     std::printf("RESULT {\"chain\": \"resnet_block\", \"batch\": %d, \"sequential_us\": %.3f, \"overlap_us\": %.3f, "
                 "\"run_us\": %.3f, \"run_mode\": \"%s\", \"two_stream_us\": %.3f, \"chained_us\": %.3f, \"block_order_us\": %.3f, \"programmatic\": %s, "
-                "\"bitwise\": %s, \"ref_err\": %.4g, \"wait_kernels\": %s, \"stages_us\": [", batch, us[0], us[1],
+                "\"bitwise\": %s, \"ref_err\": %.4g, \"wait_kernels\": %s, \"hooks\": %u, \"rule\": \"%s\", \"legacy_overlap_us\": %.3f, "
+                "\"plain_sequential_us\": %.3f, \"plain_chained_us\": %.3f, \"plain_overlap_us\": %.3f, \"stages_us\": [", batch, us[0], us[1],
                 us[2], cusync::conv::to_string(c.mode(batch)), two_stream_us, chained_us, us[no_ticket], both_launches ? "true" : "false",
                 bitwise ? "true" : "false", cusync::bench::json_number(worst),
-                !both_launches && c.waits_for_start(batch) ? "true" : "false");
+                !both_launches && c.waits_for_start(batch) ? "true" : "false", hooks, rule[bi].c_str(), us[legacy], us[plain], us[plain + 1],
+                us[plain + 2]);
     for (int s = 0; s < kNumStages; ++s) std::printf("%s%.3f", s ? ", " : "", us[alone + size_t(s)]);
+    std::printf("], \"plain_stages_us\": [");
+    for (int s = 0; s < kNumStages; ++s) std::printf("%s%.3f", s ? ", " : "", us[plain + 3 + size_t(s)]);
     std::printf("]}\n");
   }
   for (void* p : buffers) BENCH_CUDA(cudaFree(p));

@@ -11,10 +11,10 @@ struct ConvLaunch;
 namespace resnet_block::detail {
 
 cusync::Status prepare_conv1();
-int occupancy_conv1();
+int occupancy_conv1(bool bounded);
 cusync::Status launch_conv1(cusync::conv::ConvLaunch const& launch, cudaStream_t stream);
 cusync::Status prepare_conv2();
-int occupancy_conv2();
+int occupancy_conv2(bool bounded);
 cusync::Status launch_conv2(cusync::conv::ConvLaunch const& launch, cudaStream_t stream);
 
 }  // namespace resnet_block::detail

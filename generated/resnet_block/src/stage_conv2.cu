@@ -20,7 +20,7 @@ using Conv = cusync::conv::SyncedConv<cutlass::half_t,
 
 cusync::Status prepare_conv2() { return Conv::prepare(); }
 
-int occupancy_conv2() { return Conv::occupancy(); }
+int occupancy_conv2(bool bounded) { return Conv::occupancy(bounded); }
 
 cusync::Status launch_conv2(cusync::conv::ConvLaunch const& launch, cudaStream_t stream) {
   return cusync::conv::launch_conv<Conv, cutlass::half_t>(kStages[1], launch, stream);

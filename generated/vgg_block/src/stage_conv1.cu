@@ -19,7 +19,7 @@ using Conv = cusync::conv::SyncedConv<cutlass::half_t,
 
 cusync::Status prepare_conv1() { return Conv::prepare(); }
 
-int occupancy_conv1() { return Conv::occupancy(); }
+int occupancy_conv1(bool bounded) { return Conv::occupancy(bounded); }
 
 cusync::Status launch_conv1(cusync::conv::ConvLaunch const& launch, cudaStream_t stream) {
   return cusync::conv::launch_conv<Conv, cutlass::half_t>(kStages[0], launch, stream);

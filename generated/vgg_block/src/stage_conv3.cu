@@ -20,7 +20,7 @@ using Conv = cusync::conv::SyncedConv<cutlass::half_t,
 
 cusync::Status prepare_conv3() { return Conv::prepare(); }
 
-int occupancy_conv3() { return Conv::occupancy(); }
+int occupancy_conv3(bool bounded) { return Conv::occupancy(bounded); }
 
 cusync::Status launch_conv3(cusync::conv::ConvLaunch const& launch, cudaStream_t stream) {
   return cusync::conv::launch_conv<Conv, cutlass::half_t>(kStages[2], launch, stream);

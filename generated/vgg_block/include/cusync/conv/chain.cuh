@@ -77,7 +77,10 @@ Status ConvChain::initialize(int max_batch, cudaStream_t stream) {
   if (status == Status::kSuccess) status = from_cuda(cudaGetDevice(&device));
   if (status == Status::kSuccess) status = from_cuda(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
   if (status == Status::kSuccess) status = from_cuda(cudaDeviceGetAttribute(&cc_major_, cudaDevAttrComputeCapabilityMajor, device));
-  for (int s = 0; s < t_->num_stages && status == Status::kSuccess; ++s) blocks_per_sm_[s] = t_->occupancy[s]();
+  for (int s = 0; s < t_->num_stages && status == Status::kSuccess; ++s) {
+    occupancy_[s][0] = t_->occupancy[s](false);
+    occupancy_[s][1] = t_->occupancy[s](true);
+  }
   return status;
 }
 
@@ -105,10 +108,14 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
   // end of the run for whatever the stream does next (as in the sm90 GEMM chains).
   // Back to back chained (not synced): the same triggers; each stage waits for its whole primary kernel before
   // its first load instead (griddepcontrol.wait), and so ends after it.
+  // hooks (ConvHooks): what the synced kernels do around each tile; profile_stage adds kHookAssumePosted.
+  unsigned const hooks = profile_hooks_ != 0 ? profile_hooks_ : hooks_;
   l.programmatic = programmatic && s > 0;
+  l.bounded = bounded(s, a.batch);
   l.sync.trigger_dependents = programmatic && s + 1 < t_->num_stages;
   l.sync.wait_primary_at_exit = synced && l.programmatic;
   l.waits.wait_primary_first = !synced && l.programmatic;
+  l.waits.hooks = synced ? hooks : 0u;
   l.batch = a.batch;
   l.x = info.producer == kChainInput ? a.input : a.output[info.producer];
   l.filter = a.filter[s];
@@ -119,7 +126,9 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
   sync.state = state;
   sync.stage = s;
   sync.enabled = synced;
-  sync.dynamic_order = ticket_order_;
+  // Block order on the one-stream programmatic launch (kHookBlockOrder): a consumer block is scheduled only once
+  // every producer block has started, so no order of tiles can starve a producer.
+  sync.dynamic_order = ticket_order_ && !(programmatic && (hooks & kHookBlockOrder) != 0u) && (profile_drop_ & 1u) == 0u;
   sync.timeout_ns = timeout_ns_;
   sync.order = TileOrder::kRowMajor;  // tile rows are runs of output pixels: the first image rows complete first
   sync.tiles_m = tiles_m(s, a.batch);
@@ -141,8 +150,8 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
     wait.enabled = true;
     return wait;
   };
-  if (synced && info.producer >= 0) sync.input = make_wait(info.producer);
-  if (synced && has_consumer(s) && s != missing_posts_) {
+  if (synced && info.producer >= 0 && (profile_drop_ & 2u) == 0u) sync.input = make_wait(info.producer);
+  if (synced && has_consumer(s) && s != missing_posts_ && (profile_drop_ & 4u) == 0u) {
     sync.output = RowSync(info.tile_m, info.tile_n, tiles_n(s));
     sync.out_semaphores = semaphores_ + semaphore_offset_[s];
   }
@@ -151,7 +160,7 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
   w.pixels = int64_t(a.batch) * info.p * info.q;
   w.tile_m = info.tile_m;
   w.producer_tiles_m = info.producer >= 0 ? tiles_m(info.producer, a.batch) : 0;
-  if (synced && info.residual >= 0) {
+  if (synced && info.residual >= 0 && (profile_drop_ & 2u) == 0u) {
     w.residual = make_wait(info.residual);
     w.residual_tiles_m = tiles_m(info.residual, a.batch);
   }
@@ -165,6 +174,18 @@ Status ConvChain::run_unsynced(ConvArguments const& a, cudaStream_t stream, bool
 }
 
 Status ConvChain::run_sequential(ConvArguments const& a, cudaStream_t stream) { return run_unsynced(a, stream, false); }
+
+Status ConvChain::profile_stage(int stage, ConvArguments const& a, unsigned hooks, unsigned drop, cudaStream_t stream) {
+  if (stage < 0 || stage >= t_->num_stages) return Status::kInvalidArgument;
+  Status status = check(a);
+  if (status != Status::kSuccess) return status;
+  profile_hooks_ = hooks | kHookAssumePosted;
+  profile_drop_ = drop;
+  status = launch_stage(stage, a, true, stream, false);
+  profile_hooks_ = 0;
+  profile_drop_ = 0;
+  return status;
+}
 
 Status ConvChain::run_chained(ConvArguments const& a, cudaStream_t stream) { return run_unsynced(a, stream, programmatic()); }
 
@@ -181,8 +202,8 @@ bool ConvChain::waits_for_start(int batch) const {
   if (always_wait_ || sms_ <= 0) return true;
   double slots = 0.0;
   for (int s = 0; s < t_->num_stages; ++s) {
-    if (blocks_per_sm_[s] <= 0) return true;
-    slots += double(tiles_m(s, batch)) * tiles_n(s) / blocks_per_sm_[s];
+    if (blocks_per_sm(s, batch) <= 0) return true;
+    slots += double(tiles_m(s, batch)) * tiles_n(s) / blocks_per_sm(s, batch);
   }
   return slots > double(sms_);
 }
@@ -216,10 +237,12 @@ ConvMode ConvChain::mode(int batch) const {
   for (int s = 0; s < t_->num_stages; ++s) {
     if (!has_consumer(s)) continue;
     tiles[count] = int64_t(tiles_m(s, batch)) * tiles_n(s);
-    slots[count] = int64_t(sms_) * (blocks_per_sm_[s] > 0 ? blocks_per_sm_[s] : 1);
+    slots[count] = int64_t(sms_) * (blocks_per_sm(s, batch) > 0 ? blocks_per_sm(s, batch) : 1);
     names[count++] = stage_name(s);
   }
-  return default_conv_mode(count, tiles, slots, names, programmatic(), mode_reason_, int(sizeof(mode_reason_)));
+  int min_k_steps = INT_MAX;
+  for (int s = 0; s < t_->num_stages; ++s) min_k_steps = std::min(min_k_steps, t_->stages[s].k_steps);
+  return default_conv_mode(count, tiles, slots, names, min_k_steps, programmatic(), mode_reason_, int(sizeof(mode_reason_)));
 }
 
 char const* ConvChain::mode_reason(int batch) const {

@@ -30,12 +30,15 @@ struct ConvStageInfo {
   int pad, stride, dilation;
   int tile_m, tile_n;  // output pixels x output channels per thread block
   bool bias;
+  int k_steps;         // main-loop iterations of a tile: GEMM K (r * s * c) over the tile's K step
 };
 
 struct ConvLaunch;
 using ConvLaunchFn = Status (*)(ConvLaunch const&, cudaStream_t);
 using ConvPrepareFn = Status (*)();
-using ConvOccupancyFn = int (*)();  // thread blocks of the stage's kernel one SM holds at once (0: unknown)
+// Thread blocks of the stage's kernel one SM holds at once (0: unknown); `bounded`: the kernel built to hold
+// more blocks per SM (see SyncedConv in cusync/conv/conv.cuh).
+using ConvOccupancyFn = int (*)(bool bounded);
 
 struct ConvTables {
   int num_stages;
@@ -67,14 +70,20 @@ inline char const* to_string(ConvMode mode) {
   return "?";
 }
 
+// The overlap's per-tile cost (a synced tile's first poll and the close of the run, a few microseconds per
+// wave) outweighs what it hides unless every stage's tiles are long: at least this many main-loop iterations.
+constexpr int kOverlapMinKSteps = 16;
+
 // run()'s rule (ConvChain::mode without set_mode or autotune), for the chain's producers (the stages some stage
-// reads): tiles[i] tiles of producer names[i] at this batch, slots[i] of its blocks on the GPU at once. The
-// overlap where some producer has more tiles than one wave; else back to back, chained with programmatic
-// dependent launch where `programmatic`: every producer's tiles then run at once and end together, so no
-// consumer tile can start early and the overlap could only add its fixed cost. Writes why into `reason`.
+// reads): tiles[i] tiles of producer names[i] at this batch, slots[i] of its blocks on the GPU at once;
+// min_k_steps: the fewest main-loop iterations of any stage's tiles. The overlap where some producer has more
+// tiles than one wave and every stage's tiles take at least kOverlapMinKSteps iterations; else back to back,
+// chained with programmatic dependent launch where `programmatic`: where every producer's tiles run at once they
+// end together, so no consumer tile can start early and the overlap could only add its fixed cost, and short
+// tiles pay that cost in every wave. Writes why into `reason`.
 // cusync_gen/conv_plan.py (ConvPlan.run_mode) mirrors it, reason text included (tests/test_conv.py).
 inline ConvMode default_conv_mode(int count, int64_t const* tiles, int64_t const* slots, char const* const* names,
-                                  bool programmatic, char* reason, int reason_size) {
+                                  int min_k_steps, bool programmatic, char* reason, int reason_size) {
   int widest = -1;  // the producer with the most waves (the first of equals)
   for (int i = 0; i < count; ++i) {
     if (widest < 0 || tiles[i] * slots[widest] > tiles[widest] * slots[i]) widest = i;
@@ -83,16 +92,40 @@ inline ConvMode default_conv_mode(int count, int64_t const* tiles, int64_t const
     std::snprintf(reason, size_t(reason_size), "one stage: back-to-back");
     return ConvMode::kSequential;
   }
-  bool const overlap = tiles[widest] > slots[widest];
+  bool const waves = tiles[widest] > slots[widest];
+  bool const overlap = waves && min_k_steps >= kOverlapMinKSteps;
   ConvMode const mode = overlap ? ConvMode::kOverlap : programmatic ? ConvMode::kChained : ConvMode::kSequential;
-  std::snprintf(reason, size_t(reason_size),
-                overlap ? "rule: %s has %lld tiles, more than one wave (%lld blocks at once): %s"
-                        : "rule: every producer fits in one wave (%s: %lld tiles, %lld blocks at once): %s",
-                names[widest], (long long)tiles[widest], (long long)slots[widest], to_string(mode));
+  if (!waves) {
+    std::snprintf(reason, size_t(reason_size), "rule: every producer fits in one wave (%s: %lld tiles, %lld blocks at once): %s",
+                  names[widest], (long long)tiles[widest], (long long)slots[widest], to_string(mode));
+  } else {
+    std::snprintf(reason, size_t(reason_size), "rule: %s has %lld tiles, more than one wave (%lld blocks at once), %s %d main-loop steps%s: %s",
+                  names[widest], (long long)tiles[widest], (long long)slots[widest],
+                  overlap ? "and every stage's tiles take at least" : "but some stage's tiles take", min_k_steps,
+                  overlap ? "" : " (short tiles: the overlap's per-tile cost outweighs it)", to_string(mode));
+  }
   return mode;
 }
 
 constexpr int kMaxTunedBatches = 16;  // autotune(): batches timed
+
+// What the overlap's kernels do around each tile (ConvChain::set_overlap_hooks; bits, kHooksLean by default).
+// Every bit keeps the results bitwise the same; each one takes work off a tile's critical path:
+enum ConvHooks : unsigned {
+  kHooksLegacy = 0u,         // the epoch read again at the post; the sink's finish count (a fence and an atomic
+                             // with return) after the tile; every block of a programmatic stage waits for the
+                             // kernel before it at exit; tiles from the atomic ticket
+  kHookEpochOnce = 1u,       // the epoch read once, at block entry; the post reuses it (no load after the tile)
+  kHookEarlyFinish = 2u,     // a sink block counts its finish right after its waits (all it depends on is then
+                             // posted); the count's answer is read after the tile (its latency hides behind the
+                             // mainloop), and the last block to count closes the run. Needs kHookEpochOnce
+  kHookOneExitWait = 4u,     // of a programmatic stage, only the grid's last block waits for the kernel before it
+                             // at exit (the grid still ends after it); the others give their SM slot back at once
+  kHookBlockOrder = 8u,      // on the one-stream programmatic launch, tiles in hardware block order (no ticket):
+                             // every producer block has started before a consumer block is scheduled anyway
+  kHooksLean = 15u,          // all of the above: the default
+  kHookAssumePosted = 16u,   // profiling only (profile_stage): every wait is satisfied at its first poll
+};
 
 // Device pointers of one run: the chain input [batch, h, w, c] (NHWC), each stage's filters [k, r, s, c]
 // (KRSC), bias [k] (stages with bias) and output [batch, p, q, k] (NHWC, dense).
@@ -134,6 +167,28 @@ class ConvChain {
   void set_sync_timeout_ns(uint64_t ns) { timeout_ns_ = ns; }
   // Testing: this stage does not post (its consumers time out); -1 turns it off.
   Status inject_missing_posts(int stage);
+  // The overlap's per-tile hooks (ConvHooks bits; kHooksLean by default).
+  void set_overlap_hooks(unsigned hooks) { hooks_ = hooks & ~unsigned(kHookAssumePosted); }
+  unsigned overlap_hooks() const { return hooks_; }
+  // Whether a stage runs the kernel built for more blocks per SM (a register cap from __launch_bounds__, a few
+  // spills, the largest shared-memory carve-out) at `batch`: where that kernel holds more blocks per SM on this
+  // device than the plain one, the stage's tiles are one main-loop iteration (K at most the tile's K step: a
+  // tile is all prologue and epilogue, latency-bound, and a third block hides it) and more than one wave of the
+  // plain kernel. Elsewhere the plain kernel, whose default carve-out leaves more L1 for the 3x3 windows' reuse.
+  // set_bounded_kernels(false): always the plain one.
+  void set_bounded_kernels(bool bounded) { use_bounded_ = bounded; }
+  bool bounded(int stage, int batch) const {
+    return use_bounded_ && t_->stages[stage].k_steps <= 1 && occupancy_[stage][1] > occupancy_[stage][0] &&
+           int64_t(tiles_m(stage, batch)) * tiles_n(stage) > int64_t(sms_) * occupancy_[stage][0];
+  }
+  int blocks_per_sm(int stage, int batch) const { return occupancy_[stage][bounded(stage, batch) ? 1 : 0]; }
+  int blocks_per_sm_plain(int stage) const { return occupancy_[stage][0]; }
+  int blocks_per_sm_bounded(int stage) const { return occupancy_[stage][1]; }
+  // Profiling: stage `stage` alone, synchronized (ticket, waits, post, finish count as in the overlap, with
+  // `hooks`), but every wait satisfied at its first poll; `drop` bits take parts out: 1 the ticket (block
+  // order), 2 the waits (no poll), 4 the post. Its posts count up in the current epoch: consumers of later
+  // runs would not wait, so use it in a process of its own, never between runs whose results matter.
+  Status profile_stage(int stage, ConvArguments const& args, unsigned hooks, unsigned drop, cudaStream_t stream);
   int tiles_m(int stage, int batch) const;
   int tiles_n(int stage) const;
   int num_stages() const { return t_->num_stages; }
@@ -180,7 +235,11 @@ class ConvChain {
   uint64_t timeout_ns_ = 2000000000ull;
   int missing_posts_ = -1;
   int sms_ = 0;
-  int blocks_per_sm_[kMaxConvStages] = {};
+  int occupancy_[kMaxConvStages][2] = {};  // blocks per SM: the plain kernel, the bounded one
+  bool use_bounded_ = true;
+  unsigned hooks_ = kHooksLean;
+  unsigned profile_hooks_ = 0;   // profile_stage: hooks | kHookAssumePosted while it launches
+  unsigned profile_drop_ = 0;
   bool always_wait_ = false;
   int cc_major_ = 0;
   bool two_streams_ = false;

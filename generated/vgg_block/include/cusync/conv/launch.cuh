@@ -17,6 +17,7 @@ struct ConvLaunch {
   StageSync sync;
   ConvWaits waits;
   bool programmatic;     // a programmatic dependent launch of the kernel before it on the stream (sm90)
+  bool bounded;          // the kernel built for more blocks per SM (SyncedConv::kMinBlocks)
 };
 
 // The stage's CUTLASS problem from the table row and the run's batch.
@@ -27,7 +28,7 @@ Status launch_conv(ConvStageInfo const& info, ConvLaunch const& l, cudaStream_t 
                                        static_cast<Element const*>(l.x), static_cast<Element const*>(l.filter),
                                        static_cast<Element const*>(l.bias), static_cast<Element const*>(l.residual),
                                        static_cast<Element*>(l.y)};
-  return Conv::launch(problem, l.sync, l.waits, l.programmatic, stream);
+  return Conv::launch(problem, l.sync, l.waits, l.programmatic, l.bounded, stream);
 }
 
 }  // namespace cusync::conv

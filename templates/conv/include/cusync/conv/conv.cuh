@@ -21,6 +21,7 @@
 #include "cutlass/functional.h"
 #include "cutlass/gemm/threadblock/threadblock_swizzle.h"
 
+#include "cusync/conv/chain.h"
 #include "cusync/stage.cuh"
 #include "cusync/status.h"
 
@@ -111,9 +112,10 @@ struct RowWait {
 // `at(i)` gives wait i of `count`. The caller's barrier then publishes the lanes' acquires to the block.
 constexpr unsigned kMaxSleepNs = 256;
 
+// assume_posted (profiling): every semaphore counts as complete once its first poll returns.
 template <typename At>
 __device__ __forceinline__ void wait_rows_warp(int32_t count, At const& at, uint32_t epoch, TileCoord self,
-                                               uint64_t timeout_ns) {
+                                               uint64_t timeout_ns, bool assume_posted) {
   unsigned const lane = threadIdx.x % 32;
   for (int32_t base = 0; base < count; base += 32) {  // warp-uniform trip count
     int32_t const i = base + int32_t(lane);
@@ -121,7 +123,7 @@ __device__ __forceinline__ void wait_rows_warp(int32_t count, At const& at, uint
     RowWait const w = at(mine ? i : base);
     InputWait const& edge = *w.edge;
     int32_t const index = edge.policy.semaphore_of(w.producer_tile_m, 0);
-    uint64_t const expected = tagged(epoch, uint32_t(edge.policy.posts));
+    uint64_t const expected = assume_posted ? 0u : tagged(epoch, uint32_t(edge.policy.posts));
     uint64_t const* sem = edge.semaphores + index;
     uint64_t seen = mine ? ptx::ld_acquire_gpu(sem) : expected;
     if (__all_sync(0xFFFFFFFFu, seen >= expected)) continue;
@@ -160,6 +162,7 @@ struct ConvWaits {
   // before it on the stream still runs; griddepcontrol.wait, before any load, waits for that whole kernel
   // (and its memory). What it saves is the launch: the blocks are already resident when it ends.
   bool wait_primary_first = false;
+  unsigned hooks = 0;                 // ConvHooks bits (cusync/conv/chain.h); 0 where the run is not synced
 
   // Warp 0 of the block (all 32 lanes), before any load of producer data; the caller's barrier publishes
   // the acquires. The producer tile rows of the window, then those of the residual, one lane each.
@@ -197,12 +200,42 @@ struct ConvWaits {
     auto at = [&](int32_t i) {
       return i < n_input ? RowWait{edge_input, first + i} : RowWait{edge_residual, r_first + (i - n_input)};
     };
-    wait_rows_warp(count, at, epoch, tile, input.enabled ? input.timeout_ns : residual.timeout_ns);
+    wait_rows_warp(count, at, epoch, tile, input.enabled ? input.timeout_ns : residual.timeout_ns,
+                   (hooks & kHookAssumePosted) != 0u);
   }
 };
 
-// The kernel: CUTLASS's implicit-GEMM convolution between begin_tile (ticket, tile order) + the waits, and
-// end_tile (post).
+// The epoch of this block's run, read once at block entry by thread 0 (kHookEpochOnce) and used by its post.
+// It cannot move while the block runs: the run closes only after every tile of it has been waited for (a
+// producer tile's post) or has counted its finish (a sink tile), and the next run starts after this one.
+static __shared__ uint32_t cusync_conv_epoch;
+
+// After the tile, with the lean hooks (kHookEpochOnce set): the post, tagged with the epoch read at entry; the
+// sink's finish count unless it was counted early (`finish`: its answer, thread 0); the close of the run by the
+// last block to count; the exit wait of a programmatic stage, in every block or (kHookOneExitWait) in the grid's
+// last block only. A sink tile has nothing to publish: no barrier.
+__device__ __forceinline__ void end_tile_lean(StageSync const& sync, unsigned hooks, TileCoord tile, uint32_t finish) {
+  if (!sync.enabled) return;
+  if (sync.output.enabled()) {
+    __syncthreads();  // every thread's stores of the tile before thread 0's fence and post
+    if (threadIdx.x == 0) post_add(sync.out_semaphores + sync.output.semaphore_of(tile.m, tile.n), cusync_conv_epoch);
+  }
+  if (sync.counts_finish && threadIdx.x == 0) {
+    if ((hooks & kHookEarlyFinish) == 0u) {
+      ptx::fence_acq_rel_gpu();
+      finish = atomicAdd(&sync.state->finished, 1u);
+    }
+    if (finish == sync.run_blocks - 1u) close_run(sync);
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // One waiting block is enough to keep the grid from ending before the kernel it was launched behind.
+  if (sync.wait_primary_at_exit && ((hooks & kHookOneExitWait) == 0u || blockIdx.x + 1 == gridDim.x))
+    asm volatile("griddepcontrol.wait;" : : : "memory");
+#endif
+}
+
+// The kernel: CUTLASS's implicit-GEMM convolution between begin_tile (ticket or block order, tile order) + the
+// waits, and the post (end_tile, or end_tile_lean with the lean hooks).
 template <typename ConvKernel_>
 struct TileSyncedConv : ConvKernel_ {
   using Base = ConvKernel_;
@@ -219,18 +252,37 @@ struct TileSyncedConv : ConvKernel_ {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (params.waits.wait_primary_first) asm volatile("griddepcontrol.wait;" : : : "memory");
 #endif
+    unsigned const hooks = params.waits.hooks;
+    bool const lean = (hooks & kHookEpochOnce) != 0u;
+    uint32_t finish = 0;  // thread 0 of a sink block with kHookEarlyFinish: the finish count before its own
     if (params.sync.enabled) {
-      if (threadIdx.x < 32) params.waits.wait(params.sync.input, current_epoch(params.sync.state), tile);
+      if (threadIdx.x < 32) {
+        uint32_t const epoch = current_epoch(params.sync.state);
+        params.waits.wait(params.sync.input, epoch, tile);
+        if (threadIdx.x == 0) cusync_conv_epoch = epoch;
+      }
       __syncthreads();
+      if (lean && (hooks & kHookEarlyFinish) != 0u && params.sync.counts_finish && threadIdx.x == 0) {
+        // Release: this block's start and (through the barrier) its warp's acquires before the count. The
+        // answer is first read after the tile, so the atomic's round trip overlaps the mainloop.
+        ptx::fence_acq_rel_gpu();
+        finish = atomicAdd(&params.sync.state->finished, 1u);
+      }
     }
     Base conv;
     conv(params.conv, shared);
-    end_tile(params.sync, tile);
+    if (lean) {
+      end_tile_lean(params.sync, hooks, tile, finish);
+    } else {
+      end_tile(params.sync, tile);
+    }
   }
 };
 
-template <typename Kernel>
-__global__ void __launch_bounds__(Kernel::kThreadCount)
+// kMinBlocks: __launch_bounds__'s minimum blocks per SM (1: the plain kernel; more: ptxas caps the registers so
+// that this many blocks fit, at the cost of a few spills).
+template <typename Kernel, int kMinBlocks>
+__global__ void __launch_bounds__(Kernel::kThreadCount, kMinBlocks)
     tile_synced_conv_kernel(__grid_constant__ typename Kernel::Params const params) {
   extern __shared__ __align__(16) unsigned char cusync_dynamic_smem[];
   Kernel::invoke(params, *reinterpret_cast<typename Kernel::SharedStorage*>(cusync_dynamic_smem));
@@ -251,6 +303,15 @@ struct SyncedConv {
   using Device = cutlass::conv::device::ImplicitGemmConvolution<typename Default::Kernel>;
   using Params = typename Kernel::Params;
   static int const kSmemBytes = int(sizeof(typename Kernel::SharedStorage));
+  // The bounded kernel: as many blocks per SM as the shared memory of an sm_90 SM allows (228 KB, 1 KB of it
+  // reserved per block), at most 3. The plain kernel's registers (~190 for a 128 x 64 tile of 4 warps) hold it to
+  // 2; the register cap makes room for a third where the tile's shared memory fits three times. run() takes
+  // it only for stages of one main-loop iteration, past one wave, where the device's occupancy calculator says
+  // it holds more blocks (ConvChain::bounded).
+  static int const kSmemBlocks = (228 << 10) / (kSmemBytes + (1 << 10));
+  static int const kMinBlocks = kSmemBlocks < 1 ? 1 : kSmemBlocks > 3 ? 3 : kSmemBlocks;
+  template <bool kBounded>
+  static constexpr auto kernel() { return tile_synced_conv_kernel<Kernel, kBounded ? kMinBlocks : 1>; }
 
   static_assert(Stages >= 3, "tile.stages: the conv kernels need a multistage (cp.async) mainloop, stages >= 3");
 
@@ -263,22 +324,31 @@ struct SyncedConv {
     Element* y;               // [n, p, q, k]
   };
 
+  // carveout: the bounded kernel asks for the largest shared-memory carve-out (its kMinBlocks blocks fill it);
+  // the plain one leaves the driver's choice, which keeps more L1 (a 3x3 conv's windows re-read their rows
+  // through it; with the largest carve-out the plain kernel ran the 3x3 convs ~10% slower at batch 32).
+  template <typename Fn>
+  static cudaError_t prepare_kernel(Fn fn, bool carveout) {
+    cudaError_t err = cudaSuccess;
+    if (kSmemBytes >= (48 << 10)) err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    if (err == cudaSuccess && carveout)
+      err = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared));
+    return err;
+  }
+
   static Status prepare() {
-    if (kSmemBytes >= (48 << 10)) {
-      cudaError_t err = cudaFuncSetAttribute(tile_synced_conv_kernel<Kernel>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-      if (err != cudaSuccess) return Status::kCudaError;
-    }
+    if (prepare_kernel(kernel<false>(), false) != cudaSuccess || prepare_kernel(kernel<true>(), true) != cudaSuccess)
+      return Status::kCudaError;
     return Status::kSuccess;
   }
 
   // Thread blocks of this kernel one SM holds at once (its threads, registers and shared memory).
-  static int occupancy() {
+  static int occupancy(bool bounded) {
     int blocks = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, tile_synced_conv_kernel<Kernel>, Kernel::kThreadCount,
-                                                      kSmemBytes) != cudaSuccess)
-      return 0;
-    return blocks;
+    cudaError_t const err = bounded
+        ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel<true>(), Kernel::kThreadCount, kSmemBytes)
+        : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel<false>(), Kernel::kThreadCount, kSmemBytes);
+    return err == cudaSuccess ? blocks : 0;
   }
 
   static cutlass::conv::Conv2dProblemSize problem_size(Problem const& pr) {
@@ -291,7 +361,9 @@ struct SyncedConv {
 
   // programmatic: launched as a programmatic dependent of the kernel before it on `stream` (sm90), which may
   // still be running; the tile waits order this stage after the producer rows it reads.
-  static Status launch(Problem const& pr, StageSync sync, ConvWaits waits, bool programmatic, cudaStream_t stream) {
+  // bounded: the kernel with kMinBlocks blocks per SM (see kMinBlocks).
+  static Status launch(Problem const& pr, StageSync sync, ConvWaits waits, bool programmatic, bool bounded,
+                       cudaStream_t stream) {
     if (kResidual && pr.residual == nullptr) return Status::kInvalidArgument;
     cutlass::conv::Conv2dProblemSize const size = problem_size(pr);
     using Arguments = typename Device::Arguments;
@@ -315,7 +387,8 @@ struct SyncedConv {
     attribute[0].val.programmaticStreamSerializationAllowed = 1;
     config.attrs = attribute;
     config.numAttrs = programmatic ? 1 : 0;
-    cudaError_t const err = cudaLaunchKernelEx(&config, tile_synced_conv_kernel<Kernel>, params);
+    cudaError_t const err = bounded ? cudaLaunchKernelEx(&config, kernel<true>(), params)
+                                    : cudaLaunchKernelEx(&config, kernel<false>(), params);
     return err == cudaSuccess ? Status::kSuccess : Status::kCudaError;
   }
 };
