@@ -139,12 +139,16 @@ def test_layer_autotune_times_both_gemms_in_the_layer() -> None:
     assert "stage_reduction" in files["include/cusync/sm90/cublaslt_context.h"]
 
 
-def test_prompt_attention_offers_the_pingpong_schedule() -> None:
+def test_prompt_attention_offers_three_schedules() -> None:
     files = render_project(plan_of("gpt3_attention_sm90"))
     kernels = files["include/cusync/attention_sm90/kernels.cuh"]
-    assert "bool kPingpong = false" in kernels and "KernelTmaWarpSpecializedPingpong" in kernels
+    assert "enum class FmhaSchedule { kCooperative, kHeaviestFirst, kPingpong };" in kernels
+    assert "KernelTmaWarpSpecializedPingpong" in kernels and "gridDim.x - 1u - blockIdx.x" in kernels
     layer = files["include/cusync/attention_sm90/layer.cuh"]
     assert "prompt_on<PromptPingpong>" in layer and "hw.sm_count = sm_count_;" in layer
+    assert "prompt_on<PromptHeaviestFirst>" in layer
+    bench = files["bench/attention_sm90_bench.cuh"]
+    assert '"--fmha-heaviest-first"' in bench
 
 
 def test_results_page_ends_with_geomean_and_min(tmp_path: Path) -> None:

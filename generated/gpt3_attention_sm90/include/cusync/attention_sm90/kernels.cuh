@@ -534,18 +534,45 @@ struct BottomRightCausalFusion : cutlass::fmha::collective::DefaultFusion {
 using StrideQKV = cute::tuple<int, cute::_1, cute::tuple<int, int>>;
 using StrideLSE = cute::tuple<cute::_1, cute::tuple<int, int>>;
 
-// kPingpong: CUTLASS's other schedule for dh 128 (two consumer warp groups on alternate tiles, a
-// persistent grid of one CTA per SM, Q loaded separately) instead of the cooperative one (both warp
-// groups on one 128-row tile, one CTA per tile).
-template <class T, int kHeadDim, int kGroup, bool kCausal, bool kPingpong = false>
+// The FMHA's schedules for a prompt:
+//   kCooperative   CUTLASS's cooperative kernel: both consumer warp groups on one 128-row tile, one CTA per
+//                  tile, tiles handed out in query-block order within each (batch, head);
+//   kHeaviestFirst the same kernel with the query blocks of each (batch, head) in reverse order: under the
+//                  causal mask the last query block sees the most keys, so the longest tiles start first and
+//                  the grid's last wave holds the shortest (longest-processing-time-first, as FlashAttention
+//                  orders causal tiles); the tiles and their arithmetic are the same, so the output is too;
+//   kPingpong      CUTLASS's other schedule for dh 128 (two consumer warp groups on alternate tiles, a
+//                  persistent grid of one CTA per SM, Q loaded separately).
+enum class FmhaSchedule { kCooperative, kHeaviestFirst, kPingpong };
+
+// CUTLASS's one-CTA-per-tile scheduler with the query-block index reversed (grid x is the query blocks).
+struct HeaviestFirstTileScheduler : cutlass::fmha::kernel::IndividualTileScheduler {
+  using cutlass::fmha::kernel::IndividualTileScheduler::IndividualTileScheduler;
+  CUTLASS_DEVICE auto get_block_coord() {
+    return cute::make_coord(gridDim.x - 1u - blockIdx.x, cute::_0{}, cute::make_coord(blockIdx.y, blockIdx.z));
+  }
+};
+
+template <class Builder, FmhaSchedule kSchedule>
+struct FmhaKernelOf {
+  using type = typename Builder::Kernel;
+};
+template <class Builder>
+struct FmhaKernelOf<Builder, FmhaSchedule::kHeaviestFirst> {
+  using type = cutlass::fmha::kernel::FmhaKernelTmaWarpSpecialized<
+      typename Builder::CollectiveMainloop, typename Builder::CollectiveEpilogue, HeaviestFirstTileScheduler>;
+};
+
+template <class T, int kHeadDim, int kGroup, bool kCausal, FmhaSchedule kSchedule = FmhaSchedule::kCooperative>
 struct PromptAttention {
   using Element = std::conditional_t<std::is_same_v<T, cutlass::bfloat16_t>, cutlass::bfloat16_t, cutlass::half_t>;
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::Int<kHeadDim>>;  // (q rows, keys, dh): CUTLASS's choice for dh 128
   using Fusion = std::conditional_t<kCausal, BottomRightCausalFusion<kGroup>, cutlass::fmha::collective::ResidualFusion>;
-  using Schedule = std::conditional_t<kPingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+  using Schedule = std::conditional_t<kSchedule == FmhaSchedule::kPingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
                                       cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
-  using Kernel = typename cutlass::fmha::kernel::FmhaBuilder<
-      Element, float, float, TileShape, StrideQKV, StrideQKV, StrideQKV, Fusion, Schedule>::Kernel;
+  using Builder = cutlass::fmha::kernel::FmhaBuilder<Element, float, float, TileShape, StrideQKV, StrideQKV, StrideQKV,
+                                                     Fusion, Schedule>;
+  using Kernel = typename FmhaKernelOf<Builder, kSchedule>::type;
   using Operation = cutlass::device::Universal<Kernel>;
 };
 

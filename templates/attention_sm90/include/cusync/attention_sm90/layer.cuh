@@ -79,7 +79,8 @@ struct Layer {
   static_assert(kHeadDim == 64 || kHeadDim == 128, "attention.head_dim must be 64 or 128 on sm90");
   static_assert(kHidden % 8 == 0, "attention.hidden must be a multiple of 8 (16-byte TMA rows)");
   using Prompt = PromptAttention<T, kHeadDim, kGroup, Config::kCausal>;
-  using PromptPingpong = PromptAttention<T, kHeadDim, kGroup, Config::kCausal, /*kPingpong=*/true>;
+  using PromptPingpong = PromptAttention<T, kHeadDim, kGroup, Config::kCausal, FmhaSchedule::kPingpong>;
+  using PromptHeaviestFirst = PromptAttention<T, kHeadDim, kGroup, Config::kCausal, FmhaSchedule::kHeaviestFirst>;
   using Gemm = cusync::sm90::LtGemm<T, cutlass::layout::RowMajor, cutlass::epilogue::thread::Identity>;
 
   // The plan's split (keys per tensor-core decode CTA): whole ring stages, and not below the CUDA-core
@@ -92,8 +93,11 @@ struct Layer {
   cusync::sm90::LtContext* lt = nullptr;
   typename Prompt::Operation fmha;
   typename PromptPingpong::Operation fmha_pingpong_op;
+  typename PromptHeaviestFirst::Operation fmha_heaviest_first_op;
   // A prompt on the FMHA's ping-pong schedule (persistent) instead of the cooperative one (the default).
   bool fmha_pingpong = false;
+  // The cooperative schedule with each head's query blocks in reverse order (heaviest causal tiles first).
+  bool fmha_heaviest_first = false;
   int sm_count_ = 0;  // the persistent grid's size (the device's SMs)
 
   Layer() = default;
@@ -175,7 +179,9 @@ struct Layer {
   bool step_mode_ = true;
 
   Status prompt(Shape const& s, Buffers const& b, cudaStream_t stream) {
-    return fmha_pingpong ? prompt_on<PromptPingpong>(fmha_pingpong_op, s, b, stream) : prompt_on<Prompt>(fmha, s, b, stream);
+    if (fmha_pingpong) return prompt_on<PromptPingpong>(fmha_pingpong_op, s, b, stream);
+    if (fmha_heaviest_first) return prompt_on<PromptHeaviestFirst>(fmha_heaviest_first_op, s, b, stream);
+    return prompt_on<Prompt>(fmha, s, b, stream);
   }
 
   template <class P>
