@@ -143,7 +143,7 @@ def test_prompt_attention_offers_three_schedules() -> None:
     files = render_project(plan_of("gpt3_attention_sm90"))
     kernels = files["include/cusync/attention_sm90/kernels.cuh"]
     assert "enum class FmhaSchedule { kCooperative, kHeaviestFirst, kPingpong };" in kernels
-    assert "KernelTmaWarpSpecializedPingpong" in kernels and "gridDim.x - 1u - blockIdx.x" in kernels
+    assert "KernelTmaWarpSpecializedPingpong" in kernels and "gridDim.x - 1u - launch / heads_batches" in kernels
     layer = files["include/cusync/attention_sm90/layer.cuh"]
     assert "prompt_on<PromptPingpong>" in layer and "hw.sm_count = sm_count_;" in layer
     assert "prompt_on<PromptHeaviestFirst>" in layer

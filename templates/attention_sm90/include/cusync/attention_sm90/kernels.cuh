@@ -537,19 +537,26 @@ using StrideLSE = cute::tuple<cute::_1, cute::tuple<int, int>>;
 // The FMHA's schedules for a prompt:
 //   kCooperative   CUTLASS's cooperative kernel: both consumer warp groups on one 128-row tile, one CTA per
 //                  tile, tiles handed out in query-block order within each (batch, head);
-//   kHeaviestFirst the same kernel with the query blocks of each (batch, head) in reverse order: under the
-//                  causal mask the last query block sees the most keys, so the longest tiles start first and
-//                  the grid's last wave holds the shortest (longest-processing-time-first, as FlashAttention
-//                  orders causal tiles); the tiles and their arithmetic are the same, so the output is too;
+//   kHeaviestFirst the same kernel with the tiles launched last query block first, across every (batch,
+//                  head): under the causal mask the last query block sees the most keys, so the longest
+//                  tiles start first and the grid's last wave holds the shortest (longest-processing-time
+//                  first, as FlashAttention orders causal tiles); the tiles and their arithmetic are the same,
+//                  so the output is too;
 //   kPingpong      CUTLASS's other schedule for dh 128 (two consumer warp groups on alternate tiles, a
 //                  persistent grid of one CTA per SM, Q loaded separately).
 enum class FmhaSchedule { kCooperative, kHeaviestFirst, kPingpong };
 
-// CUTLASS's one-CTA-per-tile scheduler with the query-block index reversed (grid x is the query blocks).
+// CUTLASS's one-CTA-per-tile scheduler (grid: x query blocks, y batch, z heads) with the tiles re-dealt in
+// launch order (x fastest) so that every (batch, head)'s last query block comes first, then every one's
+// second to last, and so on: the whole grid longest first, not only each head's own blocks.
 struct HeaviestFirstTileScheduler : cutlass::fmha::kernel::IndividualTileScheduler {
   using cutlass::fmha::kernel::IndividualTileScheduler::IndividualTileScheduler;
   CUTLASS_DEVICE auto get_block_coord() {
-    return cute::make_coord(gridDim.x - 1u - blockIdx.x, cute::_0{}, cute::make_coord(blockIdx.y, blockIdx.z));
+    unsigned const heads_batches = gridDim.y * gridDim.z;
+    unsigned const launch = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    unsigned const rest = launch % heads_batches;
+    return cute::make_coord(gridDim.x - 1u - launch / heads_batches, cute::_0{},
+                            cute::make_coord(rest % gridDim.y, rest / gridDim.y));
   }
 };
 
