@@ -2,8 +2,8 @@
 # One device call for the FMHA's tile order (NOTES f6): builds both sm90 attention layers, checks the
 # prompts with each head's query blocks in reverse order (--fmha-heaviest-first), times every prompt point on
 # the cooperative schedule in both orders (A B B A, the same binary, autotune on), then PyTorch on the same
-# prompts, and a memcheck. Raw JSON lines go to $OUT/run.tgz in run5's layout (time-<e>.jsonl = heaviest first,
-# time-forward-<e>.jsonl = the forward order, check-<e>.jsonl, torch-<e>.jsonl).
+# prompts, and a memcheck. Raw JSON lines go to $OUT/run.tgz (time-heavy-<e>.jsonl: longest tiles first, the
+# layer's default; time-forward-<e>.jsonl: CUTLASS's order, --fmha-forward; check-<e>.jsonl, torch-<e>.jsonl).
 #   OUT=out bash scripts/gpu_fmha_order.sh     (repo root; .whl/ with pydantic's wheels where it is missing)
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -33,7 +33,7 @@ for e in llama gpt3; do
 done
 for e in llama gpt3; do
   for v in heavy forward forward heavy; do
-    f=$([ $v = heavy ] && echo "--fmha-heaviest-first" || echo "")
+    f=$([ $v = heavy ] && echo "--fmha-heaviest-first" || echo "--fmha-forward")
     timeout 90 "$(B $e)" --time --repeats "$REPEATS" $f $TIME_P >> "$R/time-$v-$e.jsonl" 2>> "$LOG"
     echo "time $v $e exit $? (${SECONDS}s)" | tee -a "$LOG"
   done

@@ -146,7 +146,7 @@ def test_prompt_attention_offers_three_schedules() -> None:
     assert "KernelTmaWarpSpecializedPingpong" in kernels and "gridDim.x - 1u - launch / heads_batches" in kernels
     layer = files["include/cusync/attention_sm90/layer.cuh"]
     assert "prompt_on<PromptPingpong>" in layer and "hw.sm_count = sm_count_;" in layer
-    assert "prompt_on<PromptHeaviestFirst>" in layer
+    assert "prompt_on<PromptHeaviestFirst>" in layer and "bool fmha_heaviest_first = true;" in layer
     bench = files["bench/attention_sm90_bench.cuh"]
     assert '"--fmha-heaviest-first"' in bench
 

@@ -2,12 +2,13 @@
 // one process (so the GPU is preheated once and the shapes run one after another under sustained clocks).
 //
 //   <name>_bench [--check] [--time] [--repeats N] [--preheat-ms MS] [--decode-simt] [--autotune | --no-autotune]
-//                [--autotune-rounds N] [--fmha-pingpong | --fmha-heaviest-first] SHAPE...
+//                [--autotune-rounds N] [--fmha-pingpong | --fmha-forward] SHAPE...
 //   [--decode-simt | --decode-mma]: the CUDA-core or tensor-core decode kernel instead of the plan's choice
 //   --autotune: Layer::autotune() (each cuBLASLt GEMM's algorithm timed in the layer) at the first shape of
 //   each row count, every row count before the first shape is checked or timed; on by default with --time
 //   (--no-autotune: the heuristic's first algorithm). --fmha-pingpong: prompts on the FMHA's ping-pong schedule;
-//   --fmha-heaviest-first: on the cooperative one with each head's query blocks in reverse order.
+//   --fmha-forward: on the cooperative one in CUTLASS's query-block order instead of the longest tiles first
+//   (the default; --fmha-heaviest-first says so explicitly).
 //   SHAPE = p:BATCHxTOKENS+CACHE (a prompt, FMHA) or g:BATCH+CACHE (a generation step, split-KV decode)
 //
 // Checks (--check): the attention stage against an fp32 reference over the same q, K and V buffers, and
@@ -179,7 +180,7 @@ struct Bench {
   int autotune = -1;     // -1: with --time; 0: never; 1: always
   int autotune_rounds = kLayerTuneRounds;
   bool fmha_pingpong = false;
-  bool fmha_heaviest_first = false;
+  bool fmha_heaviest_first = true;
   std::set<int> tuned_rows, reported_rows;  // autotune once per row count (the GEMMs' shape)
   std::map<int, std::string> tuned_json;     // what it found, printed with the first shape of the row count
 
@@ -245,6 +246,7 @@ struct Bench {
       else if (a == "--no-autotune") autotune = 0;
       else if (a == "--fmha-pingpong") fmha_pingpong = true;
       else if (a == "--fmha-heaviest-first") fmha_heaviest_first = true;
+      else if (a == "--fmha-forward") fmha_heaviest_first = false;
       else if (a == "--autotune-rounds" && i + 1 < argc) autotune_rounds = std::min(200, std::max(1, std::atoi(argv[++i])));
       else if (a == "--repeats" && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
       else if (a == "--preheat-ms" && i + 1 < argc) preheat_ms = std::atof(argv[++i]);

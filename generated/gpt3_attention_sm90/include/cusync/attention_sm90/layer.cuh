@@ -96,8 +96,9 @@ struct Layer {
   typename PromptHeaviestFirst::Operation fmha_heaviest_first_op;
   // A prompt on the FMHA's ping-pong schedule (persistent) instead of the cooperative one (the default).
   bool fmha_pingpong = false;
-  // The cooperative schedule with each head's query blocks in reverse order (heaviest causal tiles first).
-  bool fmha_heaviest_first = false;
+  // The cooperative schedule with the longest causal tiles launched first (the default: measured faster on
+  // every prompt, up to 1.46x on the attention stage); false: CUTLASS's own query-block order.
+  bool fmha_heaviest_first = true;
   int sm_count_ = 0;  // the persistent grid's size (the device's SMs)
 
   Layer() = default;

@@ -537,11 +537,11 @@ using StrideLSE = cute::tuple<cute::_1, cute::tuple<int, int>>;
 // The FMHA's schedules for a prompt:
 //   kCooperative   CUTLASS's cooperative kernel: both consumer warp groups on one 128-row tile, one CTA per
 //                  tile, tiles handed out in query-block order within each (batch, head);
-//   kHeaviestFirst the same kernel with the tiles launched last query block first, across every (batch,
-//                  head): under the causal mask the last query block sees the most keys, so the longest
-//                  tiles start first and the grid's last wave holds the shortest (longest-processing-time
-//                  first, as FlashAttention orders causal tiles); the tiles and their arithmetic are the same,
-//                  so the output is too;
+//   kHeaviestFirst the layer's default: the same kernel with the tiles launched last query block first,
+//                  across every (batch, head): under the causal mask the last query block sees the most
+//                  keys, so the longest tiles start first and the grid's last wave holds the shortest
+//                  (longest-processing-time first, as FlashAttention orders causal tiles); the tiles and
+//                  their arithmetic are the same, so the output is too;
 //   kPingpong      CUTLASS's other schedule for dh 128 (two consumer warp groups on alternate tiles, a
 //                  persistent grid of one CTA per SM, Q loaded separately).
 enum class FmhaSchedule { kCooperative, kHeaviestFirst, kPingpong };
