@@ -393,6 +393,8 @@ def bench_command(bench: Path, ms: Sequence[int], policies: Iterable[Any] | None
     return command + [str(a) for a in extra_args]
 
 
+_SYNC_TIMEOUT_HINT = ("a consumer tile waited for a producer tile that was never posted; this is a bug in the "
+                      "generated synchronization: please report it with the spec")
 CONV_RESULT_PREFIX = "RESULT "  # the conv bench's result lines: RESULT {json}; its other lines are text
 
 
@@ -539,8 +541,7 @@ def run(project: Path, ms: Sequence[int], policies: Iterable[Any] | None = None,
                                     "not within tolerance of the reference convolution")
     elif conv and any("sync timeout" in line for line in text_tail):
         err = SyncTimeoutError(next(line for line in text_tail if "sync timeout" in line),
-                               hint="a consumer tile waited for a producer tile that was never posted; this is a "
-                                    "bug in the generated synchronization: please report it with the spec")
+                               hint=_SYNC_TIMEOUT_HINT)
     elif code == EXIT_BAD_ARGS:
         reason = last_err.removeprefix("error:").strip() or "see its usage above"
         err = UsageError(f"{bench.name} rejected its arguments: {reason}", hint=f"command: {' '.join(command)}")
@@ -553,8 +554,7 @@ def run(project: Path, ms: Sequence[int], policies: Iterable[Any] | None = None,
         message = reasons[0] if reasons else (last_err or "a spin-wait timed out")
         err = SyncTimeoutError(
             f"sync timeout: {message}",
-            hint="a consumer tile waited for a producer tile that was never posted; this is a bug in the "
-                 "generated synchronization: please report it with the spec")
+            hint=_SYNC_TIMEOUT_HINT)
     elif code == EXIT_CHECK_FAILED:
         detail = _describe_failures(rows) or last_err
         err = CheckFailedError(
@@ -623,7 +623,7 @@ def _format_conv_table(rows: Sequence[dict[str, Any]]) -> Table:
         table.add_row(str(row["batch"]), _num(row.get("run_us"), ".1f"), str(row.get("run_mode", "-")),
                       _num(seq, ".1f"), _num(chained, ".1f") if isinstance(chained, (int, float)) and chained >= 0 else "-",
                       _num(over, ".1f"), _ratio(speedup), " + ".join(_num(v, ".1f") for v in stages) or "-",
-                      {True: "yes", False: "NO"}.get(row.get("bitwise"), "-"), _num(row.get("ref_err"), ".1e"))
+                      _bitwise(row, "bitwise"), _num(row.get("ref_err"), ".1e"))
     table.caption = ("back to back: one launch per stage; chained: programmatic dependent launch between stages; "
                      "tile-synced: each block waits for the producer rows its window reads")
     return table
@@ -636,7 +636,6 @@ def _format_layer_table(rows: Sequence[dict[str, Any]]) -> Table:
     for name in ["shape", "mode", "qkv us", "rope us", "attention us", "proj us", "layer us", "attention err",
                  "layer err", "bitwise", "graph"]:
         table.add_column(name, justify="left" if name in ("shape", "mode") else "right")
-    yes_no = {True: "yes", False: "NO"}
     for row in rows:
         if "shape" not in row:
             continue
@@ -644,7 +643,7 @@ def _format_layer_table(rows: Sequence[dict[str, Any]]) -> Table:
         table.add_row(str(row["shape"]), mode, *(_num(row.get(f"{k}_us"), ".1f") for k in
                                                  ("qkv", "rope", "attention", "proj", "layer")),
                       _num(row.get("attn_err"), ".1e"), _num(row.get("layer_err"), ".1e"),
-                      yes_no.get(row.get("bitwise"), "-"), yes_no.get(row.get("graph"), "-"))
+                      _bitwise(row, "bitwise"), _bitwise(row, "graph"))
     table.caption = ("p:BxS+L: B sequences of S new tokens after L cached ones (a prompt); g:B+L: one new token "
                      "per sequence (a generation step, split-KV decode)")
     return table
@@ -689,8 +688,8 @@ def _ratio(value: Any) -> str:
     return f"{value:.2f}x" if isinstance(value, (int, float)) else "-"
 
 
-def _bitwise(row: dict[str, Any]) -> str:
-    return {True: "[green]yes[/]", False: "[bold red]NO[/]"}.get(row.get("bitwise_equal"), "-")
+def _bitwise(row: dict[str, Any], key: str = "bitwise_equal") -> str:
+    return {True: "[green]yes[/]", False: "[bold red]NO[/]"}.get(row.get(key), "-")
 
 
 def _policy_cell(row: dict[str, Any], notes: list[str]) -> str:
