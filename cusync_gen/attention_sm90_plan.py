@@ -72,8 +72,14 @@ class AttentionSm90Plan:
         return self.heads // self.kv_heads
 
     @property
+    def packs_rows(self) -> bool:
+        """One KV head (or one query head per KV head): a group's query heads are the FMHA's query rows."""
+        return self.kv_heads == 1 or self.group == 1
+
+    @property
     def fmha_heads(self) -> int:
-        """The FMHA's head mode: the one KV head (its G query heads packed into rows), or every head (G = 1)."""
+        """The FMHA's head mode: the one KV head (its G query heads packed into rows), or every head (G = 1);
+        otherwise every query head, K and V shared by its group, one launch per sequence."""
         return 1 if self.kv_heads == 1 else self.heads
 
     @property
@@ -133,9 +139,15 @@ class AttentionSm90Plan:
             out["attention"] = (f"{kind} decode {splits} x {self.kv_heads} x {shape.batch} CTAs ({split} keys, "
                                 f"{self.group} heads each) + combine {self.heads} x {shape.batch}")
         else:
-            q_rows = shape.new_tokens * self.group
-            out["attention"] = (f"FMHA {math.ceil(q_rows / FMHA_TILE_M)} x {shape.batch} x {self.fmha_heads} CTAs "
-                                f"({q_rows} query rows, {shape.keys} keys)")
+            if self.packs_rows:
+                q_rows = shape.new_tokens * self.group
+                out["attention"] = (f"FMHA {math.ceil(q_rows / FMHA_TILE_M)} x {shape.batch} x {self.fmha_heads} "
+                                    f"CTAs ({q_rows} query rows, {shape.keys} keys)")
+            else:
+                tiles = math.ceil(shape.new_tokens / FMHA_TILE_M)
+                out["attention"] = (f"FMHA {shape.batch} launch(es) of {tiles} x {self.kv_heads} x {self.group} CTAs "
+                                    f"({shape.new_tokens} query rows, {shape.keys} keys; each KV head's K and V "
+                                    f"shared by its {self.group} query heads)")
         out["proj"] = f"cuBLASLt [{rows}, {self.hidden}] x K={self.d}"
         return out
 

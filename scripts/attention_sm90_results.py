@@ -7,9 +7,9 @@ run, so every ratio compares two numbers measured in the same device run.
 
 RUN_DIR holds check-<e>.jsonl, time-<e>.jsonl, torch-<e>.jsonl (and time-simt-<e>.jsonl if the CUDA-core
 decode was timed, time-pingpong-<e>.jsonl if the prompts were timed on the FMHA's ping-pong schedule) for e
-in llama, gpt3. Where the bench ran Layer::autotune (scripts/gpu_tune_attention_sm90.sh), a column gives the
+in llama, gpt3 (and llama3, g7 from scripts/gpu_check_attention_gqa.sh). Where the bench ran Layer::autotune (scripts/gpu_tune_attention_sm90.sh), a column gives the
 cuBLASLt candidate each GEMM ran (qkv/proj, 0: the heuristic's first; "s" marks a split-K algorithm). Ratios are PyTorch's layer time over ours (> 1: we are faster).
-The last two lines are the geomean and the minimum of the ratio over every timed point of both layers.
+The last two lines are the geomean and the minimum of the ratio over every timed point of every layer.
 """
 
 from __future__ import annotations
@@ -22,7 +22,11 @@ from pathlib import Path
 
 # (label, heads, kv_heads, head_dim, hidden, dtype bytes)
 LAYERS = {"llama": ("llama_attention_sm90 (8 q-heads / 1 kv-head, rotary, bf16)", 8, 1, 128, 8192, 2),
-          "gpt3": ("gpt3_attention_sm90 (12 heads, fp16)", 12, 12, 128, 12288, 2)}
+          "gpt3": ("gpt3_attention_sm90 (12 heads, fp16)", 12, 12, 128, 12288, 2),
+          # several KV heads (scripts/gpu_check_attention_gqa.sh): K and V shared across each group's heads
+          "llama3": ("llama3_attention_sm90 (32 q-heads / 8 kv-heads, rotary base 500000, bf16)", 32, 8, 128, 4096, 2),
+          "g7": ("gqa_g7 (28 q-heads / 4 kv-heads, rotary base 1e6, bf16; the spec in "
+                 "scripts/gpu_check_attention_gqa.sh)", 28, 4, 128, 3584, 2)}
 PEAK_TFLOPS = 989.0  # H200 dense fp16/bf16
 PEAK_TBS = 4.8
 
@@ -129,7 +133,7 @@ def main() -> None:
             out.append("")
     if ratios:
         geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        out += [f"Points: {len(ratios)} (both layers, prompt and generation).", "",
+        out += [f"Points: {len(ratios)} (every layer, prompt and generation).", "",
                 f"attention geomean over PyTorch: {geo:.2f}x", f"attention min over PyTorch: {min(ratios):.2f}x"]
     print("\n".join(out))
 

@@ -15,7 +15,7 @@ EXAMPLES_SM80 = ("two_gemm", "gpt3_mlp", "llama_mlp", "llama_mlp_split")
 EXAMPLES_SM90 = ("two_gemm_sm90", "gpt3_mlp_sm90", "llama_mlp_sm90", "llama_mlp_fused_sm90")
 EXAMPLES_GEMM = EXAMPLES_SM80 + EXAMPLES_SM90
 EXAMPLES_ATTENTION = ("gpt3_attention", "llama_attention")
-EXAMPLES_ATTENTION_SM90 = ("gpt3_attention_sm90", "llama_attention_sm90")  # tests/test_attention_sm90.py
+EXAMPLES_ATTENTION_SM90 = ("gpt3_attention_sm90", "llama_attention_sm90", "llama3_attention_sm90")  # tests/test_attention_sm90.py
 EXAMPLES = EXAMPLES_GEMM + EXAMPLES_ATTENTION
 EXAMPLES_CONV = ("resnet_block", "vgg_block", "bottleneck_block")  # conv chains: tests/test_conv.py
 

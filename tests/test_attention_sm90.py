@@ -52,7 +52,6 @@ def test_examples_plan_on_the_sm90_backend(name: str) -> None:
      "picks its own tiles"),
     (lambda d: d["attention"].update(head_dim=96), "attention.head_dim", "64 and 128"),
     (lambda d: d["attention"].update(kv_heads=3), "attention.kv_heads", "does not divide"),
-    (lambda d: d["attention"].update(kv_heads=2), "attention.kv_heads", "one KV head per GPU"),
     (lambda d: d["attention"].update(heads=32, kv_heads=1), "attention.kv_heads", "above 16"),
     (lambda d: d["attention"].update(rotary_base=0.5), "attention.rotary_base", "greater than 1"),
     (lambda d: d["attention"].update(rotary_base=1e9), "attention.rotary_base", "100000000"),
@@ -76,6 +75,24 @@ def test_gqa_and_mha_and_bf16_plan() -> None:
     assert llama.dtype.value == "bf16" and llama.rotary and not gpt3.rotary
     header = render_project(llama)["include/llama_attention_sm90.h"]
     assert "cutlass::bfloat16_t" in header and "kKvHeads = 1;" in header and "kRotary = true;" in header
+
+
+def test_several_kv_heads_share_k_and_v_across_each_group() -> None:
+    """1 < kv_heads < heads (llama3: 32 / 8): the FMHA runs every query head with (batch, head) = (KV head,
+    query head of its group) and K/V shared through a static zero stride, one launch per sequence."""
+    plan = plan_of("llama3_attention_sm90")
+    assert (plan.group, plan.kv_heads, plan.packs_rows, plan.qkv_width) == (4, 8, False, (32 + 16) * 128)
+    assert plan_of("llama_attention_sm90").packs_rows and plan_of("gpt3_attention_sm90").packs_rows
+    prompt = plan.describe(AttentionShape(3, 1000, 0))
+    assert "FMHA 3 launch(es) of 8 x 8 x 4 CTAs (1000 query rows, 1000 keys" in prompt
+    assert "decode 2 x 8 x 2 CTAs (512 keys, 4 heads each)" in plan.describe(AttentionShape(2, 1, 1000))
+    files = render_project(plan)
+    kernels, layer = files["include/cusync/attention_sm90/kernels.cuh"], files["include/cusync/attention_sm90/layer.cuh"]
+    assert "using StrideKVShared = cute::tuple<int, cute::_1, cute::tuple<int, cute::_0>>;" in kernels
+    assert "kPackRows = kKvHeads == 1 || kGroup == 1" in layer and "kKvHeads = 8;" in files["include/llama3_attention_sm90.h"]
+    # prompts whose sequences hold different caches: a host array, one FMHA launch per sequence
+    assert "int const* cache_tokens_of = nullptr;" in layer and "s.cache_tokens_of[seq] + t" in layer
+    assert "p:3x200+0/511/4097" in files["bench/attention_sm90_bench.cuh"]
 
 
 def test_describe_picks_fmha_for_prompts_and_decode_for_steps() -> None:
@@ -205,6 +222,23 @@ def test_llama_attention_sm90_compiles(tmp_path: Path, cutlass_dir: Path) -> Non
     """One translation unit (FMHA, decode kernels, cuBLASLt GEMMs, bench): about 3 minutes on 2 cores.
     gpt3_attention_sm90 is the same code with other constants (G = 1, fp16, no rotary)."""
     assert _build("llama_attention_sm90", tmp_path, cutlass_dir).is_file()
+
+
+@pytest.mark.nvcc
+def test_llama3_attention_sm90_compiles(tmp_path: Path, cutlass_dir: Path) -> None:
+    """The FMHA with K and V shared across each group's query heads (several KV heads): about 3 minutes."""
+    assert _build("llama3_attention_sm90", tmp_path, cutlass_dir).is_file()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_present(), reason="no GPU")
+def test_llama3_attention_sm90_checks_on_the_gpu(tmp_path: Path, cutlass_dir: Path) -> None:
+    """Several KV heads, and prompts and steps whose sequences hold different caches."""
+    bench = _build("llama3_attention_sm90", tmp_path, cutlass_dir)
+    shapes = ["p:1x7+1", "p:3x200+0/511/4097", "p:2x7+1/0", "g:3+0/511/4097"]
+    out = subprocess.run([str(bench), "--check", *shapes], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.stdout.count('"ok": true') == len(shapes), out.stdout
 
 
 @pytest.mark.gpu

@@ -176,10 +176,6 @@ def _check_fused_attention_rules(spec: AttentionSpec) -> None:
         raise SpecError("attention.kv_heads", f"kv_heads={kv} does not divide heads={a.heads}: each KV head serves "
                         "the same number of query heads", f"use a divisor of {a.heads}, e.g. 1 or {a.heads}")
     group = a.heads // kv
-    if kv != 1 and group != 1:
-        raise SpecError("attention.kv_heads", f"kv_heads={kv} with heads={a.heads}: grouped query heads are packed "
-                        "into the FMHA's query rows, which needs one KV head per GPU (or one query head per KV head)",
-                        "shard so that each GPU holds one KV head (kv_heads: 1), or use kv_heads: heads")
     if group > _MAX_GROUP:
         raise SpecError("attention.kv_heads", f"{group} query heads per KV head is above {_MAX_GROUP} (the decode "
                         "kernel keeps one score per query head in registers)",

@@ -140,18 +140,40 @@ __global__ void ref_attention(TQ const* q, TK const* kc, TK const* vc, float* o,
 
 struct ShapeArg {
   bool step = false;
-  int batch = 1, tokens = 1, cache = 0;
+  int batch = 1, tokens = 1, cache = 0;  // cache: the longest sequence's
+  std::vector<int> caches;               // per sequence (batch values)
+  bool ragged = false;                   // sequences with different caches
   std::string text;
 };
 
+// p:BxT+L (a prompt: B sequences of T new tokens after L cached each), g:B+L (a generation step), and either
+// with one cache length per sequence: p:3x200+0/511/4097, g:2+7/4097 (B values, '/'-separated).
 inline bool parse_shape(char const* s, ShapeArg& out) {
   out.text = s;
-  if (std::sscanf(s, "p:%dx%d+%d", &out.batch, &out.tokens, &out.cache) == 3) return out.batch > 0 && out.tokens > 0 && out.cache >= 0;
-  if (std::sscanf(s, "g:%d+%d", &out.batch, &out.cache) == 2) {
+  int used = 0;
+  if (std::sscanf(s, "p:%dx%d+%n", &out.batch, &out.tokens, &used) == 2 && used > 0) {
+    out.step = false;
+  } else if (std::sscanf(s, "g:%d+%n", &out.batch, &used) == 1 && used > 0) {
     out.step = true, out.tokens = 1;
-    return out.batch > 0 && out.cache >= 0;
+  } else {
+    return false;
   }
-  return false;
+  if (out.batch < 1 || out.batch > (1 << 20) || out.tokens < 1) return false;
+  out.caches.clear();
+  for (char const* p = s + used;;) {
+    char* end = nullptr;
+    long const v = std::strtol(p, &end, 10);
+    if (end == p || v < 0 || v > (1L << 30)) return false;
+    out.caches.push_back(int(v));
+    if (*end == '\0') break;
+    if (*end != '/') return false;
+    p = end + 1;
+  }
+  if (out.caches.size() == 1) out.caches.assign(size_t(out.batch), out.caches[0]);
+  if (int(out.caches.size()) != out.batch) return false;
+  out.cache = *std::max_element(out.caches.begin(), out.caches.end());
+  out.ragged = *std::min_element(out.caches.begin(), out.caches.end()) != out.cache;
+  return true;
 }
 
 template <class T>
@@ -253,7 +275,8 @@ struct Bench {
       else {
         ShapeArg s;
         if (!parse_shape(argv[i], s)) {
-          std::fprintf(stderr, "bad argument %s (shapes: p:BATCHxTOKENS+CACHE or g:BATCH+CACHE)\n", argv[i]);
+          std::fprintf(stderr, "bad argument %s (shapes: p:BATCHxTOKENS+CACHE or g:BATCH+CACHE; CACHE one length, or BATCH "
+                       "lengths joined by '/', e.g. p:3x200+0/511/4097)\n", argv[i]);
           return 1;
         }
         shapes.push_back(s);
@@ -290,6 +313,7 @@ struct Bench {
   int run_shape(L& layer, ShapeArg const& sa, T const* w_qkv, T const* w_o, cudaStream_t stream, bool& preheated,
                 bool tune_only = false) {
     Shape s{sa.batch, sa.tokens, sa.step ? 0 : sa.cache};
+    if (!sa.step && sa.ragged) s.cache_tokens_of = sa.caches.data();
     layer.step_mode_ = sa.step;
     int const rows = s.rows(), capacity = sa.cache + sa.tokens;
     if (tune_only && tuned_rows.count(rows) != 0) return 0;  // this row count's GEMMs are tuned already
@@ -299,7 +323,7 @@ struct Bench {
     T* kc = alloc<T>(int64_t(sa.batch) * capacity * hk * dh);
     T* vc = alloc<T>(int64_t(sa.batch) * capacity * hk * dh);
     int* lens = alloc<int>(sa.batch);
-    std::vector<int> hl(sa.batch, sa.cache);
+    std::vector<int> const& hl = sa.caches;
     BENCH_CUDA(cudaMemcpy(lens, hl.data(), sa.batch * sizeof(int), cudaMemcpyHostToDevice));
     fill<<<1024, 256, 0, stream>>>(x, int64_t(rows) * Config::kHidden, 1, 1.f);
     fill<<<1024, 256, 0, stream>>>(kc, int64_t(sa.batch) * capacity * hk * dh, 2, 1.f);
@@ -318,7 +342,7 @@ struct Bench {
     std::string json = "{\"shape\": \"" + sa.text + "\", \"decode\": \"" + (layer.decode_mma ? "mma" : "simt") +
                        "\", \"mode\": \"" + (sa.step ? "generation" : "prompt") +
                        "\", \"batch\": " + std::to_string(sa.batch) + ", \"tokens\": " + std::to_string(sa.tokens) +
-                       ", \"cache\": " + std::to_string(sa.cache);
+                       ", \"cache\": " + std::to_string(sa.cache) + (sa.ragged ? ", \"ragged\": true" : "");
     json += std::string(", \"fmha\": \"") + (layer.fmha_pingpong ? "pingpong" : layer.fmha_heaviest_first ? "heaviest_first" : "cooperative") + "\"";
     int failed = 0;
     char buf[512];

@@ -26,7 +26,18 @@ struct Shape {
   int batch = 1;
   int new_tokens = 1;  // per sequence; 1 = a generation step (split-KV decode)
   int cache_tokens = 0;  // a prompt's cached tokens (every sequence); a step reads cache_len[] instead
+  // A prompt whose sequences hold different caches: `batch` host values (the same as Buffers::cache_len
+  // on the device, which rope reads); nullptr: cache_tokens for every sequence. The FMHA then runs one
+  // launch per sequence. A generation step always reads cache_len[].
+  int const* cache_tokens_of = nullptr;
   int rows() const { return batch * new_tokens; }
+  int max_cache() const {
+    int most = cache_tokens;
+    if (cache_tokens_of != nullptr) {
+      for (int i = 0; i < batch; ++i) most = std::max(most, cache_tokens_of[i]);
+    }
+    return most;
+  }
 };
 
 struct Buffers {
@@ -74,13 +85,19 @@ struct Layer {
   static constexpr int kQkvCols = (kHeads + 2 * kKvHeads) * kHeadDim;
   // Preconditions (the spec's checks; repeated so that a hand edit fails to compile, not to run).
   static_assert(kHeads % kKvHeads == 0, "attention.kv_heads must divide attention.heads");
-  static_assert(kKvHeads == 1 || kGroup == 1,
-                "attention.kv_heads: grouped heads are packed into the query rows only with one KV head per GPU");
   static_assert(kHeadDim == 64 || kHeadDim == 128, "attention.head_dim must be 64 or 128 on sm90");
   static_assert(kHidden % 8 == 0, "attention.hidden must be a multiple of 8 (16-byte TMA rows)");
-  using Prompt = PromptAttention<T, kHeadDim, kGroup, Config::kCausal>;
-  using PromptPingpong = PromptAttention<T, kHeadDim, kGroup, Config::kCausal, FmhaSchedule::kPingpong>;
-  using PromptHeaviestFirst = PromptAttention<T, kHeadDim, kGroup, Config::kCausal, FmhaSchedule::kHeaviestFirst>;
+  static_assert(kGroup <= 16, "attention.kv_heads: at most 16 query heads per KV head");
+  // The FMHA's layout (kernels.cuh): with one KV head (or one query head per KV head) a group's query heads
+  // are packed into the query rows, one launch for the batch; otherwise its (batch, head) modes are
+  // (KV head, query head of the group) with K and V shared, one launch per sequence.
+  static constexpr bool kPackRows = kKvHeads == 1 || kGroup == 1;
+  static constexpr int kPackedGroup = kPackRows ? kGroup : 1;
+  template <FmhaSchedule kSchedule>
+  using PromptOn = PromptAttention<T, kHeadDim, kPackedGroup, Config::kCausal, kSchedule, !kPackRows>;
+  using Prompt = PromptOn<FmhaSchedule::kCooperative>;
+  using PromptPingpong = PromptOn<FmhaSchedule::kPingpong>;
+  using PromptHeaviestFirst = PromptOn<FmhaSchedule::kHeaviestFirst>;
   using Gemm = cusync::sm90::LtGemm<T, cutlass::layout::RowMajor, cutlass::epilogue::thread::Identity>;
 
   // The plan's split (keys per tensor-core decode CTA): whole ring stages, and not below the CUDA-core
@@ -129,7 +146,12 @@ struct Layer {
 
   static Status check(Shape const& s, int capacity) {
     if (s.batch < 1 || s.new_tokens < 1 || s.cache_tokens < 0) return Status::kInvalidArgument;
-    if (s.cache_tokens + s.new_tokens > capacity) return Status::kInvalidArgument;
+    if (s.cache_tokens_of != nullptr) {
+      for (int i = 0; i < s.batch; ++i) {
+        if (s.cache_tokens_of[i] < 0) return Status::kInvalidArgument;
+      }
+    }
+    if (s.max_cache() + s.new_tokens > capacity) return Status::kInvalidArgument;
     return Status::kSuccess;
   }
 
@@ -188,23 +210,60 @@ struct Layer {
   template <class P>
   Status prompt_on(typename P::Operation& op, Shape const& s, Buffers const& b, cudaStream_t stream) {
     using namespace cute;
-    int const h = kKvHeads == 1 ? 1 : kHeads;  // the FMHA's head mode: the one KV head, or every head (G = 1)
-    int const q_rows = s.new_tokens * kGroup, keys = s.cache_tokens + s.new_tokens;
-    // Query row r = t G + g at r x (Hkv dh): see kernels.cuh (GQA packing).
-    StrideQKV const dQ = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(s.new_tokens * kHeads * kHeadDim, kGroup * kHeadDim));
-    StrideQKV const dK = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(b.capacity * kKvHeads * kHeadDim, kHeadDim));
-    StrideLSE const dLSE = make_stride(_1{}, make_stride(h * q_rows, q_rows));
     using Element = typename P::Element;
     cutlass::KernelHardwareInfo hw{};
     hw.sm_count = sm_count_;
-    typename P::Operation::Arguments args{
-        {s.batch, h, q_rows, keys, kHeadDim},
-        {static_cast<Element const*>(b.q), dQ, static_cast<Element const*>(b.k_cache), dK,
-         static_cast<Element const*>(b.v_cache), dK},
-        {static_cast<Element*>(b.o), dQ, b.lse, dLSE},
-        hw};
-    if (op.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return Status::kCutlassError;
-    return op.run(stream) == cutlass::Status::kSuccess ? Status::kSuccess : Status::kCudaError;
+    auto launch = [&](typename P::Operation::Arguments const& args) {
+      if (op.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return Status::kCutlassError;
+      return op.run(stream) == cutlass::Status::kSuccess ? Status::kSuccess : Status::kCudaError;
+    };
+    int const t = s.new_tokens;
+    if constexpr (kPackRows) {
+      int const h = kKvHeads == 1 ? 1 : kHeads;  // the FMHA's head mode: the one KV head, or every head (G = 1)
+      int const q_rows = t * kGroup;
+      // Query row r = t G + g at r x (Hkv dh): see kernels.cuh (GQA packing).
+      StrideQKV const dQ = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(t * kHeads * kHeadDim, kGroup * kHeadDim));
+      StrideQKV const dK = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(b.capacity * kKvHeads * kHeadDim, kHeadDim));
+      StrideLSE const dLSE = make_stride(_1{}, make_stride(h * q_rows, q_rows));
+      if (s.cache_tokens_of == nullptr) {  // one cache length: the whole batch in one launch
+        return launch({{s.batch, h, q_rows, s.cache_tokens + t, kHeadDim},
+                       {static_cast<Element const*>(b.q), dQ, static_cast<Element const*>(b.k_cache), dK,
+                        static_cast<Element const*>(b.v_cache), dK},
+                       {static_cast<Element*>(b.o), dQ, b.lse, dLSE},
+                       hw});
+      }
+      for (int seq = 0; seq < s.batch; ++seq) {  // a cache length per sequence: a launch per sequence
+        int64_t const q_off = int64_t(seq) * t * kHeads * kHeadDim;
+        int64_t const kv_off = int64_t(seq) * b.capacity * kKvHeads * kHeadDim;
+        Status const st = launch({{1, h, q_rows, s.cache_tokens_of[seq] + t, kHeadDim},
+                                  {static_cast<Element const*>(b.q) + q_off, dQ,
+                                   static_cast<Element const*>(b.k_cache) + kv_off, dK,
+                                   static_cast<Element const*>(b.v_cache) + kv_off, dK},
+                                  {static_cast<Element*>(b.o) + q_off, dQ, b.lse + int64_t(seq) * kHeads * t, dLSE},
+                                  hw});
+        if (st != Status::kSuccess) return st;
+      }
+      return Status::kSuccess;
+    } else {
+      // One launch per sequence: (batch, head) = (KV head j, query head g of its group), query head
+      // j G + g at columns (j G + g) dh of the token-major Q and O, K and V of head j for every g.
+      StrideQKV const dQ = make_stride(kHeads * kHeadDim, _1{}, make_stride(kGroup * kHeadDim, kHeadDim));
+      StrideKVShared const dK = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(kHeadDim, _0{}));
+      StrideLSE const dLSE = make_stride(_1{}, make_stride(kGroup * t, t));
+      for (int seq = 0; seq < s.batch; ++seq) {
+        int64_t const q_off = int64_t(seq) * t * kHeads * kHeadDim;
+        int64_t const kv_off = int64_t(seq) * b.capacity * kKvHeads * kHeadDim;
+        int const seq_keys = (s.cache_tokens_of != nullptr ? s.cache_tokens_of[seq] : s.cache_tokens) + t;
+        Status const st = launch({{kKvHeads, kGroup, t, seq_keys, kHeadDim},
+                                  {static_cast<Element const*>(b.q) + q_off, dQ,
+                                   static_cast<Element const*>(b.k_cache) + kv_off, dK,
+                                   static_cast<Element const*>(b.v_cache) + kv_off, dK},
+                                  {static_cast<Element*>(b.o) + q_off, dQ, b.lse + int64_t(seq) * kHeads * t, dLSE},
+                                  hw});
+        if (st != Status::kSuccess) return st;
+      }
+      return Status::kSuccess;
+    }
   }
 
   Status decode(Shape const& s, Buffers const& b, cudaStream_t stream) {

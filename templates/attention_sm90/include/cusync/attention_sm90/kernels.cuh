@@ -533,6 +533,9 @@ struct BottomRightCausalFusion : cutlass::fmha::collective::DefaultFusion {
 // Our strides: (rows, dh, (batch, head)), dh contiguous.
 using StrideQKV = cute::tuple<int, cute::_1, cute::tuple<int, int>>;
 using StrideLSE = cute::tuple<cute::_1, cute::tuple<int, int>>;
+// K and V when the FMHA's (batch, head) modes are (KV head, query head of its group): every query head of
+// a group reads its KV head's keys, a static zero stride (CuTe leaves the mode out of the TMA descriptor).
+using StrideKVShared = cute::tuple<int, cute::_1, cute::tuple<int, cute::_0>>;
 
 // The FMHA's schedules for a prompt:
 //   kCooperative   CUTLASS's cooperative kernel: both consumer warp groups on one 128-row tile, one CTA per
@@ -570,14 +573,20 @@ struct FmhaKernelOf<Builder, FmhaSchedule::kHeaviestFirst> {
       typename Builder::CollectiveMainloop, typename Builder::CollectiveEpilogue, HeaviestFirstTileScheduler>;
 };
 
-template <class T, int kHeadDim, int kGroup, bool kCausal, FmhaSchedule kSchedule = FmhaSchedule::kCooperative>
+// kGroup: query heads packed into the query rows (row r = t G + g; 1: none). kSharedKv: the (batch, head)
+// modes are (KV head, query head of its group), K and V shared through StrideKVShared (one launch per
+// sequence; the layer's layout for 1 < kv_heads < heads, where the packed rows would need two strides).
+template <class T, int kHeadDim, int kGroup, bool kCausal, FmhaSchedule kSchedule = FmhaSchedule::kCooperative,
+          bool kSharedKv = false>
 struct PromptAttention {
+  static_assert(!kSharedKv || kGroup == 1, "shared K/V heads take unpacked query rows");
+  using StrideKV = std::conditional_t<kSharedKv, StrideKVShared, StrideQKV>;
   using Element = std::conditional_t<std::is_same_v<T, cutlass::bfloat16_t>, cutlass::bfloat16_t, cutlass::half_t>;
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::Int<kHeadDim>>;  // (q rows, keys, dh): CUTLASS's choice for dh 128
   using Fusion = std::conditional_t<kCausal, BottomRightCausalFusion<kGroup>, cutlass::fmha::collective::ResidualFusion>;
   using Schedule = std::conditional_t<kSchedule == FmhaSchedule::kPingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
                                       cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
-  using Builder = cutlass::fmha::kernel::FmhaBuilder<Element, float, float, TileShape, StrideQKV, StrideQKV, StrideQKV,
+  using Builder = cutlass::fmha::kernel::FmhaBuilder<Element, float, float, TileShape, StrideQKV, StrideKV, StrideKV,
                                                      Fusion, Schedule>;
   using Kernel = typename FmhaKernelOf<Builder, kSchedule>::type;
   using Operation = cutlass::device::Universal<Kernel>;

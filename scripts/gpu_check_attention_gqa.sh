@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# One device call for grouped-query layers with several KV heads (1 < kv_heads < heads) and prompts whose
+# sequences hold different caches: generate and build (in parallel) llama3_attention_sm90 and two layers
+# written here (G = 3 fp16 head_dim 64; G = 7 bf16 rotary), plus the shipped llama (G = 8, one KV head)
+# and gpt3 (G = 1) layers; check each at ragged and odd shapes (fp32 references, bitwise, graph replay);
+# memcheck and racecheck at small shapes; time llama3 and the G = 7 layer and their PyTorch peers.
+# Usage (repo root, .whl/ holding pydantic's wheels where it is missing):  OUT=out bash scripts/gpu_check_attention_gqa.sh
+set -u
+OUT=${OUT:-$PWD/gpu-out}; LOG=$OUT/logs; mkdir -p "$LOG"
+if ! python3 -c "import pydantic" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+LT=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
+[ -n "$LT" ] && export LD_LIBRARY_PATH=$(dirname "$LT"):${LD_LIBRARY_PATH:-}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv | tee "$OUT/gpu.txt"
+cg() { python3 -m cusync_gen.cli "$@"; }
+P=${P:-/tmp/gqa}; mkdir -p "$P"
+cat > "$P/gqa_g3.yaml" <<'SPEC'
+name: gqa_g3
+arch: sm90
+target: sm_90
+dtype: fp16
+attention: {hidden: 1536, heads: 12, kv_heads: 4, head_dim: 64, causal: true}
+SPEC
+cat > "$P/gqa_g7.yaml" <<'SPEC'
+name: gqa_g7
+arch: sm90
+target: sm_90
+dtype: bf16
+attention: {hidden: 3584, heads: 28, kv_heads: 4, head_dim: 128, causal: true, rotary: true, rotary_base: 1000000.0}
+SPEC
+cg generate llama3_attention_sm90 -o "$P/llama3" > /dev/null
+cg generate "$P/gqa_g3.yaml" -o "$P/g3" > /dev/null
+cg generate "$P/gqa_g7.yaml" -o "$P/g7" > /dev/null
+cg generate llama_attention_sm90 -o "$P/llama" > /dev/null
+cg generate gpt3_attention_sm90 -o "$P/gpt3" > /dev/null
+NAMES="llama3 g3 g7 llama gpt3"
+for n in $NAMES; do (cg build "$P/$n" --jobs 3 > "$LOG/build-$n.txt" 2>&1; echo "build $n exit $? at ${SECONDS}s") & done
+wait
+bench() { ls "$P/$1"/build/*_bench | head -1; }
+CHECK="p:1x1+0 p:1x7+0 p:1x200+0 p:1x1000+4097 p:1x200+511 p:2x200+4097 p:3x200+0/511/4097 p:2x7+1/0 p:4x129+0/1/7/130
+       g:1+0 g:3+1 g:7+127 g:2+4097 g:3+0/511/4097 g:64+16384"
+for n in $NAMES; do
+  timeout 120 "$(bench $n)" --check $CHECK > "$OUT/check-$n.jsonl" 2> "$LOG/check-$n.err"
+  echo "check $n exit $? ($(grep -c '"ok": true' "$OUT/check-$n.jsonl") ok of $(wc -l < "$OUT/check-$n.jsonl")) at ${SECONDS}s"
+  grep -v '"ok": true' "$OUT/check-$n.jsonl" | head -3; head -c 600 "$LOG/check-$n.err"
+done
+for tool in memcheck racecheck; do
+  timeout 90 compute-sanitizer --tool $tool --print-limit 10 "$(bench g3)" --check p:2x7+1/0 p:1x130+3 g:3+129 > "$LOG/san-$tool.log" 2>&1
+  echo "sanitizer $tool exit $?: $(grep -h 'ERROR SUMMARY' "$LOG/san-$tool.log" | tr '\n' ' ') at ${SECONDS}s"
+done
+TIME="p:1x512+0 p:1x2048+0 p:1x8192+0 p:4x1024+0 p:1x1024+3072 g:1+4096 g:8+4096 g:32+16384 g:64+4096"
+join() { echo "$*" | tr ' ' ','; }
+for spec in "llama3 --hidden 4096 --heads 32 --kv-heads 8 --rotary --rotary-base 500000 --dtype bf16" \
+            "g7 --hidden 3584 --heads 28 --kv-heads 4 --rotary --rotary-base 1000000 --dtype bf16"; do
+  n=${spec%% *}; args=${spec#* }
+  [ $SECONDS -lt 420 ] || { echo "skip time $n at ${SECONDS}s"; continue; }
+  timeout 100 "$(bench $n)" --time --repeats 30 $TIME > "$OUT/time-$n.jsonl" 2> "$LOG/time-$n.err"
+  echo "time $n exit $? at ${SECONDS}s"
+  timeout 90 python3 scripts/attention_torch.py --sm90 $args --repeats 30 --shapes "$(join $TIME)" \
+    > "$OUT/torch-$n.jsonl" 2> "$LOG/torch-$n.err"; echo "torch $n exit $? at ${SECONDS}s"; tail -c 300 "$LOG/torch-$n.err"
+done
+cd "$OUT" && tar czf logs.tgz logs *.jsonl && rm -rf logs *.jsonl; ls
