@@ -93,7 +93,9 @@ class AttentionSm90Plan:
 
     @property
     def fmha_tile(self) -> tuple[int, int, int]:
-        return (FMHA_TILE_M, FMHA_TILE_N, self.head_dim)
+        """(query rows, keys, head_dim) of the FMHA's tile: 64 or 128 wide in head_dim (kernels.cuh kTileDim),
+        a narrower head zero-filled past its width."""
+        return (FMHA_TILE_M, FMHA_TILE_N, 64 if self.head_dim <= 64 else 128)
 
     @property
     def decode_split(self) -> int:

@@ -26,7 +26,12 @@ LAYERS = {"llama": ("llama_attention_sm90 (8 q-heads / 1 kv-head, rotary, bf16)"
           # several KV heads (scripts/gpu_check_attention_gqa.sh): K and V shared across each group's heads
           "llama3": ("llama3_attention_sm90 (32 q-heads / 8 kv-heads, rotary base 500000, bf16)", 32, 8, 128, 4096, 2),
           "g7": ("gqa_g7 (28 q-heads / 4 kv-heads, rotary base 1e6, bf16; the spec in "
-                 "scripts/gpu_check_attention_gqa.sh)", 28, 4, 128, 3584, 2)}
+                 "scripts/gpu_check_attention_gqa.sh)", 28, 4, 128, 3584, 2),
+          # head widths other than 64 and 128 (scripts/gpu_check_attention_heads.sh)
+          "h80": ("h80 (32 q-heads / 8 kv-heads of 80, rotary, fp16; the spec in scripts/gpu_check_attention_heads.sh)",
+                  32, 8, 80, 2560, 2),
+          "h96": ("h96 (32 heads of 96, rotary, bf16; the spec in scripts/gpu_check_attention_heads.sh)",
+                  32, 32, 96, 3072, 2)}
 PEAK_TFLOPS = 989.0  # H200 dense fp16/bf16
 PEAK_TBS = 4.8
 

@@ -50,7 +50,8 @@ def test_examples_plan_on_the_sm90_backend(name: str) -> None:
 @pytest.mark.parametrize(("edit", "field", "words"), [
     (lambda d: d["attention"].update(tiles=example_data("gpt3_attention")["attention"]["tiles"]), "attention.tiles",
      "picks its own tiles"),
-    (lambda d: d["attention"].update(head_dim=96), "attention.head_dim", "64 and 128"),
+    (lambda d: d["attention"].update(head_dim=72), "attention.head_dim", "multiples of 16 from 32 to 128"),
+    (lambda d: d["attention"].update(head_dim=144), "attention.head_dim", "multiples of 16 from 32 to 128"),
     (lambda d: d["attention"].update(kv_heads=3), "attention.kv_heads", "does not divide"),
     (lambda d: d["attention"].update(heads=32, kv_heads=1), "attention.kv_heads", "above 16"),
     (lambda d: d["attention"].update(rotary_base=0.5), "attention.rotary_base", "greater than 1"),
@@ -93,6 +94,19 @@ def test_several_kv_heads_share_k_and_v_across_each_group() -> None:
     # prompts whose sequences hold different caches: a host array, one FMHA launch per sequence
     assert "int const* cache_tokens_of = nullptr;" in layer and "s.cache_tokens_of[seq] + t" in layer
     assert "p:3x200+0/511/4097" in files["bench/attention_sm90_bench.cuh"]
+
+
+@pytest.mark.parametrize(("head_dim", "tile"), [(32, 64), (48, 64), (64, 64), (80, 128), (96, 128), (128, 128)])
+def test_head_widths_take_the_fmha_tile_that_covers_them(head_dim: int, tile: int) -> None:
+    """Multiples of 16 from 32 to 128: a 64- or 128-wide FMHA tile, the head zero-filled past its width."""
+    data = example_data("llama3_attention_sm90")
+    data["attention"].update(head_dim=head_dim)
+    plan = plan_of_spec(parse_spec(data))
+    assert isinstance(plan, AttentionSm90Plan) and plan.fmha_tile == (128, 128, tile)
+    files = render_project(plan)
+    assert f"kHeadDim = {head_dim};" in files["include/llama3_attention_sm90.h"]
+    assert "kTileDim = kHeadDim <= 64 ? 64 : 128;" in files["include/cusync/attention_sm90/kernels.cuh"]
+    assert "kSimtDecode = kDecodeThreads % kHeadDim == 0;" in files["include/cusync/attention_sm90/layer.cuh"]
 
 
 def test_describe_picks_fmha_for_prompts_and_decode_for_steps() -> None:

@@ -153,8 +153,11 @@ def check_attention_rules(spec: AttentionSpec) -> None:
                             f"set threadblock M = {rows}")
 
 
-#: Head widths of the sm90 attention layer: CUTLASS's FMHA tile (128 x 128 x head_dim) and our decode kernel.
-_FUSED_HEAD_DIMS = (64, 128)
+#: Head widths of the sm90 attention layer: multiples of 16 (the decode's m16n8k16 steps, rope's 8-element
+#: vectors in each half) from 32 to 128 (CUTLASS's FMHA tile is 64 or 128 wide in head_dim, the head zero-
+#: filled past its width by TMA; the decode keeps a 16-row x head_dim output fragment per warp in registers).
+_FUSED_HEAD_DIM_STEP = 16
+_FUSED_HEAD_DIM_MIN, _FUSED_HEAD_DIM_MAX = 32, 128
 #: Query heads per KV head the decode kernel keeps in registers (attention_sm90_plan.MAX_GROUP).
 _MAX_GROUP = 16
 
@@ -165,9 +168,10 @@ def _check_fused_attention_rules(spec: AttentionSpec) -> None:
     if a.tiles is not None:
         raise SpecError("attention.tiles", "the sm90 attention layer picks its own tiles (cuBLASLt for qkv and proj, "
                         "CUTLASS's 128 x 128 FMHA tile, 128-key decode splits)", "remove attention.tiles")
-    if a.head_dim not in _FUSED_HEAD_DIMS:
-        raise SpecError("attention.head_dim", f"head_dim={a.head_dim}: the sm90 attention layer is built for head "
-                        f"widths {' and '.join(map(str, _FUSED_HEAD_DIMS))}", "use head_dim: 128 (or 64)")
+    if (a.head_dim % _FUSED_HEAD_DIM_STEP or not _FUSED_HEAD_DIM_MIN <= a.head_dim <= _FUSED_HEAD_DIM_MAX):
+        raise SpecError("attention.head_dim", f"head_dim={a.head_dim}: the sm90 attention layer takes head widths "
+                        f"that are multiples of {_FUSED_HEAD_DIM_STEP} from {_FUSED_HEAD_DIM_MIN} to "
+                        f"{_FUSED_HEAD_DIM_MAX}", "use head_dim: 64, 80, 96 or 128 (any multiple of 16 in that range)")
     if a.hidden % ALIGNMENT:
         raise SpecError("attention.hidden", f"hidden={a.hidden} is not a multiple of {ALIGNMENT} (16-byte TMA rows)",
                         f"use a multiple of {ALIGNMENT}, e.g. {_round_up(a.hidden, ALIGNMENT)}")

@@ -339,7 +339,7 @@ struct Bench {
     b.ml_part = alloc<float>(int64_t(sa.batch) * hk * splits * L::kGroup * 2);
     BENCH_CUDA(cudaStreamSynchronize(stream));
 
-    std::string json = "{\"shape\": \"" + sa.text + "\", \"decode\": \"" + (layer.decode_mma ? "mma" : "simt") +
+    std::string json = "{\"shape\": \"" + sa.text + "\", \"decode\": \"" + (layer.decode_mma || !L::kSimtDecode ? "mma" : "simt") +
                        "\", \"mode\": \"" + (sa.step ? "generation" : "prompt") +
                        "\", \"batch\": " + std::to_string(sa.batch) + ", \"tokens\": " + std::to_string(sa.tokens) +
                        ", \"cache\": " + std::to_string(sa.cache) + (sa.ragged ? ", \"ragged\": true" : "");

@@ -85,7 +85,10 @@ struct Layer {
   static constexpr int kQkvCols = (kHeads + 2 * kKvHeads) * kHeadDim;
   // Preconditions (the spec's checks; repeated so that a hand edit fails to compile, not to run).
   static_assert(kHeads % kKvHeads == 0, "attention.kv_heads must divide attention.heads");
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "attention.head_dim must be 64 or 128 on sm90");
+  static_assert(kHeadDim % 16 == 0 && kHeadDim >= 32 && kHeadDim <= 128,
+                "attention.head_dim must be a multiple of 16 from 32 to 128 on sm90");
+  // The CUDA-core decode (the comparison kernel) takes head widths dividing its 128 threads: 32, 64, 128.
+  static constexpr bool kSimtDecode = kDecodeThreads % kHeadDim == 0;
   static_assert(kHidden % 8 == 0, "attention.hidden must be a multiple of 8 (16-byte TMA rows)");
   static_assert(kGroup <= 16, "attention.kv_heads: at most 16 query heads per KV head");
   // The FMHA's layout (kernels.cuh): with one KV head (or one query head per KV head) a group's query heads
@@ -133,13 +136,17 @@ struct Layer {
         cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
       return Status::kCudaError;
     }
-    auto smem = DecodeSmem<kHeadDim, kGroup>::template bytes<T>();
     auto smem_mma = DecodeMmaSmem<kHeadDim>::template bytes<T>();
-    if (cudaFuncSetAttribute(decode_split<T, kHeadDim, kGroup>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(smem)) != cudaSuccess ||
-        cudaFuncSetAttribute(decode_split_mma<T, kHeadDim, kGroup, kDecodeSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    if (cudaFuncSetAttribute(decode_split_mma<T, kHeadDim, kGroup, kDecodeSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(smem_mma)) != cudaSuccess) {
       return Status::kCudaError;
+    }
+    if constexpr (kSimtDecode) {
+      auto smem = DecodeSmem<kHeadDim, kGroup>::template bytes<T>();
+      if (cudaFuncSetAttribute(decode_split<T, kHeadDim, kGroup>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(smem)) != cudaSuccess) {
+        return Status::kCudaError;
+      }
     }
     return Status::kSuccess;
   }
@@ -268,11 +275,15 @@ struct Layer {
 
   Status decode(Shape const& s, Buffers const& b, cudaStream_t stream) {
     int const stride = max_splits(b.capacity);  // the partial buffers' split stride
-    int const split_keys = decode_mma ? kDecodeSplit : kDecodeSimtSplit;
+    bool const mma = decode_mma || !kSimtDecode;  // the CUDA-core kernel only where it exists
+    int const split_keys = mma ? kDecodeSplit : kDecodeSimtSplit;
     int const splits = (b.capacity + split_keys - 1) / split_keys;  // CTAs past a sequence's keys exit at once
     float const scale_log2 = float(1.4426950408889634 / std::sqrt(double(kHeadDim)));
-    auto kernel = decode_mma ? decode_split_mma<T, kHeadDim, kGroup, kDecodeSplit> : decode_split<T, kHeadDim, kGroup>;
-    size_t const smem = decode_mma ? DecodeMmaSmem<kHeadDim>::template bytes<T>() : DecodeSmem<kHeadDim, kGroup>::template bytes<T>();
+    auto kernel = decode_split_mma<T, kHeadDim, kGroup, kDecodeSplit>;
+    size_t smem = DecodeMmaSmem<kHeadDim>::template bytes<T>();
+    if constexpr (kSimtDecode) {
+      if (!mma) kernel = decode_split<T, kHeadDim, kGroup>, smem = DecodeSmem<kHeadDim, kGroup>::template bytes<T>();
+    }
     cudaError_t e = launch_pdl(kernel, dim3(splits, kKvHeads, s.batch), dim3(kDecodeThreads), smem, stream,
                                static_cast<T const*>(b.q), static_cast<T const*>(b.k_cache),
                                static_cast<T const*>(b.v_cache), b.cache_len, b.o_part, b.ml_part, kKvHeads,

@@ -582,7 +582,12 @@ struct PromptAttention {
   static_assert(!kSharedKv || kGroup == 1, "shared K/V heads take unpacked query rows");
   using StrideKV = std::conditional_t<kSharedKv, StrideKVShared, StrideQKV>;
   using Element = std::conditional_t<std::is_same_v<T, cutlass::bfloat16_t>, cutlass::bfloat16_t, cutlass::half_t>;
-  using TileShape = cute::Shape<cute::_128, cute::_128, cute::Int<kHeadDim>>;  // (q rows, keys, dh): CUTLASS's choice for dh 128
+  // (q rows, keys, dh): CUTLASS's choice for dh 128, and 64 wide for heads up to 64. The problem's head_dim may
+  // be narrower than the tile's (CUTLASS's FMHA checks only <=): TMA zero-fills Q, K and V past it (so the
+  // scores and P V are exact) and clips O's store, and the softmax scale is 1 / sqrt(the problem's head_dim).
+  static constexpr int kTileDim = kHeadDim <= 64 ? 64 : 128;
+  static_assert(kHeadDim % 8 == 0 && kHeadDim <= 128, "head_dim must be a multiple of 8 up to 128 for the FMHA");
+  using TileShape = cute::Shape<cute::_128, cute::_128, cute::Int<kTileDim>>;
   using Fusion = std::conditional_t<kCausal, BottomRightCausalFusion<kGroup>, cutlass::fmha::collective::ResidualFusion>;
   using Schedule = std::conditional_t<kSchedule == FmhaSchedule::kPingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
                                       cutlass::gemm::KernelTmaWarpSpecializedCooperative>;

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# One device call for head widths other than 64 and 128 (multiples of 16 from 32 to 128: the FMHA's 64- or
+# 128-wide tile with the head zero-filled past its width, the decode at the head's own width): generate and
+# build (in parallel) three layers written here (h80: fp16, 32 heads on 8 KV heads of 80, rotary; h96: bf16,
+# 32 heads of 96, rotary; h32: fp16, 16 heads of 32 on one KV head, G = 16) and the shipped llama layer;
+# check each at ragged and odd shapes (fp32 references, bitwise, graph replay); memcheck and racecheck at
+# small shapes; time h80 and h96 and their PyTorch peers.
+# Usage (repo root, .whl/ holding pydantic's wheels where it is missing):  OUT=out bash scripts/gpu_check_attention_heads.sh
+set -u
+OUT=${OUT:-$PWD/gpu-out}; LOG=$OUT/logs; mkdir -p "$LOG"
+if ! python3 -c "import pydantic" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+LT=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
+[ -n "$LT" ] && export LD_LIBRARY_PATH=$(dirname "$LT"):${LD_LIBRARY_PATH:-}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv | tee "$OUT/gpu.txt"
+cg() { python3 -m cusync_gen.cli "$@"; }
+P=${P:-/tmp/heads}; mkdir -p "$P"
+cat > "$P/h80.yaml" <<'SPEC'
+name: h80
+arch: sm90
+target: sm_90
+dtype: fp16
+attention: {hidden: 2560, heads: 32, kv_heads: 8, head_dim: 80, causal: true, rotary: true}
+SPEC
+cat > "$P/h96.yaml" <<'SPEC'
+name: h96
+arch: sm90
+target: sm_90
+dtype: bf16
+attention: {hidden: 3072, heads: 32, head_dim: 96, causal: true, rotary: true}
+SPEC
+cat > "$P/h32.yaml" <<'SPEC'
+name: h32
+arch: sm90
+target: sm_90
+dtype: fp16
+attention: {hidden: 1024, heads: 16, kv_heads: 1, head_dim: 32, causal: true}
+SPEC
+for n in h80 h96 h32; do cg generate "$P/$n.yaml" -o "$P/$n" > /dev/null; done
+cg generate llama_attention_sm90 -o "$P/llama" > /dev/null
+NAMES="h80 h96 h32 llama"
+for n in $NAMES; do (cg build "$P/$n" --jobs 3 > "$LOG/build-$n.txt" 2>&1; echo "build $n exit $? at ${SECONDS}s") & done
+wait
+bench() { ls "$P/$1"/build/*_bench | head -1; }
+CHECK="p:1x1+0 p:1x7+0 p:1x200+0 p:1x1000+4097 p:1x200+511 p:2x200+4097 p:3x200+0/511/4097 p:2x7+1/0 p:4x129+0/1/7/130
+       g:1+0 g:3+1 g:7+127 g:2+4097 g:3+0/511/4097 g:64+16384"
+for n in $NAMES; do
+  timeout 120 "$(bench $n)" --check $CHECK > "$OUT/check-$n.jsonl" 2> "$LOG/check-$n.err"
+  echo "check $n exit $? ($(grep -c '"ok": true' "$OUT/check-$n.jsonl") ok of $(wc -l < "$OUT/check-$n.jsonl")) at ${SECONDS}s"
+  grep -v '"ok": true' "$OUT/check-$n.jsonl" | head -3; head -c 600 "$LOG/check-$n.err"
+done
+for tool in memcheck racecheck; do
+  timeout 90 compute-sanitizer --tool $tool --print-limit 10 "$(bench h80)" --check p:2x7+1/0 p:1x130+3 g:3+129 > "$LOG/san-$tool.log" 2>&1
+  echo "sanitizer $tool exit $?: $(grep -h 'ERROR SUMMARY' "$LOG/san-$tool.log" | tr '\n' ' ') at ${SECONDS}s"
+done
+TIME="p:1x512+0 p:1x2048+0 p:1x8192+0 p:4x1024+0 p:1x1024+3072 g:1+4096 g:8+4096 g:32+16384 g:64+4096"
+join() { echo "$*" | tr ' ' ','; }
+for spec in "h80 --hidden 2560 --heads 32 --kv-heads 8 --head-dim 80 --rotary --dtype fp16" \
+            "h96 --hidden 3072 --heads 32 --kv-heads 32 --head-dim 96 --rotary --dtype bf16"; do
+  n=${spec%% *}; args=${spec#* }
+  [ $SECONDS -lt 420 ] || { echo "skip time $n at ${SECONDS}s"; continue; }
+  timeout 100 "$(bench $n)" --time --repeats 30 $TIME > "$OUT/time-$n.jsonl" 2> "$LOG/time-$n.err"
+  echo "time $n exit $? at ${SECONDS}s"
+  timeout 90 python3 scripts/attention_torch.py --sm90 $args --repeats 30 --shapes "$(join $TIME)" \
+    > "$OUT/torch-$n.jsonl" 2> "$LOG/torch-$n.err"; echo "torch $n exit $? at ${SECONDS}s"; tail -c 300 "$LOG/torch-$n.err"
+done
+cd "$OUT" && tar czf logs.tgz logs *.jsonl && rm -rf logs *.jsonl; ls
