@@ -93,9 +93,10 @@ class AttentionSm90Plan:
 
     @property
     def fmha_tile(self) -> tuple[int, int, int]:
-        """(query rows, keys, head_dim) of the FMHA's tile: 64 or 128 wide in head_dim (kernels.cuh kTileDim),
-        a narrower head zero-filled past its width."""
-        return (FMHA_TILE_M, FMHA_TILE_N, 64 if self.head_dim <= 64 else 128)
+        """(query rows, keys, head_dim) of the FMHA's tile (kernels.cuh kTileDim): 64 wide up to 64, the head's
+        width where it is a multiple of 32, else 128; a narrower head zero-filled past its width."""
+        d = self.head_dim
+        return (FMHA_TILE_M, FMHA_TILE_N, 64 if d <= 64 else d if d % 32 == 0 else 128)
 
     @property
     def decode_split(self) -> int:

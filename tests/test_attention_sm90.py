@@ -96,7 +96,7 @@ def test_several_kv_heads_share_k_and_v_across_each_group() -> None:
     assert "p:3x200+0/511/4097" in files["bench/attention_sm90_bench.cuh"]
 
 
-@pytest.mark.parametrize(("head_dim", "tile"), [(32, 64), (48, 64), (64, 64), (80, 128), (96, 128), (128, 128)])
+@pytest.mark.parametrize(("head_dim", "tile"), [(32, 64), (48, 64), (64, 64), (80, 128), (96, 96), (112, 128), (128, 128)])
 def test_head_widths_take_the_fmha_tile_that_covers_them(head_dim: int, tile: int) -> None:
     """Multiples of 16 from 32 to 128: a 64- or 128-wide FMHA tile, the head zero-filled past its width."""
     data = example_data("llama3_attention_sm90")
@@ -105,7 +105,7 @@ def test_head_widths_take_the_fmha_tile_that_covers_them(head_dim: int, tile: in
     assert isinstance(plan, AttentionSm90Plan) and plan.fmha_tile == (128, 128, tile)
     files = render_project(plan)
     assert f"kHeadDim = {head_dim};" in files["include/llama3_attention_sm90.h"]
-    assert "kTileDim = kHeadDim <= 64 ? 64 : 128;" in files["include/cusync/attention_sm90/kernels.cuh"]
+    assert "kTileDim = kHeadDim <= 64 ? 64 : kHeadDim % 32 == 0 ? kHeadDim : 128;" in files["include/cusync/attention_sm90/kernels.cuh"]
     assert "kSimtDecode = kDecodeThreads % kHeadDim == 0;" in files["include/cusync/attention_sm90/layer.cuh"]
 
 
