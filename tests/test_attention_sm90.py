@@ -92,8 +92,12 @@ def test_several_kv_heads_share_k_and_v_across_each_group() -> None:
     assert "using StrideKVShared = cute::tuple<int, cute::_1, cute::tuple<int, cute::_0>>;" in kernels
     assert "kPackRows = kKvHeads == 1 || kGroup == 1" in layer and "kKvHeads = 8;" in files["include/llama3_attention_sm90.h"]
     # prompts whose sequences hold different caches: a host array, one FMHA launch per sequence
-    assert "int const* cache_tokens_of = nullptr;" in layer and "s.cache_tokens_of[seq] + t" in layer
+    assert "int const* cache_tokens_of = nullptr;" in layer and "keys = s.cache_of(seq) + t" in layer
     assert "p:3x200+0/511/4097" in files["bench/attention_sm90_bench.cuh"]
+    # and different numbers of new tokens (varlen): rows one sequence after another, rope told where each starts
+    assert "int const* new_tokens_of = nullptr;" in layer and "int const* seq_start = nullptr;" in layer
+    assert "sequence_of_row(row, new_tokens, seq_start, batch)" in kernels
+    assert "p:3x7/200/1000+0" in files["bench/attention_sm90_bench.cuh"]
 
 
 @pytest.mark.parametrize(("head_dim", "tile"), [(32, 64), (48, 64), (64, 64), (80, 128), (96, 96), (112, 128), (128, 128)])

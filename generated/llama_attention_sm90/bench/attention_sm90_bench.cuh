@@ -85,13 +85,13 @@ __global__ void ref_gemm(TA const* a, TB const* b, float* c, int m, int n, int k
 }
 
 // The fp32 reference of rope_append: from fp32 qkv into fp32 q and caches.
-__global__ void ref_rope(float const* qkv, float* q, float* kc, float* vc, int const* cache_len, int rows, int tokens,
-                         int heads, int kv_heads, int dh, int capacity, float base, bool rotary) {
+__global__ void ref_rope(float const* qkv, float* q, float* kc, float* vc, int const* cache_len, int const* seq_start,
+                         int batch, int rows, int heads, int kv_heads, int dh, int capacity, float base, bool rotary) {
   int const half = dh / 2, slots = heads + 2 * kv_heads;
   int64_t const i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= int64_t(rows) * slots * half) return;
   int const pair = int(i % half), slot = int((i / half) % slots), row = int(i / (int64_t(half) * slots));
-  int const b = row / tokens, pos = cache_len[b] + row % tokens;
+  int const b = sequence_of_row(row, 1, seq_start, batch), pos = cache_len[b] + row - seq_start[b];
   float x0 = qkv[(int64_t(row) * slots + slot) * dh + pair], x1 = qkv[(int64_t(row) * slots + slot) * dh + pair + half];
   bool const is_v = slot >= heads + kv_heads;
   if (rotary && !is_v) {
@@ -105,13 +105,14 @@ __global__ void ref_rope(float const* qkv, float* q, float* kc, float* vc, int c
   dst[pair] = x0, dst[pair + half] = x1;
 }
 
-// o[(b, t), h, :] = softmax(q k^T / sqrt(dh)) v over keys [0, cache + t] (causal) or [0, cache + tokens).
+// o[(b, t), h, :] = softmax(q k^T / sqrt(dh)) v over keys [0, cache + t] (causal) or [0, cache + tokens of b).
 // One block per (row, head), scores in dynamic shared memory.
 template <class TQ, class TK>
-__global__ void ref_attention(TQ const* q, TK const* kc, TK const* vc, float* o, int const* cache_len, int tokens,
-                              int heads, int kv_heads, int dh, int capacity, bool causal) {
+__global__ void ref_attention(TQ const* q, TK const* kc, TK const* vc, float* o, int const* cache_len,
+                              int const* seq_start, int batch, int heads, int kv_heads, int dh, int capacity, bool causal) {
   extern __shared__ float s[];
-  int const row = blockIdx.x, h = blockIdx.y, b = row / tokens, t = row % tokens;
+  int const row = blockIdx.x, h = blockIdx.y, b = sequence_of_row(row, 1, seq_start, batch), t = row - seq_start[b];
+  int const tokens = seq_start[b + 1] - seq_start[b];
   int const kvh = h / (heads / kv_heads);
   int const keys = causal ? cache_len[b] + t + 1 : cache_len[b] + tokens;
   TQ const* qr = q + (int64_t(row) * heads + h) * dh;
@@ -140,40 +141,60 @@ __global__ void ref_attention(TQ const* q, TK const* kc, TK const* vc, float* o,
 
 struct ShapeArg {
   bool step = false;
-  int batch = 1, tokens = 1, cache = 0;  // cache: the longest sequence's
-  std::vector<int> caches;               // per sequence (batch values)
+  int batch = 1, tokens = 1, cache = 0;  // tokens, cache: the longest sequence's
+  std::vector<int> tokens_of, caches;    // per sequence (batch values each)
   bool ragged = false;                   // sequences with different caches
+  bool varlen = false;                   // sequences with different numbers of new tokens
+  std::vector<int> seq_start;            // batch + 1 row offsets
   std::string text;
 };
 
-// p:BxT+L (a prompt: B sequences of T new tokens after L cached each), g:B+L (a generation step), and either
-// with one cache length per sequence: p:3x200+0/511/4097, g:2+7/4097 (B values, '/'-separated).
+// '/'-separated integers in [lo, 2^30] from p up to `end_char`; one value means `count` of it.
+inline bool parse_list(char const*& p, char end_char, int lo, int count, std::vector<int>& out) {
+  out.clear();
+  for (;;) {
+    char* end = nullptr;
+    long const v = std::strtol(p, &end, 10);
+    if (end == p || v < lo || v > (1L << 30)) return false;
+    out.push_back(int(v));
+    p = end;
+    if (*p == end_char) break;
+    if (*p != '/') return false;
+    ++p;
+  }
+  if (out.size() == 1) out.assign(size_t(count), out[0]);
+  return int(out.size()) == count;
+}
+
+// p:BxT+L (a prompt: B sequences of T new tokens after L cached each), g:B+L (a generation step); T and L
+// either one value or B values joined by '/': p:3x200+0/511/4097 (caches), p:3x7/200/1000+0 (new tokens),
+// g:2+7/4097.
 inline bool parse_shape(char const* s, ShapeArg& out) {
   out.text = s;
   int used = 0;
-  if (std::sscanf(s, "p:%dx%d+%n", &out.batch, &out.tokens, &used) == 2 && used > 0) {
+  char const* p = nullptr;
+  if (std::sscanf(s, "p:%dx%n", &out.batch, &used) == 1 && used > 0) {
     out.step = false;
+    if (out.batch < 1 || out.batch > (1 << 20)) return false;
+    p = s + used;
+    if (!parse_list(p, '+', 1, out.batch, out.tokens_of)) return false;
+    ++p;
   } else if (std::sscanf(s, "g:%d+%n", &out.batch, &used) == 1 && used > 0) {
-    out.step = true, out.tokens = 1;
+    out.step = true;
+    if (out.batch < 1 || out.batch > (1 << 20)) return false;
+    out.tokens_of.assign(size_t(out.batch), 1);
+    p = s + used;
   } else {
     return false;
   }
-  if (out.batch < 1 || out.batch > (1 << 20) || out.tokens < 1) return false;
-  out.caches.clear();
-  for (char const* p = s + used;;) {
-    char* end = nullptr;
-    long const v = std::strtol(p, &end, 10);
-    if (end == p || v < 0 || v > (1L << 30)) return false;
-    out.caches.push_back(int(v));
-    if (*end == '\0') break;
-    if (*end != '/') return false;
-    p = end + 1;
-  }
-  if (out.caches.size() == 1) out.caches.assign(size_t(out.batch), out.caches[0]);
-  if (int(out.caches.size()) != out.batch) return false;
+  if (!parse_list(p, '\0', 0, out.batch, out.caches)) return false;
+  out.tokens = *std::max_element(out.tokens_of.begin(), out.tokens_of.end());
   out.cache = *std::max_element(out.caches.begin(), out.caches.end());
   out.ragged = *std::min_element(out.caches.begin(), out.caches.end()) != out.cache;
-  return true;
+  out.varlen = *std::min_element(out.tokens_of.begin(), out.tokens_of.end()) != out.tokens;
+  out.seq_start.assign(1, 0);
+  for (int t : out.tokens_of) out.seq_start.push_back(out.seq_start.back() + t);
+  return out.seq_start.back() <= (1 << 30);
 }
 
 template <class T>
@@ -276,7 +297,7 @@ struct Bench {
         ShapeArg s;
         if (!parse_shape(argv[i], s)) {
           std::fprintf(stderr, "bad argument %s (shapes: p:BATCHxTOKENS+CACHE or g:BATCH+CACHE; CACHE one length, or BATCH "
-                       "lengths joined by '/', e.g. p:3x200+0/511/4097)\n", argv[i]);
+                       "lengths joined by '/', e.g. p:3x200+0/511/4097; TOKENS likewise, p:3x7/200/1000+0)\n", argv[i]);
           return 1;
         }
         shapes.push_back(s);
@@ -314,6 +335,7 @@ struct Bench {
                 bool tune_only = false) {
     Shape s{sa.batch, sa.tokens, sa.step ? 0 : sa.cache};
     if (!sa.step && sa.ragged) s.cache_tokens_of = sa.caches.data();
+    if (sa.varlen) s.new_tokens_of = sa.tokens_of.data();
     layer.step_mode_ = sa.step;
     int const rows = s.rows(), capacity = sa.cache + sa.tokens;
     if (tune_only && tuned_rows.count(rows) != 0) return 0;  // this row count's GEMMs are tuned already
@@ -323,12 +345,15 @@ struct Bench {
     T* kc = alloc<T>(int64_t(sa.batch) * capacity * hk * dh);
     T* vc = alloc<T>(int64_t(sa.batch) * capacity * hk * dh);
     int* lens = alloc<int>(sa.batch);
+    int* starts = alloc<int>(sa.batch + 1);
+    BENCH_CUDA(cudaMemcpy(starts, sa.seq_start.data(), (sa.batch + 1) * sizeof(int), cudaMemcpyHostToDevice));
     std::vector<int> const& hl = sa.caches;
     BENCH_CUDA(cudaMemcpy(lens, hl.data(), sa.batch * sizeof(int), cudaMemcpyHostToDevice));
     fill<<<1024, 256, 0, stream>>>(x, int64_t(rows) * Config::kHidden, 1, 1.f);
     fill<<<1024, 256, 0, stream>>>(kc, int64_t(sa.batch) * capacity * hk * dh, 2, 1.f);
     fill<<<1024, 256, 0, stream>>>(vc, int64_t(sa.batch) * capacity * hk * dh, 3, 1.f);
     b.x = x, b.w_qkv = w_qkv, b.w_o = w_o, b.k_cache = kc, b.v_cache = vc, b.cache_len = lens, b.capacity = capacity;
+    if (sa.varlen) b.seq_start = starts;
     b.qkv = alloc<T>(int64_t(rows) * kQkvCols);
     b.q = alloc<T>(int64_t(rows) * kOCols);
     b.o = alloc<T>(int64_t(rows) * kOCols);
@@ -342,12 +367,12 @@ struct Bench {
     std::string json = "{\"shape\": \"" + sa.text + "\", \"decode\": \"" + (layer.decode_mma || !L::kSimtDecode ? "mma" : "simt") +
                        "\", \"mode\": \"" + (sa.step ? "generation" : "prompt") +
                        "\", \"batch\": " + std::to_string(sa.batch) + ", \"tokens\": " + std::to_string(sa.tokens) +
-                       ", \"cache\": " + std::to_string(sa.cache) + (sa.ragged ? ", \"ragged\": true" : "");
+                       ", \"cache\": " + std::to_string(sa.cache) + (sa.ragged ? ", \"ragged\": true" : "") + (sa.varlen ? ", \"varlen\": true" : "");
     json += std::string(", \"fmha\": \"") + (layer.fmha_pingpong ? "pingpong" : layer.fmha_heaviest_first ? "heaviest_first" : "cooperative") + "\"";
     int failed = 0;
     char buf[512];
     auto release = [&] {
-      for (void const* p : {(void const*)x, (void const*)kc, (void const*)vc, (void const*)lens, (void const*)b.qkv,
+      for (void const* p : {(void const*)x, (void const*)kc, (void const*)vc, (void const*)lens, (void const*)starts, (void const*)b.qkv,
                             (void const*)b.q, (void const*)b.o, (void const*)b.y, (void const*)b.lse,
                             (void const*)b.o_part, (void const*)b.ml_part})
         BENCH_CUDA(cudaFree(const_cast<void*>(p)));
@@ -422,7 +447,7 @@ struct Bench {
       if (smem > 48 * 1024)
         BENCH_CUDA(cudaFuncSetAttribute(ref_attention<T, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
       ref_attention<T, T><<<dim3(rows, hq), 128, smem, stream>>>(static_cast<T const*>(b.q), kc, vc, o_ref, lens,
-                                                                  sa.tokens, hq, hk, dh, capacity, Config::kCausal);
+                                                                  starts, sa.batch, hq, hk, dh, capacity, Config::kCausal);
       BENCH_CUDA(cudaStreamSynchronize(stream));
       BENCH_CUDA(cudaGetLastError());
       int64_t bad_o = 0, bad_y = 0;
@@ -441,11 +466,11 @@ struct Bench {
       to_f32<<<1024, 256, 0, stream>>>(vc, vc32, int64_t(sa.batch) * capacity * hk * dh);
       ref_gemm<<<dim3((kQkvCols + 15) / 16, (rows + 15) / 16), dim3(16, 16), 0, stream>>>(x, w_qkv, qkv32, rows, kQkvCols, Config::kHidden);
       int64_t const rt = int64_t(rows) * (hq + 2 * hk) * (dh / 2);
-      ref_rope<<<unsigned((rt + 255) / 256), 256, 0, stream>>>(qkv32, q32, kc32, vc32, lens, rows, sa.tokens, hq, hk, dh,
+      ref_rope<<<unsigned((rt + 255) / 256), 256, 0, stream>>>(qkv32, q32, kc32, vc32, lens, starts, sa.batch, rows, hq, hk, dh,
                                                                capacity, float(Config::kRotaryBase), Config::kRotary);
       if (smem > 48 * 1024)
         BENCH_CUDA(cudaFuncSetAttribute(ref_attention<float, float>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-      ref_attention<float, float><<<dim3(rows, hq), 128, smem, stream>>>(q32, kc32, vc32, o_ref, lens, sa.tokens, hq, hk,
+      ref_attention<float, float><<<dim3(rows, hq), 128, smem, stream>>>(q32, kc32, vc32, o_ref, lens, starts, sa.batch, hq, hk,
                                                                          dh, capacity, Config::kCausal);
       ref_gemm<<<dim3((Config::kHidden + 15) / 16, (rows + 15) / 16), dim3(16, 16), 0, stream>>>(o_ref, w_o, y32, rows,
                                                                                               Config::kHidden, kOCols);

@@ -48,9 +48,22 @@ __device__ __forceinline__ float to_float(T x) { return float(x); }
 // [i + dh/2, i + dh/2 + 8). Slots: Hq query heads, Hkv key heads, Hkv value heads (copied).
 constexpr int kRopeVector = 8;
 
+// The sequence of a row: row / new_tokens, or with seq_start (a varlen prompt's first row of each of the
+// `batch` sequences, ascending) the last sequence starting at or before it.
+__device__ __forceinline__ int sequence_of_row(int row, int new_tokens, int const* __restrict__ seq_start, int batch) {
+  if (seq_start == nullptr) return row / new_tokens;
+  int lo = 0, hi = batch - 1;
+  while (lo < hi) {
+    int const mid = (lo + hi + 1) / 2;
+    if (seq_start[mid] <= row) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
 template <class T, int kHeadDim>
 __global__ void rope_append(T const* __restrict__ qkv, T* __restrict__ q, T* __restrict__ k_cache,
-                            T* __restrict__ v_cache, int const* __restrict__ cache_len, int rows, int new_tokens,
+                            T* __restrict__ v_cache, int const* __restrict__ cache_len,
+                            int const* __restrict__ seq_start, int batch, int rows, int new_tokens,
                             int heads, int kv_heads, int capacity, float rotary_base, bool rotary) {
   static_assert(kHeadDim % (2 * kRopeVector) == 0, "head_dim must be a multiple of 16");
   wait_for_previous_kernel();
@@ -61,7 +74,8 @@ __global__ void rope_append(T const* __restrict__ qkv, T* __restrict__ q, T* __r
   int const pair = int(i % kVectors) * kRopeVector;
   int const slot = int((i / kVectors) % slots);
   int const row = int(i / (int64_t(kVectors) * slots));
-  int const b = row / new_tokens, t = row % new_tokens;
+  int const b = sequence_of_row(row, new_tokens, seq_start, batch);
+  int const t = seq_start == nullptr ? row % new_tokens : row - seq_start[b];
   int const pos = cache_len[b] + t;
   T const* src = qkv + int64_t(row) * slots * kHeadDim + int64_t(slot) * kHeadDim;
   uint4 lo = *reinterpret_cast<uint4 const*>(src + pair), hi = *reinterpret_cast<uint4 const*>(src + pair + kHalf);

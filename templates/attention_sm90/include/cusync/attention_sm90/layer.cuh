@@ -30,12 +30,26 @@ struct Shape {
   // on the device, which rope reads); nullptr: cache_tokens for every sequence. The FMHA then runs one
   // launch per sequence. A generation step always reads cache_len[].
   int const* cache_tokens_of = nullptr;
-  int rows() const { return batch * new_tokens; }
+  // A prompt whose sequences bring different numbers of new tokens (varlen): `batch` host values, sequence
+  // b's rows following sequence b - 1's (Buffers::seq_start holds the same offsets on the device, for rope);
+  // nullptr: new_tokens for every sequence. Always a prompt (the FMHA, one launch per sequence).
+  int const* new_tokens_of = nullptr;
+  int tokens_of(int b) const { return new_tokens_of != nullptr ? new_tokens_of[b] : new_tokens; }
+  int cache_of(int b) const { return cache_tokens_of != nullptr ? cache_tokens_of[b] : cache_tokens; }
+  int rows() const {
+    if (new_tokens_of == nullptr) return batch * new_tokens;
+    int64_t sum = 0;
+    for (int i = 0; i < batch; ++i) sum += new_tokens_of[i];
+    return sum > INT32_MAX ? -1 : int(sum);
+  }
   int max_cache() const {
-    int most = cache_tokens;
-    if (cache_tokens_of != nullptr) {
-      for (int i = 0; i < batch; ++i) most = std::max(most, cache_tokens_of[i]);
-    }
+    int most = 0;
+    for (int i = 0; i < batch; ++i) most = std::max(most, cache_of(i));
+    return most;
+  }
+  int max_new_tokens() const {
+    int most = 0;
+    for (int i = 0; i < batch; ++i) most = std::max(most, tokens_of(i));
     return most;
   }
 };
@@ -51,6 +65,7 @@ struct Buffers {
   void* o;              // [rows, Hq dh]
   void* y;              // [rows, hidden]
   int const* cache_len; // [batch], device
+  int const* seq_start = nullptr;  // [batch + 1], device: a varlen prompt's first row of each sequence (and the total)
   float* lse;           // prompt: [batch, heads, rows-per-seq x G] fp32 scratch (written by the FMHA epilogue)
   float* o_part;        // step: [batch, Hkv, max_splits, G, dh]
   float* ml_part;       // step: [batch, Hkv, max_splits, G, 2]
@@ -153,13 +168,12 @@ struct Layer {
 
   static Status check(Shape const& s, int capacity) {
     if (s.batch < 1 || s.new_tokens < 1 || s.cache_tokens < 0) return Status::kInvalidArgument;
-    if (s.cache_tokens_of != nullptr) {
-      for (int i = 0; i < s.batch; ++i) {
-        if (s.cache_tokens_of[i] < 0) return Status::kInvalidArgument;
+    for (int i = 0; i < s.batch; ++i) {
+      if (s.cache_of(i) < 0 || s.tokens_of(i) < 1 || int64_t(s.cache_of(i)) + s.tokens_of(i) > capacity) {
+        return Status::kInvalidArgument;
       }
     }
-    if (s.max_cache() + s.new_tokens > capacity) return Status::kInvalidArgument;
-    return Status::kSuccess;
+    return s.rows() < 1 ? Status::kInvalidArgument : Status::kSuccess;
   }
 
   template <class Kernel, class... Args>
@@ -182,15 +196,18 @@ struct Layer {
         return Gemm::launch(lt, p, stream);
       }
       case StageId::kRope: {
+        bool const varlen = s.new_tokens_of != nullptr;
+        if (varlen && b.seq_start == nullptr) return Status::kInvalidArgument;
         int64_t const threads = int64_t(rows) * (kHeads + 2 * kKvHeads) * (kHeadDim / 2 / kRopeVector);
         cudaError_t e = launch_pdl(rope_append<T, kHeadDim>, dim3(unsigned((threads + 255) / 256)), dim3(256), 0, stream,
                                    static_cast<T const*>(b.qkv), static_cast<T*>(b.q), static_cast<T*>(b.k_cache),
-                                   static_cast<T*>(b.v_cache), b.cache_len, rows, s.new_tokens, kHeads, kKvHeads,
-                                   b.capacity, float(Config::kRotaryBase), Config::kRotary);
+                                   static_cast<T*>(b.v_cache), b.cache_len, varlen ? b.seq_start : nullptr, s.batch,
+                                   rows, s.new_tokens, kHeads, kKvHeads, b.capacity, float(Config::kRotaryBase),
+                                   Config::kRotary);
         return e == cudaSuccess ? Status::kSuccess : Status::kCudaError;
       }
       case StageId::kAttention:
-        return s.new_tokens == 1 && step_mode_ ? decode(s, b, stream) : prompt(s, b, stream);
+        return s.new_tokens == 1 && s.new_tokens_of == nullptr && step_mode_ ? decode(s, b, stream) : prompt(s, b, stream);
       case StageId::kProj: {
         cusync::sm90::GemmProblem p{rows, kHidden, kHeads * kHeadDim, b.o, b.w_o, b.y};
         if (lt != nullptr) lt->stage = kLtStageProj;
@@ -224,53 +241,53 @@ struct Layer {
       if (op.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return Status::kCutlassError;
       return op.run(stream) == cutlass::Status::kSuccess ? Status::kSuccess : Status::kCudaError;
     };
-    int const t = s.new_tokens;
+    bool const per_sequence = !kPackRows || s.cache_tokens_of != nullptr || s.new_tokens_of != nullptr;
     if constexpr (kPackRows) {
-      int const h = kKvHeads == 1 ? 1 : kHeads;  // the FMHA's head mode: the one KV head, or every head (G = 1)
-      int const q_rows = t * kGroup;
-      // Query row r = t G + g at r x (Hkv dh): see kernels.cuh (GQA packing).
-      StrideQKV const dQ = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(t * kHeads * kHeadDim, kGroup * kHeadDim));
-      StrideQKV const dK = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(b.capacity * kKvHeads * kHeadDim, kHeadDim));
-      StrideLSE const dLSE = make_stride(_1{}, make_stride(h * q_rows, q_rows));
-      if (s.cache_tokens_of == nullptr) {  // one cache length: the whole batch in one launch
+      if (!per_sequence) {  // one cache length and one prompt length: the whole batch in one launch
+        int const t = s.new_tokens;
+        int const h = kKvHeads == 1 ? 1 : kHeads;  // the FMHA's head mode: the one KV head, or every head (G = 1)
+        int const q_rows = t * kGroup;
+        // Query row r = t G + g at r x (Hkv dh): see kernels.cuh (GQA packing).
+        StrideQKV const dQ = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(t * kHeads * kHeadDim, kGroup * kHeadDim));
+        StrideQKV const dK = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(b.capacity * kKvHeads * kHeadDim, kHeadDim));
+        StrideLSE const dLSE = make_stride(_1{}, make_stride(h * q_rows, q_rows));
         return launch({{s.batch, h, q_rows, s.cache_tokens + t, kHeadDim},
                        {static_cast<Element const*>(b.q), dQ, static_cast<Element const*>(b.k_cache), dK,
                         static_cast<Element const*>(b.v_cache), dK},
                        {static_cast<Element*>(b.o), dQ, b.lse, dLSE},
                        hw});
       }
-      for (int seq = 0; seq < s.batch; ++seq) {  // a cache length per sequence: a launch per sequence
-        int64_t const q_off = int64_t(seq) * t * kHeads * kHeadDim;
-        int64_t const kv_off = int64_t(seq) * b.capacity * kKvHeads * kHeadDim;
-        Status const st = launch({{1, h, q_rows, s.cache_tokens_of[seq] + t, kHeadDim},
-                                  {static_cast<Element const*>(b.q) + q_off, dQ,
-                                   static_cast<Element const*>(b.k_cache) + kv_off, dK,
-                                   static_cast<Element const*>(b.v_cache) + kv_off, dK},
-                                  {static_cast<Element*>(b.o) + q_off, dQ, b.lse + int64_t(seq) * kHeads * t, dLSE},
-                                  hw});
-        if (st != Status::kSuccess) return st;
-      }
-      return Status::kSuccess;
-    } else {
-      // One launch per sequence: (batch, head) = (KV head j, query head g of its group), query head
-      // j G + g at columns (j G + g) dh of the token-major Q and O, K and V of head j for every g.
-      StrideQKV const dQ = make_stride(kHeads * kHeadDim, _1{}, make_stride(kGroup * kHeadDim, kHeadDim));
-      StrideKVShared const dK = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(kHeadDim, _0{}));
-      StrideLSE const dLSE = make_stride(_1{}, make_stride(kGroup * t, t));
-      for (int seq = 0; seq < s.batch; ++seq) {
-        int64_t const q_off = int64_t(seq) * t * kHeads * kHeadDim;
-        int64_t const kv_off = int64_t(seq) * b.capacity * kKvHeads * kHeadDim;
-        int const seq_keys = (s.cache_tokens_of != nullptr ? s.cache_tokens_of[seq] : s.cache_tokens) + t;
-        Status const st = launch({{kKvHeads, kGroup, t, seq_keys, kHeadDim},
-                                  {static_cast<Element const*>(b.q) + q_off, dQ,
-                                   static_cast<Element const*>(b.k_cache) + kv_off, dK,
-                                   static_cast<Element const*>(b.v_cache) + kv_off, dK},
-                                  {static_cast<Element*>(b.o) + q_off, dQ, b.lse + int64_t(seq) * kHeads * t, dLSE},
-                                  hw});
-        if (st != Status::kSuccess) return st;
-      }
-      return Status::kSuccess;
     }
+    // One launch per sequence (several KV heads, or sequences with their own cache or prompt lengths):
+    // sequence i's rows start after sequence i - 1's, its keys at i x capacity in the caches.
+    int64_t start = 0;
+    for (int seq = 0; seq < s.batch; ++seq) {
+      int const t = s.tokens_of(seq), keys = s.cache_of(seq) + t;
+      Element const* q = static_cast<Element const*>(b.q) + start * kHeads * kHeadDim;
+      Element* o = static_cast<Element*>(b.o) + start * kHeads * kHeadDim;
+      int64_t const kv_off = int64_t(seq) * b.capacity * kKvHeads * kHeadDim;
+      Element const* k = static_cast<Element const*>(b.k_cache) + kv_off;
+      Element const* v = static_cast<Element const*>(b.v_cache) + kv_off;
+      float* lse = b.lse + start * kHeads;
+      Status st;
+      if constexpr (kPackRows) {  // one KV head (G query heads in the rows) or G = 1: (batch, head) = (1, h)
+        int const h = kKvHeads == 1 ? 1 : kHeads, q_rows = t * kGroup;
+        StrideQKV const dQ = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(q_rows * h * kHeadDim, kGroup * kHeadDim));
+        StrideQKV const dK = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(b.capacity * kKvHeads * kHeadDim, kHeadDim));
+        StrideLSE const dLSE = make_stride(_1{}, make_stride(h * q_rows, q_rows));
+        st = launch({{1, h, q_rows, keys, kHeadDim}, {q, dQ, k, dK, v, dK}, {o, dQ, lse, dLSE}, hw});
+      } else {
+        // (batch, head) = (KV head j, query head g of its group): query head j G + g at columns (j G + g) dh
+        // of the token-major Q and O, K and V of head j for every g.
+        StrideQKV const dQ = make_stride(kHeads * kHeadDim, _1{}, make_stride(kGroup * kHeadDim, kHeadDim));
+        StrideKVShared const dK = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(kHeadDim, _0{}));
+        StrideLSE const dLSE = make_stride(_1{}, make_stride(kGroup * t, t));
+        st = launch({{kKvHeads, kGroup, t, keys, kHeadDim}, {q, dQ, k, dK, v, dK}, {o, dQ, lse, dLSE}, hw});
+      }
+      if (st != Status::kSuccess) return st;
+      start += t;
+    }
+    return Status::kSuccess;
   }
 
   Status decode(Shape const& s, Buffers const& b, cudaStream_t stream) {
