@@ -98,6 +98,8 @@ def test_several_kv_heads_share_k_and_v_across_each_group() -> None:
     assert "int const* new_tokens_of = nullptr;" in layer and "int const* seq_start = nullptr;" in layer
     assert "sequence_of_row(row, new_tokens, seq_start, batch)" in kernels
     assert "p:3x7/200/1000+0" in files["bench/attention_sm90_bench.cuh"]
+    # the per-sequence launches run side by side: forked to the layer's streams, always joined back
+    assert "kSequenceStreams = 4;" in layer and "cudaStreamWaitEvent(stream, joins_[i], 0)" in layer
 
 
 @pytest.mark.parametrize(("head_dim", "tile"), [(32, 64), (48, 64), (64, 64), (80, 128), (96, 96), (112, 128), (128, 128)])

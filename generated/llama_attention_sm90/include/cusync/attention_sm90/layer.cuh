@@ -139,12 +139,36 @@ struct Layer {
   Layer() = default;
   Layer(Layer const&) = delete;
   Layer& operator=(Layer const&) = delete;
-  ~Layer() { cusync::sm90::destroy_lt_context(lt); }
+  // A prompt's per-sequence FMHA launches go round robin over these streams (forked from and joined back to
+  // the caller's stream with events, which CUDA-graph capture follows), so that short sequences' grids run
+  // side by side instead of one after another, each on a fraction of the SMs.
+  static constexpr int kSequenceStreams = 4;
+  cudaStream_t seq_streams_[kSequenceStreams] = {};
+  cudaEvent_t fork_ = nullptr;
+  cudaEvent_t joins_[kSequenceStreams] = {};
+
+  ~Layer() {
+    cusync::sm90::destroy_lt_context(lt);
+    for (int i = 0; i < kSequenceStreams; ++i) {
+      if (seq_streams_[i] != nullptr) cudaStreamDestroy(seq_streams_[i]);
+      if (joins_[i] != nullptr) cudaEventDestroy(joins_[i]);
+    }
+    if (fork_ != nullptr) cudaEventDestroy(fork_);
+  }
 
   Status initialize() {
     if (lt == nullptr) {
       Status s = cusync::sm90::create_lt_context(&lt);
       if (s != Status::kSuccess) return s;
+    }
+    if (fork_ == nullptr && cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming) != cudaSuccess) return Status::kCudaError;
+    for (int i = 0; i < kSequenceStreams; ++i) {
+      if (seq_streams_[i] == nullptr && cudaStreamCreateWithFlags(&seq_streams_[i], cudaStreamNonBlocking) != cudaSuccess) {
+        return Status::kCudaError;
+      }
+      if (joins_[i] == nullptr && cudaEventCreateWithFlags(&joins_[i], cudaEventDisableTiming) != cudaSuccess) {
+        return Status::kCudaError;
+      }
     }
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
@@ -237,9 +261,9 @@ struct Layer {
     using Element = typename P::Element;
     cutlass::KernelHardwareInfo hw{};
     hw.sm_count = sm_count_;
-    auto launch = [&](typename P::Operation::Arguments const& args) {
-      if (op.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return Status::kCutlassError;
-      return op.run(stream) == cutlass::Status::kSuccess ? Status::kSuccess : Status::kCudaError;
+    auto launch = [&](typename P::Operation::Arguments const& args, cudaStream_t on) {
+      if (op.initialize(args, nullptr, on) != cutlass::Status::kSuccess) return Status::kCutlassError;
+      return op.run(on) == cutlass::Status::kSuccess ? Status::kSuccess : Status::kCudaError;
     };
     bool const per_sequence = !kPackRows || s.cache_tokens_of != nullptr || s.new_tokens_of != nullptr;
     if constexpr (kPackRows) {
@@ -255,13 +279,23 @@ struct Layer {
                        {static_cast<Element const*>(b.q), dQ, static_cast<Element const*>(b.k_cache), dK,
                         static_cast<Element const*>(b.v_cache), dK},
                        {static_cast<Element*>(b.o), dQ, b.lse, dLSE},
-                       hw});
+                       hw}, stream);
       }
     }
     // One launch per sequence (several KV heads, or sequences with their own cache or prompt lengths):
-    // sequence i's rows start after sequence i - 1's, its keys at i x capacity in the caches.
+    // sequence i's rows start after sequence i - 1's, its keys at i x capacity in the caches. The launches
+    // go round robin over the sequence streams, forked from `stream` here and joined back below.
+    int const lanes = std::min(s.batch, fork_ != nullptr ? kSequenceStreams : 1);
+    if (lanes > 1) {
+      if (cudaEventRecord(fork_, stream) != cudaSuccess) return Status::kCudaError;
+      for (int i = 0; i < lanes; ++i) {
+        if (cudaStreamWaitEvent(seq_streams_[i], fork_, 0) != cudaSuccess) return Status::kCudaError;
+      }
+    }
+    Status status = Status::kSuccess;
     int64_t start = 0;
-    for (int seq = 0; seq < s.batch; ++seq) {
+    for (int seq = 0; seq < s.batch && status == Status::kSuccess; ++seq) {
+      cudaStream_t const on = lanes > 1 ? seq_streams_[seq % lanes] : stream;
       int const t = s.tokens_of(seq), keys = s.cache_of(seq) + t;
       Element const* q = static_cast<Element const*>(b.q) + start * kHeads * kHeadDim;
       Element* o = static_cast<Element*>(b.o) + start * kHeads * kHeadDim;
@@ -275,19 +309,24 @@ struct Layer {
         StrideQKV const dQ = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(q_rows * h * kHeadDim, kGroup * kHeadDim));
         StrideQKV const dK = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(b.capacity * kKvHeads * kHeadDim, kHeadDim));
         StrideLSE const dLSE = make_stride(_1{}, make_stride(h * q_rows, q_rows));
-        st = launch({{1, h, q_rows, keys, kHeadDim}, {q, dQ, k, dK, v, dK}, {o, dQ, lse, dLSE}, hw});
+        st = launch({{1, h, q_rows, keys, kHeadDim}, {q, dQ, k, dK, v, dK}, {o, dQ, lse, dLSE}, hw}, on);
       } else {
         // (batch, head) = (KV head j, query head g of its group): query head j G + g at columns (j G + g) dh
         // of the token-major Q and O, K and V of head j for every g.
         StrideQKV const dQ = make_stride(kHeads * kHeadDim, _1{}, make_stride(kGroup * kHeadDim, kHeadDim));
         StrideKVShared const dK = make_stride(kKvHeads * kHeadDim, _1{}, make_stride(kHeadDim, _0{}));
         StrideLSE const dLSE = make_stride(_1{}, make_stride(kGroup * t, t));
-        st = launch({{kKvHeads, kGroup, t, keys, kHeadDim}, {q, dQ, k, dK, v, dK}, {o, dQ, lse, dLSE}, hw});
+        st = launch({{kKvHeads, kGroup, t, keys, kHeadDim}, {q, dQ, k, dK, v, dK}, {o, dQ, lse, dLSE}, hw}, on);
       }
-      if (st != Status::kSuccess) return st;
+      status = st;
       start += t;
     }
-    return Status::kSuccess;
+    for (int i = 0; i < lanes && lanes > 1; ++i) {  // joined whatever happened, so a capture is never left forked
+      if (cudaEventRecord(joins_[i], seq_streams_[i]) != cudaSuccess || cudaStreamWaitEvent(stream, joins_[i], 0) != cudaSuccess) {
+        if (status == Status::kSuccess) status = Status::kCudaError;
+      }
+    }
+    return status;
   }
 
   Status decode(Shape const& s, Buffers const& b, cudaStream_t stream) {
