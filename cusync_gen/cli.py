@@ -269,6 +269,10 @@ def run_cmd(
         "--batch", help="Attention: sequences, comma-separated (generation: with --m 1); conv chains: images.")] = None,
     cache: Annotated[Optional[str], typer.Option(
         "--cache", help="Attention only: cached tokens per sequence, comma-separated.")] = None,
+    shapes: Annotated[Optional[str], typer.Option(
+        "--shapes", metavar="SHAPES", help="sm90 attention layer, instead of --m/--batch/--cache: shapes, "
+        "comma-separated: p:BxT+L (prompt: B sequences, T new tokens, L cached), g:B+L (generation step); T and L "
+        "one value or one per sequence joined by '/', e.g. p:3x7/200/1000+0/511/4097.")] = None,
     repeats: Annotated[int, typer.Option("--repeats", min=1, max=MAX_COUNT,
                                          help="Timed repetitions (median reported).")] = 50,
     warmup: Annotated[int, typer.Option("--warmup", min=1, max=MAX_COUNT, help="Untimed warm-up repetitions.")] = 10,
@@ -299,7 +303,7 @@ def run_cmd(
     project = options.merge_alias("--project", project, {"-o/--output": project_alias})
     results = options.merge_alias("--results", results, {"--out": results_alias})
     opts = options.run_options(target, m, policies, batch, cache, repeats, warmup, value, project, force, jobs,
-                               cutlass_dir, results, backend, autotune, builder.gpu_arch(), option)
+                               cutlass_dir, results, backend, autotune, builder.gpu_arch(), option, shapes=shapes)
     # -- every option is checked: from here on, work --
     if opts.subject.why:
         _out().print(escape(opts.subject.why))

@@ -37,6 +37,7 @@ DEFAULT_RUN_MS = "1,256,1024"
 DEFAULT_ATTENTION_MS = "512,1024,2048"  # prompt lengths (batch 1, no cache)
 MAX_LAYER_SHAPES = 64        # run of the sm90 attention layer: --m x --batch x --cache shapes at most
 MAX_LAYER_TOKENS = 1 << 24   # ... and per shape at most this many cached + new tokens over all sequences
+MAX_SHAPES_TEXT = 1 << 16    # --shapes: characters at most
 #: run --policies: what the bench of each kind of chain takes (templates/runtime/include/cusync/bench/).
 BENCH_POLICIES: dict[str, tuple[str, ...]] = {"chain": ("spec", "row", "tile"), "attention": ("spec", "row")}
 _BUILD_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
@@ -405,7 +406,7 @@ class RunOptions:
 def run_options(target: str, m: str | None, policies: str | None, batch: str | None, cache: str | None,
                 repeats: int, warmup: int, arch: str | None, project: Path | None, force: bool,
                 jobs: int | None, cutlass_dir: Path | None, results: Path | None, backend: str,
-                autotune: int, gpu: str | None, option: str = "--target") -> RunOptions:
+                autotune: int, gpu: str | None, option: str = "--target", shapes: str | None = None) -> RunOptions:
     from cusync_gen import build as builder
 
     check_range(repeats, "--repeats", 1, MAX_COUNT)
@@ -432,6 +433,9 @@ def run_options(target: str, m: str | None, policies: str | None, batch: str | N
     if subject.spec is None and project is not None:
         raise UsageError(f"--project {project}: {target} is already a generated project",
                          hint="drop --project, or pass a spec file or example name")
+    if shapes is not None and subject.kind != "attention_sm90":
+        raise UsageError("--shapes applies to the sm90 attention layer only (its bench's shape syntax)",
+                         hint="use --m/--batch/--cache, or run an sm90 attention layer (e.g. llama3_attention_sm90)")
     if subject.kind == "conv":
         return _conv_run_options(subject, m, policies, batch, cache, autotune, repeats, warmup, arch, gpu, option,
                                  jobs, cutlass_dir, results, force)
@@ -446,7 +450,15 @@ def run_options(target: str, m: str | None, policies: str | None, batch: str | N
             raise UsageError("--policies: the sm90 attention layer runs its stages back to back on one stream "
                              "(programmatic dependent launch); it has no overlap policies", hint="drop --policies")
         build_for = build_target(subject, arch, gpu, option)
-        return RunOptions(subject, build_for, arch, tuple(ms), None, tuple(layer_shapes(ms, batch, cache)), repeats,
+        if shapes is not None:
+            given = [flag for flag, value in (("--m", m), ("--batch", batch), ("--cache", cache)) if value is not None]
+            if given:
+                raise UsageError(f"--shapes and {', '.join(given)}: --shapes gives every shape itself",
+                                 hint=f"drop {' and '.join(given)}, or drop --shapes")
+            shape_list = layer_shape_list(shapes)
+        else:
+            shape_list = layer_shapes(ms, batch, cache)
+        return RunOptions(subject, build_for, arch, tuple(ms), None, tuple(shape_list), repeats,
                           warmup, jobs, cutlass_dir, results, force)
     extra: list[str] = []
     for flag, value in (("--batch", batch), ("--cache", cache)):
@@ -511,6 +523,54 @@ def layer_shapes(ms: list[int], batch: str | None, cache: str | None) -> list[st
                                      hint="use a smaller --batch or --cache")
                 shapes.append(f"g:{b}+{c}" if m == 1 else f"p:{b}x{m}+{c}")
     return shapes
+
+
+_LAYER_SHAPE = re.compile(r"^(?:p:(\d+)x(\d+(?:/\d+)*)|g:(\d+))\+(\d+(?:/\d+)*)$")
+
+
+def layer_shape_list(text: str) -> list[str]:
+    """`--shapes`: the sm90 attention bench's shapes, comma-separated. `p:BxT+L` is a prompt of B sequences of
+    T new tokens after L cached ones, `g:B+L` a generation step (one new token per sequence); T and L are one
+    value, or B values joined by '/' (sequences with their own prompt lengths and caches):
+    p:3x7/200/1000+0/511/4097, g:4+0/9/511/4097. Bounded like --m x --batch x --cache."""
+    from cusync_gen.spec.limits import MAX_M
+
+    example = "e.g. --shapes p:1x1024+0,p:3x7/200/1000+0/511/4097,g:8+4096"
+    if len(text) > MAX_SHAPES_TEXT:
+        raise UsageError(f"--shapes is {len(text)} characters long, more than {MAX_SHAPES_TEXT}", hint=example)
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise UsageError("--shapes is empty", hint=example)
+    if len(items) > MAX_LAYER_SHAPES:
+        raise UsageError(f"--shapes gives {len(items)} shapes, more than {MAX_LAYER_SHAPES}",
+                         hint="run fewer shapes, or run several times")
+    for item in items:
+        match = _LAYER_SHAPE.match(item)
+        if match is None:
+            raise UsageError(f"--shapes: {item[:80]!r} is not p:BxT+L or g:B+L (T and L: one number, or one per "
+                             "sequence joined by '/')", hint=example)
+        batch = int(match.group(1) or match.group(3))
+        tokens = [int(v) for v in match.group(2).split("/")] if match.group(2) else [1]
+        caches = [int(v) for v in match.group(4).split("/")]
+        if batch < 1 or batch > MAX_M:
+            raise UsageError(f"--shapes: {item[:80]!r} has batch {batch}", hint=f"use 1 to {MAX_M} sequences")
+        for what, values in (("new-token counts", tokens), ("cache lengths", caches)):
+            if len(values) not in (1, batch):
+                raise UsageError(f"--shapes: {item[:80]!r} gives {len(values)} {what} for {batch} sequences",
+                                 hint="give one value, or one per sequence")
+        tokens_of = tokens * batch if len(tokens) == 1 else tokens
+        caches_of = caches * batch if len(caches) == 1 else caches
+        if min(tokens_of) < 1:
+            raise UsageError(f"--shapes: {item[:80]!r} has a sequence of 0 new tokens", hint="every sequence needs >= 1")
+        if sum(tokens_of) > MAX_M:
+            raise UsageError(f"--shapes: {item[:80]!r} is {sum(tokens_of)} rows, more than {MAX_M}",
+                             hint="use fewer sequences or new tokens")
+        # the caches hold batch x (longest cache + longest prompt) tokens (the bench's capacity)
+        held = batch * (max(caches_of) + max(tokens_of))
+        if held > MAX_LAYER_TOKENS:
+            raise UsageError(f"--shapes: {item[:80]!r} needs {held} tokens of KV cache, more than {MAX_LAYER_TOKENS}",
+                             hint="use fewer sequences or shorter caches")
+    return items
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,29 @@ def test_run_options_take_the_layer(tmp_path: Path) -> None:
     assert "--autotune" in info.value.message
 
 
+def test_run_takes_ragged_and_varlen_layer_shapes(tmp_path: Path) -> None:
+    """--shapes: the bench's own syntax, per-sequence prompt lengths and caches joined by '/', bounded."""
+    shapes = "p:3x7/200/1000+0/511/4097, g:4+0/9/511/4097,p:1x1024+0"
+    opts = options.run_options("llama3_attention_sm90", None, None, None, None, 5, 1, None, tmp_path / "p",
+                               False, None, None, None, "auto", 0, None, shapes=shapes)
+    assert opts.extra == ("p:3x7/200/1000+0/511/4097", "g:4+0/9/511/4097", "p:1x1024+0")
+    for bad, words in (("p:3x7/200+0", "2 new-token counts for 3 sequences"), ("p:2x1+0/1/2", "3 cache lengths"),
+                       ("q:1+0", "is not p:BxT+L"), ("p:2x0/5+0", "0 new tokens"), ("", "empty"),
+                       ("p:2x600000+0", "rows, more than"), ("g:64+300000", "tokens of KV cache"),
+                       (",".join(["g:1+0"] * 65), "more than 64")):
+        with pytest.raises(UsageError) as info:
+            options.layer_shape_list(bad)
+        assert "--shapes" in info.value.message and words in info.value.message, (bad, info.value.message)
+    with pytest.raises(UsageError) as info:  # --shapes gives the shapes: no --m/--batch/--cache beside it
+        options.run_options("llama3_attention_sm90", "1", None, None, "5", 5, 1, None, tmp_path / "p",
+                            False, None, None, None, "auto", 0, None, shapes="g:1+0")
+    assert "--m, --cache" in info.value.message
+    with pytest.raises(UsageError) as info:  # and only the sm90 layer takes them
+        options.run_options("gpt3_mlp", None, None, None, None, 5, 1, None, tmp_path / "q",
+                            False, None, None, None, "auto", 0, None, shapes="g:1+0")
+    assert "sm90 attention layer only" in info.value.message
+
+
 def test_trace_still_refuses_the_layer(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["trace", "llama_attention_sm90", "--m", "1"])
