@@ -446,7 +446,7 @@ def trace_cmd(
 def _report_rows(rows: list[dict[str, Any]] | None, out: Path | None) -> None:
     if not rows:
         return
-    from cusync_gen.build import format_table
+    from cusync_gen.bench_protocol import format_table
 
     console = _out()
     if not console.is_terminal:  # a log or a pipe: the table's full width rather than 80 columns of cut headers

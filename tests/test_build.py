@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cusync_gen import build, cutlass_fetch, paths
+from cusync_gen import bench_protocol, build, cutlass_fetch, paths
 from cusync_gen.errors import CheckFailedError, NoGpuError, NotRunError, SyncTimeoutError, ToolError, UsageError
 
 # --------------------------------------------------------------------------------------------------
@@ -339,10 +339,10 @@ def test_run_accepts_enum_policies(tmp_path: Path, gpu: None) -> None:
 
 
 def test_parse_bench_line() -> None:
-    assert build.parse_bench_line("hello") is None
-    assert build.parse_bench_line('  {"m": 1}') == {"m": 1}
+    assert bench_protocol.parse_bench_line("hello") is None
+    assert bench_protocol.parse_bench_line('  {"m": 1}') == {"m": 1}
     with pytest.raises(ToolError):
-        build.parse_bench_line("{broken")
+        bench_protocol.parse_bench_line("{broken")
 
 
 def test_run_malformed_json(tmp_path: Path, gpu: None) -> None:
@@ -427,7 +427,7 @@ def test_format_table() -> None:
 
     rows = [ROW, dict(ROW, policy="tile", bitwise_equal=False, sync_error="stuck", graph_ok=False),
             {"m": 1, "policy": "row"}]
-    table = build.format_table(rows)
+    table = bench_protocol.format_table(rows)
     assert [c.header for c in table.columns] == [
         "M", "policy", "sequential us", "overlapped us", "speedup", "bitwise", "ref err"]
     assert table.row_count == 3
@@ -449,7 +449,7 @@ def test_format_table_sm90_leads_with_run_against_cublas() -> None:
             dict(ROW, m=1024, run_us=463.0, mode="overlap", mode_reason="dispatch table: M <= 2048",
                  cublas_us=475.0),
             dict(ROW, m=4096, run_us=1800.0, mode="pingpong", mode_reason="table", cublas_us=-1.0)]
-    table = build.format_table(rows)
+    table = bench_protocol.format_table(rows)
     headers = [c.header for c in table.columns]
     assert headers[:5] == ["M", "run() us", "run() mode", "cuBLAS chain us", "run() vs cuBLAS"]
     assert table.row_count == 3  # the floor record is not a result row

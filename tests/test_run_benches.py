@@ -11,7 +11,7 @@ import pytest
 from test_build import make_bench
 
 from cusync_gen import build, options
-from cusync_gen.build import format_table, layer_bench_command
+from cusync_gen.bench_protocol import format_table, layer_bench_command
 from cusync_gen.cli import main
 from cusync_gen.errors import CheckFailedError, SyncTimeoutError, ToolError, UsageError
 
@@ -104,9 +104,34 @@ def test_command_checks_and_times_every_shape(tmp_path: Path) -> None:
     bench = tmp_path / "b"
     assert layer_bench_command(bench, ["g:1+0", "p:2x7+1"], 9) == [
         str(bench), "--check", "--time", "--repeats", "9", "g:1+0", "p:2x7+1"]
-    for bad in ([], ["--m"], ["p:1x2"], ["g:1+0; rm -rf x"]):
+    for bad in ([], ["--m"], ["p:1x2"], ["g:1+0; rm -rf x"], ["p:2x7/+1"], ["g:2+1//2"]):
         with pytest.raises(UsageError):
             layer_bench_command(bench, bad, 9)
+    # per-sequence prompt lengths and caches (run --shapes)
+    assert layer_bench_command(bench, ["p:3x7/200/1000+0/511/4097", "g:2+7/4097"], 9)[-2:] == [
+        "p:3x7/200/1000+0/511/4097", "g:2+7/4097"]
+
+
+def test_every_kind_of_project_has_one_bench_protocol() -> None:
+    """build.run asks the project's protocol (cusync_gen/bench_protocol.py) for its command, rows, failures and
+    table: every backend's manifest kind has one, and a kind this cusync-gen does not know is refused."""
+    from cusync_gen import bench_protocol
+    from cusync_gen.backends import BACKENDS
+    from cusync_gen.errors import ToolError
+
+    kinds = {str(b.MANIFEST.get("kind", "chain")) for b in BACKENDS.values()}
+    assert kinds <= set(bench_protocol.PROTOCOLS), kinds - set(bench_protocol.PROTOCOLS)
+    assert bench_protocol.protocol_of({}) is bench_protocol.GEMM_BENCH
+    assert bench_protocol.protocol_of({"kind": "conv"}) is bench_protocol.CONV_BENCH
+    with pytest.raises(ToolError) as info:
+        bench_protocol.protocol_of({"kind": "warp_drive"})
+    assert "warp_drive" in info.value.message and "regenerate" in info.value.hint
+    # the conv bench's result lines carry a prefix; its failures are told in text, else the common codes
+    conv = bench_protocol.CONV_BENCH
+    assert conv.row('RESULT {"batch": 1}') == {"batch": 1} and conv.row("batch 1: 12 us") is None
+    err = conv.failure(4, [], ["sync timeout: stage 1 tile 3 waited on row 2"], [], ["b"], "b")
+    assert type(err).__name__ == "SyncTimeoutError" and "tile 3" in err.message
+    assert type(conv.failure(3, [], [], ["error: no CUDA device"], ["b"], "b")).__name__ == "NoGpuError"
 
 
 @pytest.fixture
