@@ -7,16 +7,8 @@
 # small shapes; time h80 and h96 and their PyTorch peers.
 # Usage (repo root, .whl/ holding pydantic's wheels where it is missing):  OUT=out bash scripts/gpu_check_attention_heads.sh
 set -u
-OUT=${OUT:-$PWD/gpu-out}; LOG=$OUT/logs; mkdir -p "$LOG"
-if ! python3 -c "import pydantic" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-LT=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
-[ -n "$LT" ] && export LD_LIBRARY_PATH=$(dirname "$LT"):${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/gpu_env.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv | tee "$OUT/gpu.txt"
-cg() { python3 -m cusync_gen.cli "$@"; }
 P=${P:-/tmp/heads}; mkdir -p "$P"
 cat > "$P/h80.yaml" <<'SPEC'
 name: h80
@@ -42,16 +34,10 @@ SPEC
 for n in h80 h96 h32; do cg generate "$P/$n.yaml" -o "$P/$n" > /dev/null; done
 cg generate llama_attention_sm90 -o "$P/llama" > /dev/null
 NAMES="h80 h96 h32 llama"
-for n in $NAMES; do (cg build "$P/$n" --jobs 3 > "$LOG/build-$n.txt" 2>&1; echo "build $n exit $? at ${SECONDS}s") & done
-wait
-bench() { ls "$P/$1"/build/*_bench | head -1; }
+JOBS=3 build_all $NAMES
 CHECK="p:1x1+0 p:1x7+0 p:1x200+0 p:1x1000+4097 p:1x200+511 p:2x200+4097 p:3x200+0/511/4097 p:2x7+1/0 p:4x129+0/1/7/130
        g:1+0 g:3+1 g:7+127 g:2+4097 g:3+0/511/4097 g:64+16384"
-for n in $NAMES; do
-  timeout 120 "$(bench $n)" --check $CHECK > "$OUT/check-$n.jsonl" 2> "$LOG/check-$n.err"
-  echo "check $n exit $? ($(grep -c '"ok": true' "$OUT/check-$n.jsonl") ok of $(wc -l < "$OUT/check-$n.jsonl")) at ${SECONDS}s"
-  grep -v '"ok": true' "$OUT/check-$n.jsonl" | head -3; head -c 600 "$LOG/check-$n.err"
-done
+check_all $NAMES
 for tool in memcheck racecheck; do
   timeout 90 compute-sanitizer --tool $tool --print-limit 10 "$(bench h80)" --check p:2x7+1/0 p:1x130+3 g:3+129 > "$LOG/san-$tool.log" 2>&1
   echo "sanitizer $tool exit $?: $(grep -h 'ERROR SUMMARY' "$LOG/san-$tool.log" | tr '\n' ' ') at ${SECONDS}s"

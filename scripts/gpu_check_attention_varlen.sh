@@ -6,30 +6,16 @@
 # p:4x1024+0 (one launch where the layout allows) against p:4x1023/1024/1024/1025+0 (four launches).
 # Usage (repo root, .whl/ holding pydantic's wheels where it is missing):  OUT=out bash scripts/gpu_check_attention_varlen.sh
 set -u
-OUT=${OUT:-$PWD/gpu-out}; LOG=$OUT/logs; mkdir -p "$LOG"
-if ! python3 -c "import pydantic" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-LT=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
-[ -n "$LT" ] && export LD_LIBRARY_PATH=$(dirname "$LT"):${LD_LIBRARY_PATH:-}
-cg() { python3 -m cusync_gen.cli "$@"; }
+. "$(dirname "$0")/gpu_env.sh"
 P=${P:-/tmp/varlen}; mkdir -p "$P"
 printf 'name: g3\narch: sm90\ntarget: sm_90\ndtype: fp16\nattention: {hidden: 1536, heads: 12, kv_heads: 4, head_dim: 64, causal: true}\n' > "$P/g3.yaml"
 cg generate "$P/g3.yaml" -o "$P/g3" > /dev/null
 for n in llama llama3 gpt3; do cg generate ${n}_attention_sm90 -o "$P/$n" > /dev/null; done
 NAMES="llama llama3 gpt3 g3"
-for n in $NAMES; do (cg build "$P/$n" --jobs 4 > "$LOG/build-$n.txt" 2>&1; echo "build $n exit $? at ${SECONDS}s") & done
-wait
-bench() { ls "$P/$1"/build/*_bench | head -1; }
+JOBS=4 build_all $NAMES
 CHECK="p:3x7/200/1000+0 p:2x1/130+4097 p:3x200/1/77+0/511/4097 p:4x129/128/1/300+7/0/1/130 p:1x200+511
        p:3x200+0/511/4097 p:2x7+1/0 g:3+0/511/4097 g:5+511"
-for n in $NAMES; do
-  timeout 120 "$(bench $n)" --check $CHECK > "$OUT/check-$n.jsonl" 2> "$LOG/check-$n.err"
-  echo "check $n exit $? ($(grep -c '"ok": true' "$OUT/check-$n.jsonl") ok of $(wc -l < "$OUT/check-$n.jsonl")) at ${SECONDS}s"
-  grep -v '"ok": true' "$OUT/check-$n.jsonl" | head -3; head -c 600 "$LOG/check-$n.err"
-done
+check_all $NAMES
 for n in llama g3; do
   timeout 90 compute-sanitizer --tool memcheck --print-limit 10 "$(bench $n)" --check p:3x7/130/1+0/5/1 p:2x1/9+3/0 > "$LOG/san-$n.log" 2>&1
   echo "memcheck $n exit $?: $(grep -h 'ERROR SUMMARY' "$LOG/san-$n.log") at ${SECONDS}s"

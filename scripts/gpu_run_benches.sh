@@ -5,16 +5,8 @@
 # scripts/gpu_tune_attention_sm90.sh (checks, every timed point with Layer::autotune, PyTorch after).
 # Usage (repo root, .whl/ holding pydantic's wheels where it is missing):  OUT=out bash scripts/gpu_run_benches.sh
 set -u
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
-if ! python3 -c "import pydantic" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-LT=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
-[ -n "$LT" ] && export LD_LIBRARY_PATH=$(dirname "$LT"):${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/gpu_env.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv | tee "$OUT/gpu.txt"
-cg() { python3 -m cusync_gen.cli "$@"; }
 P=${P:-/tmp/p}
 NAMES="resnet_block vgg_block bottleneck_block llama_attention_sm90 gpt3_attention_sm90"
 for n in $NAMES; do cg generate "$n" -o "$P/$n" > /dev/null || echo "generate $n failed"; done

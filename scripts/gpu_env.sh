@@ -1,0 +1,25 @@
+# Sourced by the device scripts (from the repo root): OUT (what comes back) and LOG (tarred by the caller),
+# pydantic from .whl/ where the device lacks it, this checkout on PYTHONPATH, cuBLASLt's folder on
+# LD_LIBRARY_PATH, and the helpers cg (the CLI), bench (a built project's bench under $P), build_all and
+# check_all (projects under $P, in parallel / one after another at the shapes in $CHECK).
+OUT=${OUT:-$PWD/gpu-out}; LOG=$OUT/logs; mkdir -p "$LOG"
+if ! python3 -c "import pydantic" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+LT=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
+[ -n "$LT" ] && export LD_LIBRARY_PATH=$(dirname "$LT"):${LD_LIBRARY_PATH:-}
+cg() { python3 -m cusync_gen.cli "$@"; }
+bench() { ls "$P/$1"/build/*_bench | head -1; }
+build_all() {
+  for n in "$@"; do (cg build "$P/$n" --jobs "${JOBS:-4}" > "$LOG/build-$n.txt" 2>&1; echo "build $n exit $? at ${SECONDS}s") & done
+  wait
+}
+check_all() {
+  for n in "$@"; do
+    timeout 120 "$(bench "$n")" --check $CHECK > "$OUT/check-$n.jsonl" 2> "$LOG/check-$n.err"
+    echo "check $n exit $? ($(grep -c '"ok": true' "$OUT/check-$n.jsonl") ok of $(wc -l < "$OUT/check-$n.jsonl")) at ${SECONDS}s"
+    grep -v '"ok": true' "$OUT/check-$n.jsonl" | head -3; head -c 600 "$LOG/check-$n.err"
+  done
+}
