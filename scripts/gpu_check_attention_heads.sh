@@ -38,19 +38,8 @@ JOBS=3 build_all $NAMES
 CHECK="p:1x1+0 p:1x7+0 p:1x200+0 p:1x1000+4097 p:1x200+511 p:2x200+4097 p:3x200+0/511/4097 p:2x7+1/0 p:4x129+0/1/7/130
        g:1+0 g:3+1 g:7+127 g:2+4097 g:3+0/511/4097 g:64+16384"
 check_all $NAMES
-for tool in memcheck racecheck; do
-  timeout 90 compute-sanitizer --tool $tool --print-limit 10 "$(bench h80)" --check p:2x7+1/0 p:1x130+3 g:3+129 > "$LOG/san-$tool.log" 2>&1
-  echo "sanitizer $tool exit $?: $(grep -h 'ERROR SUMMARY' "$LOG/san-$tool.log" | tr '\n' ' ') at ${SECONDS}s"
-done
+sanitize h80 p:2x7+1/0 p:1x130+3 g:3+129
 TIME="p:1x512+0 p:1x2048+0 p:1x8192+0 p:4x1024+0 p:1x1024+3072 g:1+4096 g:8+4096 g:32+16384 g:64+4096"
-join() { echo "$*" | tr ' ' ','; }
-for spec in "h80 --hidden 2560 --heads 32 --kv-heads 8 --head-dim 80 --rotary --dtype fp16" \
-            "h96 --hidden 3072 --heads 32 --kv-heads 32 --head-dim 96 --rotary --dtype bf16"; do
-  n=${spec%% *}; args=${spec#* }
-  [ $SECONDS -lt 420 ] || { echo "skip time $n at ${SECONDS}s"; continue; }
-  timeout 100 "$(bench $n)" --time --repeats 30 $TIME > "$OUT/time-$n.jsonl" 2> "$LOG/time-$n.err"
-  echo "time $n exit $? at ${SECONDS}s"
-  timeout 90 python3 scripts/attention_torch.py --sm90 $args --repeats 30 --shapes "$(join $TIME)" \
-    > "$OUT/torch-$n.jsonl" 2> "$LOG/torch-$n.err"; echo "torch $n exit $? at ${SECONDS}s"; tail -c 300 "$LOG/torch-$n.err"
-done
+time_vs_torch "h80 --hidden 2560 --heads 32 --kv-heads 8 --head-dim 80 --rotary --dtype fp16" \
+            "h96 --hidden 3072 --heads 32 --kv-heads 32 --head-dim 96 --rotary --dtype bf16"
 cd "$OUT" && tar czf logs.tgz logs *.jsonl && rm -rf logs *.jsonl; ls

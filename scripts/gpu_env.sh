@@ -23,3 +23,23 @@ check_all() {
     grep -v '"ok": true' "$OUT/check-$n.jsonl" | head -3; head -c 600 "$LOG/check-$n.err"
   done
 }
+# compute-sanitizer memcheck and racecheck on one project's bench at small shapes: sanitize NAME SHAPE...
+sanitize() {
+  local n=$1; shift
+  for tool in memcheck racecheck; do
+    timeout 90 compute-sanitizer --tool $tool --print-limit 10 "$(bench "$n")" --check "$@" > "$LOG/san-$tool.log" 2>&1
+    echo "sanitizer $tool exit $?: $(grep -h 'ERROR SUMMARY' "$LOG/san-$tool.log" | tr '\n' ' ') at ${SECONDS}s"
+  done
+}
+# Our layer then its PyTorch peer at the shapes in $TIME: time_vs_torch "NAME attention_torch.py-args" ...
+time_vs_torch() {
+  local spec n args
+  for spec in "$@"; do
+    n=${spec%% *}; args=${spec#* }
+    [ $SECONDS -lt 420 ] || { echo "skip time $n at ${SECONDS}s"; continue; }
+    timeout 100 "$(bench "$n")" --time --repeats 30 $TIME > "$OUT/time-$n.jsonl" 2> "$LOG/time-$n.err"
+    echo "time $n exit $? at ${SECONDS}s"
+    timeout 90 python3 scripts/attention_torch.py --sm90 $args --repeats 30 --shapes "$(echo $TIME | tr ' ' ',')" \
+      > "$OUT/torch-$n.jsonl" 2> "$LOG/torch-$n.err"; echo "torch $n exit $? at ${SECONDS}s"; tail -c 300 "$LOG/torch-$n.err"
+  done
+}
