@@ -58,7 +58,7 @@ def sm90_main(args: argparse.Namespace) -> None:
         ang = torch.outer(pos, inv_freq)
         cos = torch.cat([ang.cos(), ang.cos()], -1).to(dt)[None, :, None, :]  # (1, s, 1, dh)
         sin = torch.cat([ang.sin(), ang.sin()], -1).to(dt)[None, :, None, :]
-        mask = causal_lower_right(s, keys) if s > 1 else None
+        mask = causal_lower_right(s, keys) if s > 1 and not args.non_causal else None
 
         def rotate_half(t: torch.Tensor) -> torch.Tensor:
             return torch.cat([-t[..., dh // 2:], t[..., :dh // 2]], -1)
@@ -122,6 +122,7 @@ def main() -> None:
     ap.add_argument("--kv-heads", type=int, default=1)
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--rotary", action="store_true")
+    ap.add_argument("--non-causal", action="store_true", help="the sm90 layer with causal: false (every key)")
     ap.add_argument("--rotary-base", type=float, default=10000.0)
     ap.add_argument("--dtype", choices=["fp16", "bf16"], default="fp16")
     ap.add_argument("--shapes", default="p:1x1024+0,g:32+4096")

@@ -2,8 +2,11 @@
 // one process (so the GPU is preheated once and the shapes run one after another under sustained clocks).
 //
 //   <name>_bench [--check] [--time] [--repeats N] [--preheat-ms MS] [--decode-simt] [--autotune | --no-autotune]
-//                [--autotune-rounds N] [--fmha-pingpong | --fmha-forward] SHAPE...
+//                [--autotune-rounds N] [--fmha-pingpong | --fmha-forward] [--decode-persistent] SHAPE...
 //   [--decode-simt | --decode-mma]: the CUDA-core or tensor-core decode kernel instead of the plan's choice
+//   --decode-persistent: the tensor-core decode on a persistent grid instead of one CTA per unit;
+//   --decode-split-major / --decode-sequence-major: its units with the same split of every sequence side by side,
+//   or each sequence's splits side by side
 //   --autotune: Layer::autotune() (each cuBLASLt GEMM's algorithm timed in the layer) at the first shape of
 //   each row count, every row count before the first shape is checked or timed; on by default with --time
 //   (--no-autotune: the heuristic's first algorithm). --fmha-pingpong: prompts on the FMHA's ping-pong schedule;
@@ -14,7 +17,8 @@
 // Checks (--check): the attention stage against an fp32 reference over the same q, K and V buffers, and
 // the whole layer against an fp32 chain (fp32 GEMMs, rotary and attention from the same fp16/bf16
 // inputs), both as ||out - ref|| / ||ref||; every output element written (outputs poisoned with NaN
-// first); bitwise equal run to run; bitwise equal when replayed from a CUDA graph.
+// first); bitwise equal run to run; bitwise equal when replayed from a CUDA graph; bitwise equal with the
+// tensor-core decode's other grid (persistent or one CTA per unit), unit order.
 // Times (--time): each stage and the layer, each captured in its own CUDA graph, median of --repeats
 // replays (CUDA events); then the layer's graph twice more, bitwise equal (the algorithms autotune chose
 // included). Prints one JSON line per shape (with the algorithms each GEMM ran: the candidate index in
@@ -224,6 +228,8 @@ struct Bench {
   int autotune_rounds = kLayerTuneRounds;
   bool fmha_pingpong = false;
   bool fmha_heaviest_first = true;
+  bool decode_persistent = false;
+  int decode_split_major = -1;  // -1: the layer's default
   std::set<int> tuned_rows, reported_rows;  // autotune once per row count (the GEMMs' shape)
   std::map<int, std::string> tuned_json;     // what it found, printed with the first shape of the row count
 
@@ -290,6 +296,9 @@ struct Bench {
       else if (a == "--fmha-pingpong") fmha_pingpong = true;
       else if (a == "--fmha-heaviest-first") fmha_heaviest_first = true;
       else if (a == "--fmha-forward") fmha_heaviest_first = false;
+      else if (a == "--decode-persistent") decode_persistent = true;
+      else if (a == "--decode-split-major") decode_split_major = 1;
+      else if (a == "--decode-sequence-major") decode_split_major = 0;
       else if (a == "--autotune-rounds" && i + 1 < argc) autotune_rounds = std::min(200, std::max(1, std::atoi(argv[++i])));
       else if (a == "--repeats" && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
       else if (a == "--preheat-ms" && i + 1 < argc) preheat_ms = std::atof(argv[++i]);
@@ -311,6 +320,8 @@ struct Bench {
     if (decode_simt >= 0) layer.decode_mma = decode_simt == 0;
     layer.fmha_pingpong = fmha_pingpong;
     layer.fmha_heaviest_first = fmha_heaviest_first;
+    layer.decode_persistent = decode_persistent;
+    if (decode_split_major >= 0) layer.decode_split_major = decode_split_major == 1;
     if (layer.initialize() != Status::kSuccess) {
       std::fprintf(stderr, "initialize failed\n");
       return 2;
@@ -364,7 +375,7 @@ struct Bench {
     b.ml_part = alloc<float>(int64_t(sa.batch) * hk * splits * L::kGroup * 2);
     BENCH_CUDA(cudaStreamSynchronize(stream));
 
-    std::string json = "{\"shape\": \"" + sa.text + "\", \"decode\": \"" + (layer.decode_mma || !L::kSimtDecode ? "mma" : "simt") +
+    std::string json = "{\"shape\": \"" + sa.text + "\", \"decode\": \"" + (layer.decode_mma || !L::kSimtDecode ? (std::string(layer.decode_persistent ? "mma_persistent" : "mma") + (layer.decode_split_major ? "_split_major" : "")) : "simt") +
                        "\", \"mode\": \"" + (sa.step ? "generation" : "prompt") +
                        "\", \"batch\": " + std::to_string(sa.batch) + ", \"tokens\": " + std::to_string(sa.tokens) +
                        ", \"cache\": " + std::to_string(sa.cache) + (sa.ragged ? ", \"ragged\": true" : "") + (sa.varlen ? ", \"varlen\": true" : "");
@@ -440,6 +451,14 @@ struct Bench {
       BENCH_CUDA(cudaGraphExecDestroy(g));
       auto y3 = host(static_cast<T const*>(b.y), int64_t(rows) * Config::kHidden);
       bool const graph = std::memcmp(y1.data(), y3.data(), y1.size() * sizeof(T)) == 0;
+      // The tensor-core decode's other grid and unit order compute every unit the same way: the same bits.
+      layer.decode_persistent = !layer.decode_persistent, layer.decode_split_major = !layer.decode_split_major;
+      BENCH_CUDA(cudaMemset(b.y, 0xff, int64_t(rows) * Config::kHidden * sizeof(T)));
+      layer.run(s, b, stream);
+      BENCH_CUDA(cudaStreamSynchronize(stream));
+      layer.decode_persistent = !layer.decode_persistent, layer.decode_split_major = !layer.decode_split_major;
+      auto y4 = host(static_cast<T const*>(b.y), int64_t(rows) * Config::kHidden);
+      bool const grid_equal = std::memcmp(y1.data(), y4.data(), y1.size() * sizeof(T)) == 0;
 
       // Attention stage alone: the reference over our q and caches (fp32 math on the same fp16/bf16 values).
       float* o_ref = alloc<float>(int64_t(rows) * kOCols);
@@ -479,12 +498,12 @@ struct Bench {
       double const layer_err = rel_err(y1, host(y32, int64_t(rows) * Config::kHidden), &bad_y);
       for (void* p : {(void*)o_ref, (void*)qkv32, (void*)q32, (void*)kc32, (void*)vc32, (void*)y32}) BENCH_CUDA(cudaFree(p));
       double const tol = std::is_same_v<T, cutlass::bfloat16_t> ? 2e-2 : 5e-3;
-      bool const ok = bitwise && graph && bad_o == 0 && bad_y == 0 && attn_err < tol && layer_err < tol;
+      bool const ok = bitwise && graph && grid_equal && bad_o == 0 && bad_y == 0 && attn_err < tol && layer_err < tol;
       failed += ok ? 0 : 1;
       std::snprintf(buf, sizeof(buf),
-                    ", \"attn_err\": %.3e, \"layer_err\": %.3e, \"unwritten\": %lld, \"bitwise\": %s, \"graph\": %s, \"ok\": %s",
+                    ", \"attn_err\": %.3e, \"layer_err\": %.3e, \"unwritten\": %lld, \"bitwise\": %s, \"graph\": %s, \"grid_equal\": %s, \"ok\": %s",
                     attn_err, layer_err, (long long)(bad_o + bad_y), bitwise ? "true" : "false", graph ? "true" : "false",
-                    ok ? "true" : "false");
+                    grid_equal ? "true" : "false", ok ? "true" : "false");
       json += buf;
     }
     if (do_time) {

@@ -275,12 +275,20 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t const (&a)[4],
   }
 }
 
-// One split = kSplit consecutive keys (the plan's decode_split, a multiple of kDecodeStageKeys) walked
-// through a kDecodeStages-deep cp.async ring of kDecodeStageKeys-key stages (K and V, 64 x 2 x dh x 2 B
-// = 32 KB at dh 128): the loads of stage j + kStages - 1 are issued before stage j is computed, so a
-// CTA keeps two stages in flight while it computes, and two CTAs fit on an SM (3 x 34 KB each).
+// One split = kSplit consecutive keys (the plan's decode_split, a multiple of kDecodeStageKeys) of one
+// (sequence, KV head): a work unit. Units are numbered u = (b x kv_heads + kvh) x splits + split
+// (split_major = false: a sequence's splits side by side) or u = split x batch x kv_heads + b x kv_heads +
+// kvh (true: the same split of every sequence side by side), and CTA c takes units c, c + gridDim.x, ...
+// (the default grid has a CTA per unit; a persistent grid has the CTAs that fit at once). A CTA walks the
+// stages of its units as one sequence through a kStages-deep cp.async ring of kDecodeStageKeys-key stages
+// (K and V, 64 x 2 x dh x 2 B = 32 KB at dh 128): the loads of stage n + kStages - 1 are issued before
+// stage n is computed, across unit boundaries, so kStages - 1 stages are in flight while it computes.
+// Two CTAs fit on an SM (3 x 34 KB each); every thread issues 16-byte cp.async (keys past the unit's end
+// zero-filled).
 // Each warp takes 16 keys of every stage and keeps its own online softmax state (row max, sum, output
-// fragments) across the split's stages; at the end the four warps' states are merged in warp order.
+// fragments) across the unit's stages; at the unit's end the four warps' states are merged in warp order
+// through the ring slot of the unit's last stage (free: the loads in flight fill the other slots). A
+// unit's arithmetic does not depend on which CTA runs it, the grid or the ring: bitwise the same results.
 constexpr int kDecodeStageKeys = 64;
 constexpr int kDecodeStages = 3;
 
@@ -294,190 +302,233 @@ struct DecodeMmaSmem {
   }
 };
 
+// This CTA's next unit with keys at or after unit u (units past a sequence's keys are skipped), or none.
+struct DecodeUnit {
+  int u = 0, b = 0, kvh = 0, split = 0, first = 0, valid = 0, stages = 0;
+  static constexpr int kNone = -1;
+
+  template <int kSplit>
+  __device__ __forceinline__ static DecodeUnit find(int u, int units, int splits, int kv_heads, bool split_major,
+                                                    int const* __restrict__ cache_len) {
+    DecodeUnit w;
+    int const heads = units / splits;  // batch x kv_heads
+    for (; u < units; u += int(gridDim.x)) {
+      w.split = split_major ? u / heads : u % splits;
+      int const bh = split_major ? u % heads : u / splits;
+      w.kvh = bh % kv_heads, w.b = bh / kv_heads;
+      int const keys = cache_len[w.b] + 1;
+      w.first = w.split * kSplit;
+      if (w.first < keys) {
+        w.u = u;
+        w.valid = min(kSplit, keys - w.first);
+        w.stages = (w.valid + kDecodeStageKeys - 1) / kDecodeStageKeys;
+        return w;
+      }
+    }
+    w.u = kNone;
+    return w;
+  }
+};
+
 template <class T, int kHeadDim, int kGroup, int kSplit>
 __global__ void __launch_bounds__(kDecodeThreads, 2)
 decode_split_mma(T const* __restrict__ q, T const* __restrict__ k_cache, T const* __restrict__ v_cache,
                  int const* __restrict__ cache_len, float* __restrict__ o_part, float* __restrict__ ml_part,
-                 int kv_heads, int capacity, int max_splits, float scale_log2) {
+                 int kv_heads, int capacity, int max_splits, int splits, int units, bool split_major, float scale_log2) {
   static_assert(kHeadDim % 16 == 0, "head_dim must be a multiple of 16 for the mma decode");
   static_assert(kGroup >= 1 && kGroup <= 16, "at most 16 query heads per KV head (one 16-row mma tile)");
   static_assert(kDecodeStageKeys == 4 * 16 && kDecodeThreads == 128, "four warps of 16 keys per stage");
   static_assert(kSplit % kDecodeStageKeys == 0 && kSplit > 0, "the decode split is whole ring stages");
+  constexpr int kStages = kDecodeStages;
   constexpr int kWarps = kDecodeThreads / 32, kRow = DecodeMmaSmem<kHeadDim>::kRow;
   constexpr int kStageElems = DecodeMmaSmem<kHeadDim>::kStageElems;
+  static_assert(kWarps * 16 * kHeadDim * sizeof(float) <= kStageElems * sizeof(T),
+                "the warps' partial outputs fit in one ring slot");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* ring = reinterpret_cast<T*>(smem_raw);                                      // kStages x (K, V) stages
-  float* sMax = reinterpret_cast<float*>(ring + kDecodeStages * kStageElems);    // (warps, 16)
+  float* sMax = reinterpret_cast<float*>(ring + kStages * kStageElems);          // (warps, 16)
   float* sSum = sMax + kWarps * 16;                                              // (warps, 16)
-  float* sO = reinterpret_cast<float*>(ring);  // (warps, 16, dh): over the ring once every stage is consumed
 
   wait_for_previous_kernel();
-  int const split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
-  int const keys = cache_len[b] + 1;
-  int const first = split * kSplit;
-  if (first >= keys) return;
-  int const valid = min(kSplit, keys - first);
-  int const stages = (valid + kDecodeStageKeys - 1) / kDecodeStageKeys;
   int const tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   int const gid = lane / 4, quad = (lane % 4) * 2;  // mma fragment row and column pair
 
-  // Stage j: keys [first + 64 j, +64) of (b, kvh) into ring slot j % kStages; keys past `valid` zero-filled.
+  // The load cursor runs kStages - 1 stages ahead of the compute cursor, across units.
+  DecodeUnit ld = DecodeUnit::find<kSplit>(int(blockIdx.x), units, splits, kv_heads, split_major, cache_len);
+  DecodeUnit cp = ld;
+  if (cp.u == DecodeUnit::kNone) return;
+  int ld_j = 0;  // the load cursor's next stage in its unit
+  // Stage j of unit w into ring slot `slot`: keys [first + 64 j, +64) of (b, kvh); keys past `valid` zero-filled.
   constexpr int kChunks = kHeadDim / 8;
-  auto load_stage = [&](int j) {
-    T* sK = ring + (j % kDecodeStages) * kStageElems;
+  auto load_next = [&](int slot) {
+    if (ld.u == DecodeUnit::kNone) return;
+    T* sK = ring + slot * kStageElems;
     T* sV = sK + kDecodeStageKeys * kRow;
     for (int c = tid; c < kDecodeStageKeys * kChunks; c += kDecodeThreads) {
       int const key = c / kChunks, col = (c % kChunks) * 8;
-      int const k = j * kDecodeStageKeys + key;
-      bool const ok = k < valid;
-      int64_t const off = ((int64_t(b) * capacity + first + (ok ? k : 0)) * kv_heads + kvh) * kHeadDim + col;
+      int const k = ld_j * kDecodeStageKeys + key;
+      bool const ok = k < ld.valid;
+      int64_t const off = ((int64_t(ld.b) * capacity + ld.first + (ok ? k : 0)) * kv_heads + ld.kvh) * kHeadDim + col;
       cp_async_16(sK + key * kRow + col, k_cache + off, ok);
       cp_async_16(sV + key * kRow + col, v_cache + off, ok);
     }
+    if (++ld_j == ld.stages) {
+      ld = DecodeUnit::find<kSplit>(ld.u + int(gridDim.x), units, splits, kv_heads, split_major, cache_len);
+      ld_j = 0;
+    }
   };
 #pragma unroll
-  for (int j = 0; j < kDecodeStages - 1; ++j) {
-    if (j < stages) load_stage(j);
+  for (int j = 0; j < kStages - 1; ++j) {
+    load_next(j);
     asm volatile("cp.async.commit_group;" ::: "memory");  // empty groups keep the count uniform
   }
 
-  // Q as A fragments for all of head_dim: rows gid and gid + 8 (query heads; zero past G).
   constexpr int kSteps = kHeadDim / 16;
-  uint32_t qa[kSteps][4];
-  T const* qrow = q + (int64_t(b) * kv_heads * kGroup + int64_t(kvh) * kGroup) * kHeadDim;
+  int n = 0;  // the CTA's stage sequence number: ring slot n % kStages
+  while (cp.u != DecodeUnit::kNone) {
+    // Q as A fragments for all of head_dim: rows gid and gid + 8 (query heads; zero past G).
+    uint32_t qa[kSteps][4];
+    T const* qrow = q + (int64_t(cp.b) * kv_heads * kGroup + int64_t(cp.kvh) * kGroup) * kHeadDim;
 #pragma unroll
-  for (int ks = 0; ks < kSteps; ++ks) {
+    for (int ks = 0; ks < kSteps; ++ks) {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {  // a0/a2: columns quad, a1/a3 rows + 8; half 1: columns + 8
-      int const col = ks * 16 + half * 8 + quad;
-      uint32_t lo = 0, hi = 0;
-      if (gid < kGroup) lo = *reinterpret_cast<uint32_t const*>(qrow + gid * kHeadDim + col);
-      if (gid + 8 < kGroup) hi = *reinterpret_cast<uint32_t const*>(qrow + (gid + 8) * kHeadDim + col);
-      qa[ks][half * 2 + 0] = lo;
-      qa[ks][half * 2 + 1] = hi;
-    }
-  }
-
-  // This warp's online softmax state: rows gid (h = 0) and gid + 8 (h = 1), log2 units.
-  float m[2] = {-INFINITY, -INFINITY}, sum[2] = {0.f, 0.f};
-  float o[kHeadDim / 8][4];
-#pragma unroll
-  for (int nd = 0; nd < kHeadDim / 8; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.f;
-  int const key0 = warp * 16;  // this warp's keys in every stage
-
-  for (int j = 0; j < stages; ++j) {
-    asm volatile("cp.async.wait_group %0;" ::"n"(kDecodeStages - 2) : "memory");  // stage j landed (this thread's part)
-    __syncthreads();  // every thread's part of stage j landed, and every warp is done with stage j - 1's slot
-    if (j + kDecodeStages - 1 < stages) load_stage(j + kDecodeStages - 1);  // into stage j - 1's slot
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    T const* sK = ring + (j % kDecodeStages) * kStageElems;
-    T const* sV = sK + kDecodeStageKeys * kRow;
-
-    // S = Q K^T for this warp's 16 keys: 2 n-tiles of 8 keys.
-    float s[2][4];
-#pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
-      T const* krow = sK + (key0 + t * 8 + gid) * kRow + quad;
-#pragma unroll
-      for (int ks = 0; ks < kSteps; ++ks) {
-        uint32_t const b0 = *reinterpret_cast<uint32_t const*>(krow + ks * 16);
-        uint32_t const b1 = *reinterpret_cast<uint32_t const*>(krow + ks * 16 + 8);
-        mma_16816<T>(s[t], qa[ks], b0, b1);
+      for (int half = 0; half < 2; ++half) {  // a0/a2: columns quad, a1/a3 rows + 8; half 1: columns + 8
+        int const col = ks * 16 + half * 8 + quad;
+        uint32_t lo = 0, hi = 0;
+        if (gid < kGroup) lo = *reinterpret_cast<uint32_t const*>(qrow + gid * kHeadDim + col);
+        if (gid + 8 < kGroup) hi = *reinterpret_cast<uint32_t const*>(qrow + (gid + 8) * kHeadDim + col);
+        qa[ks][half * 2 + 0] = lo;
+        qa[ks][half * 2 + 1] = hi;
       }
     }
-    // Scale, mask keys past the split's valid ones, and update the running max.
-    float mx[2] = {m[0], m[1]};
+
+    // This warp's online softmax state: rows gid (h = 0) and gid + 8 (h = 1), log2 units.
+    float m[2] = {-INFINITY, -INFINITY}, sum[2] = {0.f, 0.f};
+    float o[kHeadDim / 8][4];
 #pragma unroll
-    for (int t = 0; t < 2; ++t) {
+    for (int nd = 0; nd < kHeadDim / 8; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.f;
+    int const key0 = warp * 16;  // this warp's keys in every stage
+
+    for (int j = 0; j < cp.stages; ++j, ++n) {
+      asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 2) : "memory");  // stage n landed (this thread's part)
+      __syncthreads();  // every thread's part of stage n landed, and every warp is done with stage n - 1's slot
+      load_next((n + kStages - 1) % kStages);  // into stage n - 1's slot
+      asm volatile("cp.async.commit_group;" ::: "memory");
+      T const* sK = ring + (n % kStages) * kStageElems;
+      T const* sV = sK + kDecodeStageKeys * kRow;
+
+      // S = Q K^T for this warp's 16 keys: 2 n-tiles of 8 keys.
+      float s[2][4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int const key = j * kDecodeStageKeys + key0 + t * 8 + quad + (e & 1);
-        s[t][e] = key < valid ? s[t][e] * scale_log2 : -INFINITY;
-        mx[e >> 1] = fmaxf(mx[e >> 1], s[t][e]);
+      for (int t = 0; t < 2; ++t) {
+        s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
+        T const* krow = sK + (key0 + t * 8 + gid) * kRow + quad;
+#pragma unroll
+        for (int ks = 0; ks < kSteps; ++ks) {
+          uint32_t const b0 = *reinterpret_cast<uint32_t const*>(krow + ks * 16);
+          uint32_t const b1 = *reinterpret_cast<uint32_t const*>(krow + ks * 16 + 8);
+          mma_16816<T>(s[t], qa[ks], b0, b1);
+        }
+      }
+      // Scale, mask keys past the split's valid ones, and update the running max.
+      float mx[2] = {m[0], m[1]};
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int const key = j * kDecodeStageKeys + key0 + t * 8 + quad + (e & 1);
+          s[t][e] = key < cp.valid ? s[t][e] * scale_log2 : -INFINITY;
+          mx[e >> 1] = fmaxf(mx[e >> 1], s[t][e]);
+        }
+      }
+      float ref[2], alpha[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+        ref[h] = mx[h] == -INFINITY ? 0.f : mx[h];  // no live key yet: every p and alpha below is 0
+        alpha[h] = exp2f(m[h] - ref[h]);
+        m[h] = mx[h];
+        sum[h] *= alpha[h];
+      }
+#pragma unroll
+      for (int nd = 0; nd < kHeadDim / 8; ++nd) {
+        o[nd][0] *= alpha[0], o[nd][1] *= alpha[0], o[nd][2] *= alpha[1], o[nd][3] *= alpha[1];
+      }
+      uint32_t pa[4];  // P as the A fragment of one k-step: n-tile 0 (columns quad), n-tile 1 (columns + 8)
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        float p[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          p[e] = exp2f(s[t][e] - ref[e >> 1]);
+          sum[e >> 1] += p[e];
+        }
+        pa[t * 2 + 0] = pack2<T>(p[0], p[1]);
+        pa[t * 2 + 1] = pack2<T>(p[2], p[3]);
+      }
+      // O += P V over the warp's 16 keys; V's B fragments by ldmatrix.trans, two n-tiles (16 columns) at a time.
+#pragma unroll
+      for (int nd = 0; nd < kHeadDim / 8; nd += 2) {
+        T const* src = sV + (key0 + (lane & 15)) * kRow + nd * 8 + (lane >> 4) * 8;
+        unsigned const addr = unsigned(__cvta_generic_to_shared(src));
+        uint32_t b0, b1, b2, b3;
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3) : "r"(addr));
+        mma_16816<T>(o[nd], pa, b0, b1);
+        mma_16816<T>(o[nd + 1], pa, b2, b3);
       }
     }
-    float ref[2], alpha[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      ref[h] = mx[h] == -INFINITY ? 0.f : mx[h];  // no live key yet: every p and alpha below is 0
-      alpha[h] = exp2f(m[h] - ref[h]);
-      m[h] = mx[h];
-      sum[h] *= alpha[h];
+      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+    }
+    // The warps' partial outputs go over the slot of the unit's last stage (n - 1): every warp is done
+    // with it after this barrier, and the loads in flight fill the two other slots.
+    float* sO = reinterpret_cast<float*>(ring + ((n - 1) % kStages) * kStageElems);  // (warps, 16, dh)
+    __syncthreads();
+    if (quad == 0) {
+      sMax[warp * 16 + gid] = m[0], sMax[warp * 16 + gid + 8] = m[1];
+      sSum[warp * 16 + gid] = sum[0], sSum[warp * 16 + gid + 8] = sum[1];
     }
 #pragma unroll
     for (int nd = 0; nd < kHeadDim / 8; ++nd) {
-      o[nd][0] *= alpha[0], o[nd][1] *= alpha[0], o[nd][2] *= alpha[1], o[nd][3] *= alpha[1];
-    }
-    uint32_t pa[4];  // P as the A fragment of one k-step: n-tile 0 (columns quad), n-tile 1 (columns + 8)
-#pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      float p[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        p[e] = exp2f(s[t][e] - ref[e >> 1]);
-        sum[e >> 1] += p[e];
+      if (gid < kGroup) {
+        *reinterpret_cast<float2*>(sO + (warp * 16 + gid) * kHeadDim + nd * 8 + quad) = make_float2(o[nd][0], o[nd][1]);
       }
-      pa[t * 2 + 0] = pack2<T>(p[0], p[1]);
-      pa[t * 2 + 1] = pack2<T>(p[2], p[3]);
+      if (gid + 8 < kGroup) {
+        *reinterpret_cast<float2*>(sO + (warp * 16 + gid + 8) * kHeadDim + nd * 8 + quad) = make_float2(o[nd][2], o[nd][3]);
+      }
     }
-    // O += P V over the warp's 16 keys; V's B fragments by ldmatrix.trans, two n-tiles (16 columns) at a time.
+    __syncthreads();
+    // The warps' states merged in warp order (deterministic): the split's max M is finite (key `first` is
+    // warp 0's and live); a warp that saw no live key has m = -inf, weight 0 and o = 0.
+    int64_t const base = (int64_t(cp.b) * kv_heads + cp.kvh) * max_splits + cp.split;
+    for (int i = tid; i < kGroup * kHeadDim; i += kDecodeThreads) {
+      int const g = i / kHeadDim, d = i % kHeadDim;
+      float mm = sMax[g];
 #pragma unroll
-    for (int nd = 0; nd < kHeadDim / 8; nd += 2) {
-      T const* src = sV + (key0 + (lane & 15)) * kRow + nd * 8 + (lane >> 4) * 8;
-      unsigned const addr = unsigned(__cvta_generic_to_shared(src));
-      uint32_t b0, b1, b2, b3;
-      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                   : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3) : "r"(addr));
-      mma_16816<T>(o[nd], pa, b0, b1);
-      mma_16816<T>(o[nd + 1], pa, b2, b3);
+      for (int w = 1; w < kWarps; ++w) mm = fmaxf(mm, sMax[w * 16 + g]);
+      float acc = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) acc = fmaf(exp2f(sMax[w * 16 + g] - mm), sO[(w * 16 + g) * kHeadDim + d], acc);
+      o_part[(base * kGroup + g) * kHeadDim + d] = acc;
     }
+    if (tid < kGroup) {
+      float mm = sMax[tid], l = 0.f;
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w) mm = fmaxf(mm, sMax[w * 16 + tid]);
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) l = fmaf(exp2f(sMax[w * 16 + tid] - mm), sSum[w * 16 + tid], l);
+      ml_part[(base * kGroup + tid) * 2 + 0] = mm;
+      ml_part[(base * kGroup + tid) * 2 + 1] = l;
+    }
+    // The next unit's first stage waits at the loop's barrier, which also keeps sMax, sSum and this slot
+    // until every thread has read them (the slot is refilled only after that barrier).
+    cp = DecodeUnit::find<kSplit>(cp.u + int(gridDim.x), units, splits, kv_heads, split_major, cache_len);
   }
   asm volatile("cp.async.wait_group 0;" ::: "memory");  // only empty groups are left
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
-    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
-  }
-  __syncthreads();  // every warp is done with the ring: its partial outputs go over it
-  if (quad == 0) {
-    sMax[warp * 16 + gid] = m[0], sMax[warp * 16 + gid + 8] = m[1];
-    sSum[warp * 16 + gid] = sum[0], sSum[warp * 16 + gid + 8] = sum[1];
-  }
-#pragma unroll
-  for (int nd = 0; nd < kHeadDim / 8; ++nd) {
-    if (gid < kGroup) {
-      *reinterpret_cast<float2*>(sO + (warp * 16 + gid) * kHeadDim + nd * 8 + quad) = make_float2(o[nd][0], o[nd][1]);
-    }
-    if (gid + 8 < kGroup) {
-      *reinterpret_cast<float2*>(sO + (warp * 16 + gid + 8) * kHeadDim + nd * 8 + quad) = make_float2(o[nd][2], o[nd][3]);
-    }
-  }
-  __syncthreads();
-  // The warps' states merged in warp order (deterministic): the split's max M is finite (key `first` is
-  // warp 0's and live); a warp that saw no live key has m = -inf, weight 0 and o = 0.
-  int64_t const base = (int64_t(b) * kv_heads + kvh) * max_splits + split;
-  for (int i = tid; i < kGroup * kHeadDim; i += kDecodeThreads) {
-    int const g = i / kHeadDim, d = i % kHeadDim;
-    float mm = sMax[g];
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) mm = fmaxf(mm, sMax[w * 16 + g]);
-    float acc = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) acc = fmaf(exp2f(sMax[w * 16 + g] - mm), sO[(w * 16 + g) * kHeadDim + d], acc);
-    o_part[(base * kGroup + g) * kHeadDim + d] = acc;
-  }
-  if (tid < kGroup) {
-    float mm = sMax[tid], l = 0.f;
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) mm = fmaxf(mm, sMax[w * 16 + tid]);
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) l = fmaf(exp2f(sMax[w * 16 + tid] - mm), sSum[w * 16 + tid], l);
-    ml_part[(base * kGroup + tid) * 2 + 0] = mm;
-    ml_part[(base * kGroup + tid) * 2 + 1] = l;
-  }
 }
 
 // The splits of (b, head) in a fixed order: O = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s.

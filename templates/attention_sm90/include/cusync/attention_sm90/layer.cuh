@@ -177,7 +177,9 @@ struct Layer {
     }
     auto smem_mma = DecodeMmaSmem<kHeadDim>::template bytes<T>();
     if (cudaFuncSetAttribute(decode_split_mma<T, kHeadDim, kGroup, kDecodeSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(smem_mma)) != cudaSuccess) {
+                             int(smem_mma)) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&decode_blocks_per_sm_, decode_split_mma<T, kHeadDim, kGroup, kDecodeSplit>,
+                                                      kDecodeThreads, smem_mma) != cudaSuccess) {
       return Status::kCudaError;
     }
     if constexpr (kSimtDecode) {
@@ -244,6 +246,14 @@ struct Layer {
   // The decode split on tensor cores (decode_split_mma) or on CUDA cores (decode_split); the plan's
   // default: tensor cores when G > 1 query heads share a KV head.
   bool decode_mma = Config::kDecodeMma;
+  // The tensor-core decode with one CTA per unit (the default), or as a persistent grid (true: the CTAs that
+  // fit at once, each walking several units with its load ring running across them: measured 1-8% slower
+  // on an H200 at batch 8-64, docs/attention.md). The results are bitwise the same either way.
+  bool decode_persistent = false;
+  // The tensor-core decode's unit order: the same split of every (sequence, KV head) side by side (true), or
+  // each sequence's splits side by side (false). The results are bitwise the same either way.
+  bool decode_split_major = false;
+  int decode_blocks_per_sm_ = 0;
 
   // A generation step (one new token per sequence, per-sequence cache lengths) runs the split-KV decode;
   // a prompt (uniform cache) runs the FMHA. set_step_mode(false) runs a 1-token prompt through the FMHA.
@@ -333,17 +343,24 @@ struct Layer {
     int const stride = max_splits(b.capacity);  // the partial buffers' split stride
     bool const mma = decode_mma || !kSimtDecode;  // the CUDA-core kernel only where it exists
     int const split_keys = mma ? kDecodeSplit : kDecodeSimtSplit;
-    int const splits = (b.capacity + split_keys - 1) / split_keys;  // CTAs past a sequence's keys exit at once
+    int const splits = (b.capacity + split_keys - 1) / split_keys;  // units past a sequence's keys are skipped
     float const scale_log2 = float(1.4426950408889634 / std::sqrt(double(kHeadDim)));
-    auto kernel = decode_split_mma<T, kHeadDim, kGroup, kDecodeSplit>;
-    size_t smem = DecodeMmaSmem<kHeadDim>::template bytes<T>();
-    if constexpr (kSimtDecode) {
-      if (!mma) kernel = decode_split<T, kHeadDim, kGroup>, smem = DecodeSmem<kHeadDim, kGroup>::template bytes<T>();
+    cudaError_t e = cudaSuccess;
+    if (mma) {
+      int64_t const units = int64_t(splits) * kKvHeads * s.batch;
+      if (units > INT32_MAX) return Status::kInvalidArgument;
+      int64_t const resident = int64_t(decode_blocks_per_sm_ > 0 ? decode_blocks_per_sm_ : 1) * sm_count_;
+      int const grid = int(decode_persistent && resident > 0 && resident < units ? resident : units);
+      e = launch_pdl(decode_split_mma<T, kHeadDim, kGroup, kDecodeSplit>, dim3(unsigned(grid)), dim3(kDecodeThreads),
+                     DecodeMmaSmem<kHeadDim>::template bytes<T>(), stream, static_cast<T const*>(b.q),
+                     static_cast<T const*>(b.k_cache), static_cast<T const*>(b.v_cache), b.cache_len, b.o_part,
+                     b.ml_part, kKvHeads, b.capacity, stride, splits, int(units), decode_split_major, scale_log2);
+    } else if constexpr (kSimtDecode) {
+      e = launch_pdl(decode_split<T, kHeadDim, kGroup>, dim3(splits, kKvHeads, s.batch), dim3(kDecodeThreads),
+                     DecodeSmem<kHeadDim, kGroup>::template bytes<T>(), stream, static_cast<T const*>(b.q),
+                     static_cast<T const*>(b.k_cache), static_cast<T const*>(b.v_cache), b.cache_len, b.o_part,
+                     b.ml_part, kKvHeads, b.capacity, stride, scale_log2);
     }
-    cudaError_t e = launch_pdl(kernel, dim3(splits, kKvHeads, s.batch), dim3(kDecodeThreads), smem, stream,
-                               static_cast<T const*>(b.q), static_cast<T const*>(b.k_cache),
-                               static_cast<T const*>(b.v_cache), b.cache_len, b.o_part, b.ml_part, kKvHeads,
-                               b.capacity, stride, scale_log2);
     if (e != cudaSuccess) return Status::kCudaError;
     e = launch_pdl(decode_combine<T, kHeadDim, kGroup>, dim3(kHeads, s.batch), dim3(kHeadDim), 0, stream,
                    static_cast<float const*>(b.o_part), static_cast<float const*>(b.ml_part), b.cache_len,
