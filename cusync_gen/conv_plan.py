@@ -8,7 +8,7 @@ read producer rows first_row(p0) .. last_row(p1) (the halo: r - 1 dilated rows, 
 at the image border), all their columns and all channels. Those producer pixels are one contiguous range,
 so the tile waits for the producer's tile rows that hold it (RowSync semaphores: one per tile row of
 pixels, posted by each of its channel tiles). `sync: auto` picks exactly this; the runtime computes the same
-range (templates/conv/include/cusync/conv/conv.cuh, ConvWindow), and cusync_gen/verify_conv.py proves it
+range (templates/conv/include/cusync/conv/window.cuh, ConvWindow), and cusync_gen/verify_conv.py proves it
 covers every pixel each window reads.
 """
 
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cusync_gen.errors import UsageError
-from cusync_gen.plan import DEFAULT_SMS, TilePlan, occupancy, plan_head, tile_plan
-from cusync_gen.spec.archs import DEPENDENT_LAUNCH_TARGETS
+from cusync_gen.plan import DEFAULT_SMS, SMEM_PER_SM, TilePlan, occupancy, plan_head, tile_plan
+from cusync_gen.spec.archs import ARCHS, DEPENDENT_LAUNCH_TARGETS
 from cusync_gen.spec.model import (
     TARGETS,
     Arch,
@@ -36,6 +36,13 @@ INPUT = -1  # producer / residual index of the chain input
 # cusync/conv/chain.h): a synced tile pays a few microseconds per wave (its first poll, the close of the run),
 # which shorter tiles do not win back.
 OVERLAP_MIN_K_STEPS = 16
+#: The sm90 kernels (one tile per block) pay the overlap's waits and post in every tile: measured slower than
+#: back to back at every point (benchmarks/results/2026-12-04-h200-conv.md), so the rule never picks it there
+#: (kOverlapNever; autotune() still times it).
+OVERLAP_NEVER = 0
+#: Threads of an sm90 conv block: one producer warp group (TMA loads) and one consumer warp group (wgmma and
+#: the epilogue), cusync/conv/conv_sm90.cuh.
+SM90_CONV_THREADS = 256
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -65,6 +72,9 @@ class ConvStagePlan:
     #: Blocks one SM holds at once, from threads and shared memory (the library asks CUDA's occupancy
     #: calculator, which also counts registers: ConvChain::initialize).
     blocks_per_sm: int = 1
+    #: K-blocks never span filter taps (sm90: each TMA im2col load takes tile.k channels of one tap, the
+    #: last block of a tap zero-filled past c); sm80's iterators walk r * s * c as one K.
+    per_tap_k: bool = False
 
     @property
     def act_cpp(self) -> str:
@@ -77,7 +87,9 @@ class ConvStagePlan:
     @property
     def k_steps(self) -> int:
         """Main-loop iterations of one tile: GEMM K over the tile's K step (ConvStageInfo::k_steps)."""
-        return -(-self.gemm_k // self.tile.k)
+        if self.per_tap_k:
+            return self.r * self.s * _ceil_div(self.c, self.tile.k)
+        return _ceil_div(self.gemm_k, self.tile.k)
 
     def pixels(self, batch: int) -> int:
         return batch * self.p * self.q
@@ -152,7 +164,39 @@ class ConvPlan:
 
     @property
     def backend(self) -> str:
-        return "conv"
+        """The backend module of the plan's kernel family (backends/conv.py, backends/conv_sm90.py)."""
+        return "conv_sm90" if ARCHS[self.arch].warp_specialized else "conv"
+
+    @property
+    def overlap_min_k_steps(self) -> int:
+        """run()'s rule takes the overlap only for tiles of at least this many main-loop iterations (OVERLAP_NEVER:
+        never); ConvTables::overlap_min_k_steps."""
+        return OVERLAP_NEVER if ARCHS[self.arch].warp_specialized else OVERLAP_MIN_K_STEPS
+
+    @property
+    def overlap_min_k_steps_cpp(self) -> str:
+        return "cusync::conv::kOverlapNever" if self.overlap_min_k_steps == OVERLAP_NEVER else "cusync::conv::kOverlapMinKSteps"
+
+    @property
+    def overlap_rule_text(self) -> str:
+        if self.overlap_min_k_steps == OVERLAP_NEVER:
+            return "never: these kernels pay the overlap's waits and post in every tile"
+        return f"at least {self.overlap_min_k_steps} iterations"
+
+    @property
+    def kernel_text(self) -> str:
+        """What each conv is, as the project's README says it."""
+        if ARCHS[self.arch].warp_specialized:
+            return ("a CUTLASS 3.x implicit-GEMM kernel (sm90: TMA im2col loads,\n"
+                    "`wgmma`, a producer and a consumer warp group)")
+        return "a CUTLASS 2.x implicit-GEMM kernel (sm80 `mma.sync`,\nalso on Hopper)"
+
+    @property
+    def kernels(self) -> str:
+        """The kernel family, as validate names it."""
+        if ARCHS[self.arch].warp_specialized:
+            return "sm90 implicit-GEMM kernels (CUTLASS 3.x: TMA im2col loads, wgmma)"
+        return "sm80 implicit-GEMM kernels"
 
     @property
     def element(self) -> str:
@@ -187,10 +231,17 @@ class ConvPlan:
             return apart, f"rule: every producer fits in one wave ({name}: {tiles} tiles, {slots} blocks at once): {apart}"
         steps = min(st.k_steps for st in self.stages)
         head = f"rule: {name} has {tiles} tiles, more than one wave ({slots} blocks at once), "
-        if steps >= OVERLAP_MIN_K_STEPS:
+        if self.overlap_min_k_steps == OVERLAP_NEVER:
+            return apart, head + f"but these kernels pay the overlap's waits and post in every tile (one tile per block): {apart}"
+        if steps >= self.overlap_min_k_steps:
             return "overlap", head + f"and every stage's tiles take at least {steps} main-loop steps: overlap"
         return apart, head + (f"but some stage's tiles take {steps} main-loop steps (short tiles: the overlap's "
                               f"per-tile cost outweighs it): {apart}")
+
+    def _tile_text(self, t: TilePlan) -> str:
+        if ARCHS[self.arch].warp_specialized:
+            return "a producer and a consumer warp group, the pipeline filling shared memory: one block per SM"
+        return f"{t.threads // 32} warps, {t.stages} stages, {t.smem_bytes} B smem"
 
     def has_consumer(self, index: int) -> bool:
         return any(s.producer == index or s.residual == index for s in self.stages)
@@ -207,7 +258,7 @@ class ConvPlan:
         """The plan at one batch, as `validate` prints it: shapes, tiles, grids, and each wait explained."""
         self.check_batch(batch)
         h, w, c = self.input_shape
-        lines = [f"{self.name}: {len(self.stages)} conv stages, sm80 implicit-GEMM kernels for {self.target}, "
+        lines = [f"{self.name}: {len(self.stages)} conv stages, {self.kernels} for {self.target}, "
                  f"{self.dtype.value}, batch {batch} (at most {self.max_batch}); input [{batch}, {h}, {w}, {c}] NHWC"]
         for st in self.stages:
             t = st.tile
@@ -217,8 +268,8 @@ class ConvPlan:
                          f"[{batch}, {st.p}, {st.q}, {st.k}], {st.r}x{st.s} stride {st.stride} padding {st.pad} "
                          f"dilation {st.dilation}{extra}, {st.epilogue.value}")
             lines.append(f"    implicit GEMM M = {batch}*{st.p}*{st.q} = {st.pixels(batch)}, N = {st.k}, "
-                         f"K = {st.r}*{st.s}*{st.c} = {st.gemm_k}; tile {t.m}x{t.n}x{t.k} ({t.threads // 32} warps, "
-                         f"{t.stages} stages, {t.smem_bytes} B smem): grid {st.tiles_m(batch)} x {st.tiles_n}, "
+                         f"K = {st.r}*{st.s}*{st.c} = {st.gemm_k}; tile {t.m}x{t.n}x{t.k} ({self._tile_text(t)}): "
+                         f"grid {st.tiles_m(batch)} x {st.tiles_n}, "
                          "row-major (tile rows are runs of output pixels: the first image rows complete first)")
             if self.has_consumer(st.index):
                 lines.append(f"    posts: one semaphore per tile row of output pixels ({st.tiles_m(batch)}), "
@@ -263,13 +314,18 @@ def make_conv_plan(spec: ConvChainSpec, target: str | None = None) -> ConvPlan:
         h, w, c = shapes[producer]
         p = conv_output_size(h, st.r, st.stride, st.padding, st.dilation)
         q = conv_output_size(w, st.s, st.stride, st.padding, st.dilation)
-        tile = tile_plan(i, StageSpec(name=st.name, op=Op.GEMM, a="input", n=8, tile=st.tile), spec.target,
-                         base=f"stages[{i}].tile")
+        if ARCHS[spec.arch].warp_specialized:
+            tb = st.tile.threadblock
+            tile = TilePlan(tb[0], tb[1], tb[2], (0, 0, 0), (0, 0, 0), 0, SM90_CONV_THREADS, SMEM_PER_SM[spec.target])
+        else:
+            tile = tile_plan(i, StageSpec(name=st.name, op=Op.GEMM, a="input", n=8, tile=st.tile), spec.target,
+                             base=f"stages[{i}].tile")
         stages.append(ConvStagePlan(
             index=i, name=st.name, producer=producer,
             residual=None if st.residual is None else names[st.residual],
             h=h, w=w, c=c, k=st.k, r=st.r, s=st.s, p=p, q=q, pad=st.padding, stride=st.stride, dilation=st.dilation,
-            bias=st.bias, epilogue=st.epilogue, tile=tile, blocks_per_sm=occupancy(tile, spec.target)))
+            bias=st.bias, epilogue=st.epilogue, tile=tile, blocks_per_sm=occupancy(tile, spec.target),
+            per_tap_k=ARCHS[spec.arch].warp_specialized))
         names[st.name] = i
         shapes[i] = (p, q, st.k)
     return ConvPlan(

@@ -37,6 +37,7 @@ from cusync_gen.attention_plan import AttentionPlan, make_attention_plan
 from cusync_gen.plan import ChainPlan, make_plan
 from cusync_gen.spec.archs import ARCHS
 from cusync_gen.spec.loading import load_spec
+from cusync_gen.spec.messages import show
 from cusync_gen.spec.model import AttentionSpec, ChainSpec, ConvChainSpec
 
 class GeneratedDiffers(CusyncError):
@@ -245,10 +246,17 @@ _DIFF_LINES = 20  # lines of diff per file
 _DIFF_MAX_BYTES = 1 << 20  # of a changed file on disk, read for its diff
 
 
+def _label(path: Path) -> str:
+    """A user's path in a message line: as given, or quoted and escaped where it holds a newline or another
+    unprintable character (the message stays one line)."""
+    text = str(path)
+    return text if text.isprintable() else show(text)
+
+
 def _check_report(out_dir: Path, shown: Path, rendered: dict[str, str]) -> str | None:
     """A short report of how `out_dir` differs from `rendered`, or None when it does not."""
     if not out_dir.exists():
-        return f"{shown} does not exist: all {len(rendered)} files of the project are missing"
+        return f"{_label(shown)} does not exist: all {len(rendered)} files of the project are missing"
     old = read_old_project(out_dir)
     missing, changed = [], []
     unreadable: dict[str, str] = {}
@@ -269,7 +277,7 @@ def _check_report(out_dir: Path, shown: Path, rendered: dict[str, str]) -> str |
     stale = [rel for rel in extra if old is not None and rel in old.files and _generated_by_us(old, rel, out_dir / rel)]
     if not (missing or changed or stale):
         return None
-    lines = [f"{shown} differs from what the generator emits now: {len(missing)} missing, {len(changed)} changed, "
+    lines = [f"{_label(shown)} differs from what the generator emits now: {len(missing)} missing, {len(changed)} changed, "
              f"{len(stale)} no longer generated"]
     lines += [f"missing: {rel}" for rel in missing]
     lines += [f"changed: {rel}" + (f" ({unreadable[rel]})" if rel in unreadable else "") for rel in changed]
@@ -325,13 +333,13 @@ def _write(out_dir: Path, shown: Path, rendered: dict[str, str], force: bool,
         leftovers = fsio.recover(out_dir, _ours_in)
         old = read_old_project(out_dir)
         if old is None and not force and out_dir.is_dir() and any(out_dir.iterdir()):
-            raise UsageError(f"-o {shown} is not empty and holds no project of cusync-gen (no manifest.json of ours)",
+            raise UsageError(f"-o {_label(shown)} is not empty and holds no project of cusync-gen (no manifest.json of ours)",
                              hint="pick a new or empty folder, or pass --force to write the project into it "
                                   "(files of the same name are replaced, the others kept)")
         edited = _edited(out_dir, old, rendered) if old is not None and not force else []
         if edited:
             listed = ", ".join(edited[:5]) + (f" and {len(edited) - 5} more" if len(edited) > 5 else "")
-            raise UsageError(f"-o {shown}: {len(edited)} generated file(s) were edited since cusync-gen wrote them "
+            raise UsageError(f"-o {_label(shown)}: {len(edited)} generated file(s) were edited since cusync-gen wrote them "
                              f"and would be replaced: {listed}",
                              hint="move your changes into files of your own (generate keeps those), or pass --force "
                                   "to replace the edited files")
@@ -353,7 +361,7 @@ def _write(out_dir: Path, shown: Path, rendered: dict[str, str], force: bool,
         folder = fsio.swap_in(staging, out_dir, keep, replaced)
         leftovers += [folder] if folder is not None else []
     for folder in leftovers:
-        message = (f"warning: some entries of -o {shown} appeared or changed while generate wrote it, or conflict "
+        message = (f"warning: some entries of -o {_label(shown)} appeared or changed while generate wrote it, or conflict "
                    f"with generated files; nothing was deleted: they are kept in {folder}")
         if notify is not None:
             notify(message)
@@ -387,14 +395,14 @@ def generate(spec_path: Path, out_dir: Path, target: str | None = None, check: b
             if check:
                 report = _check_report(root, shown, rendered)
                 if report:
-                    raise GeneratedDiffers(report, hint=f"regenerate: cusync-gen generate {spec_path} -o {shown}")
+                    raise GeneratedDiffers(report, hint=f"regenerate: cusync-gen generate {spec_path} -o {_label(shown)}")
                 return shown
             _write(root, shown, rendered, force, notify)
         except OSError as err:
             raise fsio.write_error(err, shown, "-o") from err
     except KeyboardInterrupt:
         new = bool(rendered) and not check and _holds(shown, "manifest.json", rendered["manifest.json"])
-        raise fsio.Interrupted(f"interrupted: -o {shown} holds "
+        raise fsio.Interrupted(f"interrupted: -o {_label(shown)} holds "
                                + ("the complete new project" if new else "what it held before, unchanged"),
                                hint="run the same command again") from None
     return shown

@@ -2,7 +2,10 @@
 """The conv results table: our bench's RESULT lines (bench-<chain>.txt) and scripts/conv_torch.py's JSON lines
 (torch.jsonl), per chain and batch, then per layer, then the two geometric means. Standard library only.
 
-    python3 scripts/conv_results.py OUTDIR
+    python3 scripts/conv_results.py OUTDIR [SUFFIX]
+
+SUFFIX: our projects' name suffix (`_sm90`: bench-<chain>_sm90.txt, the sm90 kernels' versions of the
+examples), against the same PyTorch blocks.
 """
 
 from __future__ import annotations
@@ -22,15 +25,16 @@ def _geo(xs: list[float]) -> float:
 
 def main() -> None:
     out = Path(sys.argv[1])
+    suffix = sys.argv[2] if len(sys.argv) > 2 else ""
     ours: dict[tuple[str, int], dict] = {}
     for chain in LAYERS:
-        path = out / f"bench-{chain}.txt"
+        path = out / f"bench-{chain}{suffix}.txt"
         if not path.exists():
             continue
         for line in path.read_text().splitlines():
             if line.startswith("RESULT "):
                 row = json.loads(line[len("RESULT "):])
-                ours[(row["chain"], row["batch"])] = row
+                ours[(chain, row["batch"])] = row  # the PyTorch block's name (without the suffix)
     torch: dict[tuple[str, int], dict] = {}
     for name in ("torch.jsonl", "compile.jsonl"):
         if (out / name).exists():

@@ -18,6 +18,7 @@ EXAMPLES_ATTENTION = ("gpt3_attention", "llama_attention")
 EXAMPLES_ATTENTION_SM90 = ("gpt3_attention_sm90", "llama_attention_sm90", "llama3_attention_sm90")  # tests/test_attention_sm90.py
 EXAMPLES = EXAMPLES_GEMM + EXAMPLES_ATTENTION
 EXAMPLES_CONV = ("resnet_block", "vgg_block", "bottleneck_block")  # conv chains: tests/test_conv.py
+EXAMPLES_CONV_SM90 = ("resnet_block_sm90", "vgg_block_sm90", "bottleneck_block_sm90")  # their sm90 kernels
 
 
 def gpu_present() -> bool:

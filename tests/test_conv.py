@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import EXAMPLES_CONV, REPO
+from conftest import EXAMPLES_CONV, EXAMPLES_CONV_SM90, REPO
 from cusync_gen.conv_plan import ConvStagePlan, make_conv_plan
 from cusync_gen.errors import SpecError
 from cusync_gen.render import generate
@@ -42,12 +42,12 @@ def _small(**first: object) -> dict:
          "tile": {"threadblock": [128, 32, 32], "warp": [64, 32, 32]}}]}
 
 
-@pytest.mark.parametrize("name", EXAMPLES_CONV)
+@pytest.mark.parametrize("name", EXAMPLES_CONV + EXAMPLES_CONV_SM90)
 def test_examples_parse_and_prove(name: str) -> None:
     spec = load_spec(EXAMPLES_DIR / f"{name}.yaml")
     assert isinstance(spec, ConvChainSpec)
     plan = make_conv_plan(spec)
-    assert plan.backend == "conv" and plan.max_batch == 32
+    assert plan.backend == ("conv_sm90" if name.endswith("_sm90") else "conv") and plan.max_batch == 32
     for batch in (1, 3, 8, 32):
         proof = verify_conv(plan, batch)
         assert set(proof.tiles_checked) == {s.name for s in plan.stages[1:]}
@@ -121,7 +121,8 @@ def test_programmatic_launch_follows_the_target(tmp_path: Path) -> None:
     unit = (REPO / "generated" / "resnet_block" / "src" / "resnet_block.cu").read_text()
     assert "/*programmatic=*/true" in unit
     conv = (REPO / "generated" / "resnet_block" / "include" / "cusync" / "conv" / "conv.cuh").read_text()
-    assert "cudaLaunchAttributeProgrammaticStreamSerialization" in conv and "__all_sync" in conv
+    window = (REPO / "generated" / "resnet_block" / "include" / "cusync" / "conv" / "window.cuh").read_text()
+    assert "launch_stage_kernel(" in conv and "__all_sync" in window
     # Only the chained back to back (not synced) waits for the whole previous kernel before its work; the
     # synced stages wait for it at exit (end_tile_lean: only the grid's last block with kHookOneExitWait).
     assert conv.count("asm volatile(\"griddepcontrol.wait;\"") == 2
@@ -225,7 +226,7 @@ BAD = [
     (lambda d: d["stages"][0].update(r=16), "stages[0].r", "limit of 15"),
     (lambda d: d["stages"][1].update(h=8), "stages[1].h", "set h: 9"),
     (lambda d: d["stages"][1].update(n=2), "stages[1].n", "one batch"),
-    (lambda d: d.update(arch="sm90"), "arch", "set arch: sm80"),
+    (lambda d: d.update(arch="sm90", target="sm_80"), "target", "set target: sm_90"),
     (lambda d: d["stages"][1].update(op="gemm", n=8), "stages[0].op", "cannot be mixed with 'gemm'"),
     (lambda d: d["stages"][0].update(r=11, padding=0, dilation=1), "stages[0].r", "does not fit"),
     (lambda d: d["stages"][0].update(n=4096, h=8192, w=8192), "stages[0].n", "2^30"),
@@ -237,6 +238,47 @@ BAD = [
     (lambda d: d["stages"][1].update(order="banded"), "stages[1].order", "row_major"),
     (lambda d: d["stages"][0].update(unknown=1), "stages[0].unknown", "unknown key"),
 ]
+
+
+def _sm90(tile0: list | None = None, **extra: object) -> dict:
+    """The small chain on the sm90 kernels (tiles are their threadblock alone)."""
+    data = _small()
+    data["arch"] = "sm90"
+    data["stages"][0]["tile"] = {"threadblock": tile0 or [64, 64, 64], **extra}
+    data["stages"][1]["tile"] = {"threadblock": [128, 64, 64]}
+    return data
+
+
+BAD_SM90 = [
+    (lambda: _sm90([256, 64, 64]), "stages[0].tile.threadblock", "64 or 128 output pixels"),
+    (lambda: _sm90([128, 256, 64]), "stages[0].tile.threadblock", "[128, 128, 64]"),
+    (lambda: _sm90([64, 192, 64]), "stages[0].tile.threadblock", "64, 128 or 256 channels"),
+    (lambda: _sm90([64, 64, 32]), "stages[0].tile.threadblock", "64 channels per K-block"),
+    (lambda: _sm90(warp=[32, 32, 64]), "stages[0].tile.warp", "remove warp"),
+    (lambda: _sm90(stages=4), "stages[0].tile.stages", "remove stages"),
+    (lambda: _sm90(schedule="pingpong"), "stages[0].tile.schedule", "remove schedule"),
+    (lambda: {**_sm90(), "target": "sm_86"}, "target", "set target: sm_90"),
+]
+
+
+@pytest.mark.parametrize(("make", "field", "text"), BAD_SM90)
+def test_sm90_spec_errors_name_the_field_and_the_fix(make, field: str, text: str) -> None:  # noqa: ANN001
+    with pytest.raises(SpecError) as err:
+        parse_spec(make())
+    assert err.value.field == field, err.value.message
+    assert text in err.value.message + " " + err.value.hint
+    assert err.value.hint
+
+
+def test_sm90_plan_counts_k_blocks_per_filter_tap_and_one_block_per_sm() -> None:
+    plan = make_conv_plan(parse_spec(_sm90()))
+    assert plan.backend == "conv_sm90" and plan.programmatic
+    c1, c2 = plan.stages
+    assert (c1.tile.m, c1.tile.n, c1.tile.k, c1.blocks_per_sm) == (64, 64, 64, 1)
+    assert c1.k_steps == 3 * 3 * 1 and c2.k_steps == 3 * 3 * 1  # c = 16 and 24: one K-block of 64 per tap
+    for batch in (1, 2, 4):
+        verify_conv(plan, batch)
+    assert "sm90 implicit-GEMM kernels" in plan.describe(1)
 
 
 @pytest.mark.parametrize(("mutate", "field", "text"), BAD)
@@ -261,7 +303,7 @@ def test_defaults() -> None:
     assert st.tile.threadblock == (128, 64, 32) and st.tile.warp == (64, 32, 32) and st.tile.stages == 3
 
 
-@pytest.mark.parametrize("name", EXAMPLES_CONV)
+@pytest.mark.parametrize("name", EXAMPLES_CONV + EXAMPLES_CONV_SM90)
 def test_goldens_match_the_generator(name: str) -> None:
     generate(EXAMPLES_DIR / f"{name}.yaml", REPO / "generated" / name, check=True)
 
@@ -426,24 +468,27 @@ def test_the_library_rule_is_the_planned_one(tmp_path: Path) -> None:
     if nvcc is None:
         pytest.skip("nvcc not found")
     cases, expected = [], []
-    specs = [EXAMPLES_DIR / f"{n}.yaml" for n in EXAMPLES_CONV] + [DATA / "conv_mix.yaml", DATA / "conv_mix_bf16.yaml"]
+    specs = [EXAMPLES_DIR / f"{n}.yaml" for n in EXAMPLES_CONV + EXAMPLES_CONV_SM90] + [DATA / "conv_mix.yaml",
+                                                                                        DATA / "conv_mix_sm90.yaml"]
     for path, target in itertools.product(specs, ("sm_90", "sm_80")):
+        if target == "sm_80" and "sm90" in path.name:
+            continue  # the sm90 kernels build for sm_90 only
         plan = make_conv_plan(load_spec(path), target=target)
         for batch, sms in itertools.product(sorted({1, 2, 3, 5, 8, 17, 32, plan.max_batch}), (1, 8, 132)):
             if batch > plan.max_batch:
                 continue
             producers = [(st.tiles_m(batch) * st.tiles_n, sms * st.blocks_per_sm, st.name)
                          for st in plan.stages if plan.has_consumer(st.index)]
-            cases.append((producers, min(st.k_steps for st in plan.stages), plan.programmatic))
+            cases.append((producers, min(st.k_steps for st in plan.stages), plan.overlap_min_k_steps, plan.programmatic))
             expected.append("%s|%s" % plan.run_mode(batch, sms))
     lines = []
-    for producers, steps, programmatic in cases:
+    for producers, steps, overlap_steps, programmatic in cases:
         tiles = ", ".join(str(t) for t, _, _ in producers) or "0"
         slots = ", ".join(str(s) for _, s, _ in producers) or "0"
         names = ", ".join(f'"{n}"' for _, _, n in producers) or '""'
         lines.append(f"  {{ long long t[] = {{{tiles}}}; long long s[] = {{{slots}}}; char const* n[] = {{{names}}};\n"
                      f"    int64_t t64[16], s64[16]; for (int i = 0; i < {len(producers)}; ++i) {{ t64[i] = t[i]; s64[i] = s[i]; }}\n"
-                     f"    cusync::conv::ConvMode const m = cusync::conv::default_conv_mode({len(producers)}, t64, s64, n, {steps}, "
+                     f"    cusync::conv::ConvMode const m = cusync::conv::default_conv_mode({len(producers)}, t64, s64, n, {steps}, {overlap_steps}, "
                      f"{'true' if programmatic else 'false'}, reason, sizeof(reason));\n"
                      '    std::printf("%s|%s\\n", cusync::conv::to_string(m), reason); }')
     src = tmp_path / "rule.cu"
@@ -501,20 +546,27 @@ def test_the_bounded_kernel_blocks_follow_shared_memory() -> None:
     assert "kMinBlocks = kSmemBlocks < 1 ? 1 : kSmemBlocks > 3 ? 3 : kSmemBlocks;" in conv
 
 
+def _ptxas_report(example: str, tmp_path: Path, cutlass_dir: Path) -> str:
+    """ptxas's report (-Xptxas -v, stderr) for the example's conv2 unit, built for sm_90a as its project does."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    generate(EXAMPLES_DIR / f"{example}.yaml", tmp_path / "p")
+    out = subprocess.run([nvcc, "-std=c++17", "-arch=sm_90a", "--expt-relaxed-constexpr", "-DNDEBUG", "-O3",
+                          "-I", str(tmp_path / "p" / "include"), "-I", str(tmp_path / "p" / "src"),
+                          "-I", str(cutlass_dir / "include"), "-I", str(cutlass_dir / "tools" / "util" / "include"),
+                          "-Xptxas", "-v", "-c", "-o", str(tmp_path / "u.o"), str(tmp_path / "p" / "src" / "stage_conv2.cu")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stderr
+
+
 @pytest.mark.nvcc
 def test_the_bounded_kernel_fits_three_blocks(tmp_path: Path, cutlass_dir: Path) -> None:
     """ptxas's report for resnet_block's conv2 unit: the bounded kernel uses at most 168 registers (3 blocks of 128
     threads in 64K registers), the plain one more (2 blocks)."""
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not found")
-    generate(EXAMPLES_DIR / "resnet_block.yaml", tmp_path / "p")
-    out = subprocess.run([nvcc, "-std=c++17", "-arch=sm_90a", "--expt-relaxed-constexpr", "-DNDEBUG", "-O3",
-                          "-I", str(tmp_path / "p" / "include"), "-I", str(tmp_path / "p" / "src"),
-                          "-I", str(cutlass_dir / "include"), "-Xptxas", "-v", "-c", "-o", str(tmp_path / "u.o"),
-                          str(tmp_path / "p" / "src" / "stage_conv2.cu")], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-3000:]
-    regs = [int(r) for r in re.findall(r"Used (\d+) registers", out.stderr)]
+    stderr = _ptxas_report("resnet_block", tmp_path, cutlass_dir)
+    regs = [int(r) for r in re.findall(r"Used (\d+) registers", stderr)]
     kernels = [r for r in regs if r > 64]  # the two conv kernels (the helpers use few)
     assert len(kernels) == 2 and min(kernels) <= 168 < max(kernels), regs
 
@@ -531,3 +583,15 @@ def test_k_steps_in_the_stage_table() -> None:
             row = re.search(r'\{"%s", [^}]*\}' % st.name, header).group(0)
             assert row.endswith(f", {steps}}}"), row
             assert (steps == 1) == ((name, st.name) in {("bottleneck_block", "conv3")})
+
+
+@pytest.mark.nvcc
+def test_the_sm90_conv_unit_compiles_without_calls_or_spills(tmp_path: Path, cutlass_dir: Path) -> None:
+    """resnet_block_sm90's conv2 unit (the residual's TMA loads, the window waits in the load warp, the posting
+    epilogue) builds for sm_90a; ptxas reports no stack frame and no spills: the waits are inlined (a call in a
+    warp-specialized kernel costs its math warps registers) and the accumulators fit one warp group."""
+    stderr = _ptxas_report("resnet_block_sm90", tmp_path, cutlass_dir)
+    kernel = re.search(r"Compiling entry function '(\w*synced_conv_sm90_kernel\w*)'.*?Used (\d+) registers", stderr, re.S)
+    assert kernel is not None, stderr[-3000:]
+    report = stderr[kernel.start():kernel.end()]
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report

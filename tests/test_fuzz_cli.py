@@ -26,6 +26,7 @@ from conftest import REPO
 from test_write_safety import snapshot
 from cusync_gen import build, cli, render
 from cusync_gen.errors import CusyncError
+from cusync_gen.spec.model import canonical_target
 from cusync_gen.spec import MAX_M, load_spec
 # The harness, the input strategies and the bounds are test_fuzz.py's (one home for both fuzz files).
 from test_fuzz import (EXAMPLES, EXAMPLES_DIR, SUBPROCESS_BOUND_S, TEXTS, assert_clean_error,  # noqa: E402
@@ -189,7 +190,8 @@ def check_cli_outcome(args: list[str], cwd: Path, code: int, out: str, err: str)
     elif command == "generate" and "--check" not in args:
         spec = args[1]
         spec_path = cwd / spec if (cwd / spec).is_file() else EXAMPLES_DIR / f"{spec}.yaml"
-        assert_valid_project(spec_path, cwd / _option(args, "-o"), _option(args, "--target"))
+        target = _option(args, "--target")  # the CLI takes any spelling (sm80, sm_80, 80); the planner TARGETS'
+        assert_valid_project(spec_path, cwd / _option(args, "-o"), canonical_target(target) if target else None)
 
 
 @pytest.fixture(scope="module")

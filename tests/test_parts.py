@@ -18,7 +18,7 @@ from cusync_gen.spec import load_spec
 TEMPLATES = REPO / "templates"
 #: An example of each backend, whose plan the part files are rendered with.
 EXAMPLE = {"sm80": "gpt3_mlp", "sm90": "gpt3_mlp_sm90", "attention": "gpt3_attention", "conv": "resnet_block",
-           "attention_sm90": "llama_attention_sm90"}
+           "attention_sm90": "llama_attention_sm90", "conv_sm90": "resnet_block_sm90"}
 IMPORT = re.compile(r"\{%-?\s*import parts\.(\w+) as (\w+)")
 
 

@@ -19,7 +19,7 @@ from cusync_gen.spec.model import AttentionSpec
 NAME = "attention_sm90"
 #: What the sm90 cuBLASLt GEMM needs of the runtime and of the sm90 backend's headers.
 RUNTIME = ("status.h", "ptx.cuh", "sync_error.h", "semaphore.cuh", "policy.h", "tile_order.h", "stage.cuh")
-SM90_HEADERS = ("dispatch.h", "ticket_scheduler.cuh", "waiting_mainloop.cuh", "gated_epilogue.cuh",
+SM90_HEADERS = ("dispatch.h", "ticket_scheduler.cuh", "collective_hooks.cuh", "waiting_mainloop.cuh", "gated_epilogue.cuh",
                 "posting_epilogue.cuh", "gemm.cuh", "cublaslt_context.h", "cublaslt.cuh", "autotune.h")
 #: What manifest.json says of the project's kind ("build" and "run" read it).
 MANIFEST = {"kind": "attention_sm90"}

@@ -1,5 +1,6 @@
 """The conv backend: chains of implicit-GEMM convolutions (`op: conv` stages) on CUTLASS 2.x sm80 kernels,
-from templates/conv/ (docs/conv.md)."""
+from templates/conv/ (docs/conv.md). Its sm90 twin (backends/conv_sm90.py) shares the chain runtime and
+the project's files but the stage units and their kernel header."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from cusync_gen.backends.base import (OutputFile, bench_runtime_files, config_fi
                                       runtime_files)
 from cusync_gen.backends.protocol import Support, TorchRoles
 from cusync_gen.conv_plan import ConvPlan
-from cusync_gen.spec.archs import ARCHS
+from cusync_gen.spec.archs import SM80 as FACTS
+from cusync_gen.spec.archs import ArchFacts
 from cusync_gen.spec.model import ConvChainSpec
 from cusync_gen.verify_conv import verify_conv_plan
 
@@ -16,11 +18,20 @@ RUNTIME = ("status.h", "ptx.cuh", "sync_error.h", "semaphore.cuh", "policy.h", "
            "chain_kernels.cuh")
 #: What manifest.json says of the project's kind.
 MANIFEST = {"kind": "conv"}
-HEADERS = ("conv.cuh", "chain.h", "chain.cuh", "launch.cuh")
+HEADERS = ("window.cuh", "conv.cuh", "chain.h", "chain.cuh", "launch.cuh")
+#: The template of a stage's translation unit.
+STAGE_TEMPLATE = "conv/src/stage_conv.cu.j2"
 
 
 def files(plan: ConvPlan) -> list[OutputFile]:
-    """Every file of a conv project, in a fixed order (stage = index into plan.stages)."""
+    """Every file of an sm80 conv project."""
+    return project_files(plan, HEADERS, STAGE_TEMPLATE)
+
+
+def project_files(plan: ConvPlan, headers: tuple[str, ...], stage_template: str,
+                  extra: tuple[OutputFile, ...] = ()) -> list[OutputFile]:
+    """Every file of a conv project, in a fixed order (stage = index into plan.stages): `headers` of
+    include/cusync/conv/, each stage's unit from `stage_template`, and the backend's `extra` runtime files."""
     name = plan.name
     return [
         OutputFile("CMakeLists.txt", "conv/CMakeLists.txt.j2", True),
@@ -29,10 +40,11 @@ def files(plan: ConvPlan) -> list[OutputFile]:
         OutputFile("README.md", "conv/README.md.j2", True),
         OutputFile(f"include/{name}.h", "conv/include/chain.h.j2", True, field="name"),
         *runtime_files(RUNTIME),
-        *(OutputFile(f"include/cusync/conv/{h}", f"conv/include/cusync/conv/{h}", False) for h in HEADERS),
+        *extra,
+        *(OutputFile(f"include/cusync/conv/{h}", f"conv/include/cusync/conv/{h}", False) for h in headers),
         OutputFile(f"src/{name}_stages.h", "conv/src/stages.h.j2", True, field="name"),
         OutputFile(f"src/{name}.cu", "conv/src/chain.cu.j2", True, field="name"),
-        *(OutputFile(f"src/stage_{s.name}.cu", "conv/src/stage_conv.cu.j2", True, i, field=f"stages[{i}].name")
+        *(OutputFile(f"src/stage_{s.name}.cu", stage_template, True, i, field=f"stages[{i}].name")
           for i, s in enumerate(plan.stages)),
         OutputFile(f"bench/{name}_bench.cu", "conv/bench/bench.cu.j2", True, field="name"),
         OutputFile("bench/conv_reference.cuh", "conv/bench/conv_reference.cuh", False),
@@ -56,8 +68,8 @@ def prove(plan: ConvPlan) -> None:
     verify_conv_plan(plan)
 
 
-#: Conv chains run CUTLASS's sm80 implicit-GEMM kernels (on Ampere and on Hopper): the sm80 facts.
-FACTS = next(f for f in ARCHS.values() if f.hosts_conv)
+#: Conv chains of arch: sm80 run CUTLASS's sm80 implicit-GEMM kernels (on Ampere and on Hopper): the sm80 facts
+#: (imported above as FACTS).
 #: tune and the torch op work on GEMM chains only.
 TUNE_TILES: tuple[tuple[int, int, int], ...] = ()
 TUNE_ORDERS: tuple[str, ...] = ()
@@ -65,10 +77,18 @@ TORCH = TorchRoles()
 
 
 def supports(spec: object) -> Support:
+    return supports_arch(spec, FACTS)
+
+
+def supports_arch(spec: object, facts: ArchFacts) -> Support:
+    """Whether a conv backend for `facts`' kernels emits `spec`."""
     if not isinstance(spec, ConvChainSpec):
-        return Support(False, "the conv backend emits chains of op: conv stages; a GEMM chain has the sm80 or sm90 "
+        return Support(False, "the conv backends emit chains of op: conv stages; a GEMM chain has the sm80 or sm90 "
                        "backend")
-    return Support(True, f"a chain of {len(spec.stages)} implicit-GEMM convolutions for {spec.target}")
+    if spec.arch is not facts.arch:
+        return Support(False, f"this conv backend builds arch: {facts.arch.value} kernels; the spec has arch: "
+                       f"{spec.arch.value}")
+    return Support(True, f"a chain of {len(spec.stages)} {facts.arch.value} implicit-GEMM convolutions for {spec.target}")
 
 
 def tune_pipeline(threadblock: tuple[int, int, int]) -> int | None:

@@ -13,7 +13,7 @@ from cusync_gen.spec.model import Mode, Op
 NAME = "sm90"
 RUNTIME: tuple[str, ...] = ()
 #: include/cusync/sm90/: the CUTLASS 3.x pieces, cuBLASLt, the run() modes and this backend's run().
-HEADERS = ("dispatch.h", "autotune.h", "ticket_scheduler.cuh", "waiting_mainloop.cuh", "gated_epilogue.cuh", "posting_epilogue.cuh", "gemm.cuh",
+HEADERS = ("dispatch.h", "autotune.h", "ticket_scheduler.cuh", "collective_hooks.cuh", "waiting_mainloop.cuh", "gated_epilogue.cuh", "posting_epilogue.cuh", "gemm.cuh",
            "cublaslt_context.h", "cublaslt.cuh", "chain.h", "chain.cuh")
 PARTS = {
     "api": "sm90/include/chain_api.h.j2",        # project/include/chain.h.j2: run() and the rest of the API

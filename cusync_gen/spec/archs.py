@@ -75,7 +75,8 @@ class ArchFacts:
     hosts_attention: bool
     #: The fused attention layer (CUTLASS's Hopper FMHA, split-KV decode) runs on this arch (backends/attention_sm90.py).
     hosts_fused_attention: bool
-    #: Conv chains (op: conv) run on this arch's kernels (CUTLASS 2.x implicit GEMM).
+    #: Conv chains (op: conv) run on this arch's kernels (sm80: CUTLASS 2.x implicit GEMM; sm90: CUTLASS 3.x
+    #: implicit GEMM with TMA im2col loads and wgmma, cusync/conv/conv_sm90.cuh).
     hosts_conv: bool
     #: Optimizations that do not apply, with why.
     inapplicable_optimizations: tuple[tuple[str, str], ...]
@@ -105,7 +106,7 @@ SM90 = ArchFacts(
     tile_m=(128, 256), tile_n=(64, 128, 192, 256), tile_k=(64,), schedules=tuple(s.value for s in Schedule),
     pingpong_tile_m=(128,), pingpong_tile_n=(64, 128),
     dependent_launch=True, run_modes=True, tile_configs=True, dispatch=True, gated_epilogue=True,
-    column_banded=True, hosts_attention=False, hosts_fused_attention=True, hosts_conv=False, inapplicable_optimizations=_WAIT_KERNEL_ONLY,
+    column_banded=True, hosts_attention=False, hosts_fused_attention=True, hosts_conv=True, inapplicable_optimizations=_WAIT_KERNEL_ONLY,
 )
 
 #: The one table from an architecture to its facts.

@@ -131,8 +131,9 @@ def _parse_conv(data: dict[str, Any], source: str) -> ConvChainSpec:
         spec = ConvChainSpec.model_validate(data)
     except ValidationError as exc:
         raise with_source(from_validation_error(exc, ConvChainSpec), source) from None
-    stages = [s.model_copy(update={"tile": default_sm80_tile(s.tile)}) for s in spec.stages]
-    spec = spec.model_copy(update={"stages": stages})
+    if not ARCHS[spec.arch].warp_specialized:  # sm90 conv tiles are their threadblock alone
+        stages = [s.model_copy(update={"tile": default_sm80_tile(s.tile)}) for s in spec.stages]
+        spec = spec.model_copy(update={"stages": stages})
     try:
         check_conv_rules(spec)
     except SpecError as exc:

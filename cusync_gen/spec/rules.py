@@ -30,12 +30,14 @@ from cusync_gen.spec.model import (
     BLayout,
     ChainSpec,
     ConvChainSpec,
+    ConvStageSpec,
     Epilogue,
     Op,
     Order,
     Policy,
     Schedule,
     StageSpec,
+    TileSpec,
     consumers_of,
     default_warp,
     edge_policy,
@@ -198,9 +200,13 @@ _MAX_CONV_PIXELS = 1 << 30
 def check_conv_rules(spec: ConvChainSpec) -> None:
     """A conv chain's cross-field rules (docs/conv.md), each naming the field to change."""
     _check_chain_name(spec.name)
-    if not ARCHS[spec.arch].hosts_conv:
-        raise SpecError("arch", "conv stages are built on the sm80 backend (CUTLASS 2.x implicit-GEMM kernels, which "
-                        "run on Hopper too)", "set arch: sm80 (and target: sm_90 to build for H100/H200)")
+    facts = ARCHS[spec.arch]
+    if not facts.hosts_conv:
+        raise SpecError("arch", f"conv stages have no {facts.arch.value} kernels", "set arch: sm80 or sm90")
+    if spec.target not in facts.targets:
+        raise SpecError("target", f"the {facts.arch.value} conv kernels (TMA im2col loads, wgmma) build only for "
+                        f"{', '.join(facts.targets)}, not {spec.target}",
+                        f"set target: {facts.targets[0]}, or arch: sm80 for {spec.target}")
     seen: dict[str, int] = {}
     shapes: dict[str, tuple[int, int, int]] = {}  # tensor name -> (h, w, channels)
     first = spec.stages[0]
@@ -269,25 +275,59 @@ def check_conv_rules(spec: ConvChainSpec) -> None:
         if stage.order is not Order.ROW_MAJOR:
             raise SpecError(f"{field}.order", "a conv stage's tiles run row-major over (n, p) then q, so the first "
                             "image rows complete first", "write order: row_major (or omit it)")
-        tile = stage.tile
-        if tile.schedule is not None:  # (a cluster never reaches here: loading refuses it on sm80 tiles)
-            raise SpecError(f"{field}.tile.schedule", "schedule is a Hopper kernel setting; conv stages use sm80 "
-                            "kernels", "remove schedule")
-        _check_gemm_tile(i, StageSpec(name=stage.name, op=Op.GEMM, a="input", n=ALIGNMENT, tile=tile))
-        bm, bn, bk = tile.threadblock
-        if bk not in (32, 64):
-            raise SpecError(f"{field}.tile.threadblock", f"threadblock K={bk}: the conv mainloop takes 32 or 64 "
-                            "channels per step", f"use [{bm}, {bn}, 32]")
-        warps = (bm // tile.warp[0]) * (bn // tile.warp[1])
-        if warps not in (2, 4, 8):
-            raise SpecError(f"{field}.tile.warp", f"{warps} warps per thread block; CUTLASS's conv tiles use 2, 4 or 8",
-                            "pick a warp shape that splits the threadblock into 4 warps, e.g. half of it in M and N")
-        smem = tile.stages * (bm * bk + bk * bn) * 2
-        if smem > _SMEM_LIMIT:
-            raise SpecError(f"{field}.tile.stages", f"{tile.stages} stages of a {bm}x{bn}x{bk} tile need {smem} bytes of "
-                            f"shared memory, above {_SMEM_LIMIT}", "use fewer stages or a smaller tile")
+        if facts.warp_specialized:
+            _check_sm90_conv_tile(field, stage.tile)
+        else:
+            _check_sm80_conv_tile(i, field, stage)
         seen[stage.name] = i
         shapes[stage.name] = (p, q, stage.k)
+
+
+#: sm90 conv tiles (cusync/conv/conv_sm90.cuh): one consumer warp group computes the whole tile (wgmma M of
+#: 64 per instruction, its fp32 accumulators in at most 128 registers a thread), K-blocks of 64 channels (one
+#: 128-byte swizzle atom).
+_SM90_CONV_TILE_M = (64, 128)
+_SM90_CONV_TILE_N = (64, 128, 256)
+_SM90_CONV_TILE_K = 64
+_SM90_CONV_ACCUMULATORS = 128 * 128
+
+
+def _check_sm90_conv_tile(field: str, tile: TileSpec) -> None:
+    for key in ("warp", "instruction", "stages", "schedule"):
+        if getattr(tile, key) is not None:
+            raise SpecError(f"{field}.tile.{key}", f"{key} is an sm80 or GEMM setting; an sm90 conv tile is its "
+                            "threadblock alone (CUTLASS sizes the pipeline to fill shared memory)", f"remove {key}")
+    bm, bn, bk = tile.threadblock
+    if bm not in _SM90_CONV_TILE_M:
+        raise SpecError(f"{field}.tile.threadblock", f"threadblock M={bm}: an sm90 conv tile holds 64 or 128 output "
+                        "pixels (one warp group of wgmma)", f"use [128, {bn}, 64] or [64, {bn}, 64]")
+    if bn not in _SM90_CONV_TILE_N or bm * bn > _SM90_CONV_ACCUMULATORS:
+        raise SpecError(f"{field}.tile.threadblock", f"threadblock {_fmt(tile.threadblock)}: an sm90 conv tile is "
+                        "64 or 128 pixels by 64, 128 or 256 channels, at most 128x128 (or 64x256: one warp "
+                        "group's fp32 accumulators)", f"use [{bm}, {min(bn, _SM90_CONV_ACCUMULATORS // bm, 128)}, 64]")
+    if bk != _SM90_CONV_TILE_K:
+        raise SpecError(f"{field}.tile.threadblock", f"threadblock K={bk}: the sm90 conv mainloop takes 64 channels "
+                        "per K-block", f"use [{bm}, {bn}, 64]")
+
+
+def _check_sm80_conv_tile(i: int, field: str, stage: ConvStageSpec) -> None:
+    tile = stage.tile
+    if tile.schedule is not None:  # (a cluster never reaches here: loading refuses it on sm80 tiles)
+        raise SpecError(f"{field}.tile.schedule", "schedule is a Hopper kernel setting; the sm80 conv stages "
+                        "do not have one", "remove schedule (or set arch: sm90)")
+    _check_gemm_tile(i, StageSpec(name=stage.name, op=Op.GEMM, a="input", n=ALIGNMENT, tile=tile))
+    bm, bn, bk = tile.threadblock
+    if bk not in (32, 64):
+        raise SpecError(f"{field}.tile.threadblock", f"threadblock K={bk}: the conv mainloop takes 32 or 64 "
+                        "channels per step", f"use [{bm}, {bn}, 32]")
+    warps = (bm // tile.warp[0]) * (bn // tile.warp[1])
+    if warps not in (2, 4, 8):
+        raise SpecError(f"{field}.tile.warp", f"{warps} warps per thread block; CUTLASS's conv tiles use 2, 4 or 8",
+                        "pick a warp shape that splits the threadblock into 4 warps, e.g. half of it in M and N")
+    smem = tile.stages * (bm * bk + bk * bn) * 2
+    if smem > _SMEM_LIMIT:
+        raise SpecError(f"{field}.tile.stages", f"{tile.stages} stages of a {bm}x{bn}x{bk} tile need {smem} bytes of "
+                        f"shared memory, above {_SMEM_LIMIT}", "use fewer stages or a smaller tile")
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 // conv1: input [batch, 56, 56, 256] -> [batch, 56, 56, 64], 1x1 filters, stride 1, padding 0, dilation 1, + bias, relu.
 // Implicit GEMM: M = batch * 56 * 56 output pixels, N = 64, K = 1 * 1 * 256 = 256; tiles of 128 pixels x 64 channels.
 // Posts: after its epilogue, one post to the semaphore of its tile row (RowSync).
+#include "cusync/conv/conv.cuh"
 #include "cusync/conv/launch.cuh"
 #include "bottleneck_block_stages.h"
 

@@ -3,7 +3,8 @@
 // conv3: conv2 [batch, 56, 56, 64] -> [batch, 56, 56, 256], 1x1 filters, stride 1, padding 0, dilation 1, + bias, + input, relu.
 // Implicit GEMM: M = batch * 56 * 56 output pixels, N = 256, K = 1 * 1 * 64 = 64; tiles of 128 pixels x 64 channels.
 // Waits: before its first load, a tile waits for the conv2 tile rows holding the input rows its windows read
-// (its own output rows * 1 - 0 .. + 0, clamped to the image; ConvWindow in cusync/conv/conv.cuh).
+// (its own output rows * 1 - 0 .. + 0, clamped to the image; ConvWindow in cusync/conv/window.cuh).
+#include "cusync/conv/conv.cuh"
 #include "cusync/conv/launch.cuh"
 #include "bottleneck_block_stages.h"
 

@@ -20,7 +20,9 @@ constexpr cusync::conv::ConvOccupancyFn kOccupancy[kNumStages] = {
     detail::occupancy_conv2,
 };
 // programmatic: built for sm_90, whose kernels trigger the next stage's programmatic launch (one-stream overlap on sm_90 devices).
-constexpr cusync::conv::ConvTables kTables{kNumStages, kStages, kLaunch, kPrepare, kOccupancy, 2, /*programmatic=*/true};
+// overlap_min_k_steps: run()'s rule takes the overlap only for tiles this long (at least 16 iterations).
+constexpr cusync::conv::ConvTables kTables{kNumStages, kStages, kLaunch, kPrepare, kOccupancy, 2, /*programmatic=*/true,
+                                           /*overlap_min_k_steps=*/cusync::conv::kOverlapMinKSteps};
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 // conv1: input [batch, 56, 56, 64] -> [batch, 56, 56, 64], 3x3 filters, stride 1, padding 1, dilation 1, + bias, relu.
 // Implicit GEMM: M = batch * 56 * 56 output pixels, N = 64, K = 3 * 3 * 64 = 576; tiles of 128 pixels x 64 channels.
 // Posts: after its epilogue, one post to the semaphore of its tile row (RowSync).
+#include "cusync/conv/conv.cuh"
 #include "cusync/conv/launch.cuh"
 #include "resnet_block_stages.h"
 

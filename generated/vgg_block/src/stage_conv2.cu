@@ -3,8 +3,9 @@
 // conv2: conv1 [batch, 56, 56, 256] -> [batch, 56, 56, 256], 3x3 filters, stride 1, padding 1, dilation 1, + bias, relu.
 // Implicit GEMM: M = batch * 56 * 56 output pixels, N = 256, K = 3 * 3 * 256 = 2304; tiles of 128 pixels x 128 channels.
 // Waits: before its first load, a tile waits for the conv1 tile rows holding the input rows its windows read
-// (its own output rows * 1 - 1 .. + 2, clamped to the image; ConvWindow in cusync/conv/conv.cuh).
+// (its own output rows * 1 - 1 .. + 2, clamped to the image; ConvWindow in cusync/conv/window.cuh).
 // Posts: after its epilogue, one post to the semaphore of its tile row (RowSync).
+#include "cusync/conv/conv.cuh"
 #include "cusync/conv/launch.cuh"
 #include "vgg_block_stages.h"
 

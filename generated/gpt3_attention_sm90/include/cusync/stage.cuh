@@ -14,6 +14,7 @@
 #include "cusync/policy.h"
 #include "cusync/ptx.cuh"
 #include "cusync/semaphore.cuh"
+#include "cusync/status.h"
 #include "cusync/sync_error.h"
 #include "cusync/tile_order.h"
 
@@ -247,6 +248,25 @@ __device__ __forceinline__ void end_tile(StageSync const& sync, TileCoord tile) 
   // keeps "the last kernel of a run ended" meaning "the whole run ended" for stream order after it.
   if (sync.wait_primary_at_exit) asm volatile("griddepcontrol.wait;" : : : "memory");
 #endif
+}
+
+// Launches kernel(params) on `stream` with `grid` x `block` threads and `smem` bytes of dynamic shared memory,
+// as a programmatic dependent launch of the kernel before it on the stream where `programmatic` (sm90: it may
+// start while that kernel still runs; its hooks order it after what it reads).
+template <typename Params>
+inline Status launch_stage_kernel(void (*kernel)(Params), dim3 grid, dim3 block, size_t smem, bool programmatic,
+                                  cudaStream_t stream, Params const& params) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = programmatic ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, params) == cudaSuccess ? Status::kSuccess : Status::kCudaError;
 }
 
 // The paper's name for a stage's synchronization view.

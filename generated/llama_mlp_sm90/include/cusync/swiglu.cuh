@@ -112,17 +112,8 @@ __global__ void __launch_bounds__(Stage::kThreads) swiglu_kernel(__grid_constant
 
 template <typename Element, int kBlockM, int kBlockN>
 Status SwiGluStage<Element, kBlockM, kBlockN>::launch(Params const& params, bool programmatic, cudaStream_t stream) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(unsigned(params.sync.tiles_m * params.sync.tiles_n));
-  config.blockDim = dim3(kThreads);
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = programmatic ? 1 : 0;
-  cudaError_t const err = cudaLaunchKernelEx(&config, swiglu_kernel<SwiGluStage>, params);
-  return err == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+  return launch_stage_kernel(swiglu_kernel<SwiGluStage>, dim3(unsigned(params.sync.tiles_m * params.sync.tiles_n)),
+                             dim3(kThreads), 0, programmatic, stream, params);
 }
 
 }  // namespace cusync

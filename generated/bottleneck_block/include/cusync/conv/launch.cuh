@@ -1,8 +1,10 @@
-// cusync conv backend: one launch of one conv stage, what ConvChain hands to a stage unit's launch_<stage>().
+// cusync conv backend: one launch of one conv stage, what ConvChain hands to a stage unit's launch_<stage>(),
+// for either kernel family (SyncedConv, cusync/conv/conv.cuh; SyncedConvSm90, cusync/conv/conv_sm90.cuh: the
+// stage unit includes its own first).
 #pragma once
 
 #include "cusync/conv/chain.h"
-#include "cusync/conv/conv.cuh"
+#include "cusync/conv/window.cuh"
 #include "cusync/stage.cuh"
 
 namespace cusync::conv {

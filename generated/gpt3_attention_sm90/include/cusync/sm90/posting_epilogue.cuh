@@ -24,12 +24,15 @@
 #include "cutlass/cutlass.h"
 #include "cute/tensor.hpp"
 
+#include "cusync/sm90/collective_hooks.cuh"
 #include "cusync/stage.cuh"
 
 namespace cusync::sm90 {
 
+// params.hooks: this stage's StageSync.
 template <class Base>
-struct PostingEpilogue : Base {
+struct PostingEpilogue : WithHooks<Base, StageSync> {
+  using Hooked = WithHooks<Base, StageSync>;
   using typename Base::LoadPipeline;
   using typename Base::LoadPipelineState;
   using typename Base::StorePipeline;
@@ -38,24 +41,11 @@ struct PostingEpilogue : Base {
   // TMA stores (CUTLASS's TMA epilogue) or every math thread's own stores (an adapted register epilogue).
   static constexpr bool kTmaStores = !std::is_void_v<typename Base::GmemTiledCopyD>;
 
-  struct Arguments : Base::Arguments {
-    StageSync sync{};
-  };
-  struct Params : Base::Params {
-    StageSync sync{};
-  };
-
-  template <class ProblemShape>
-  static constexpr Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args,
-                                                  void* workspace) {
-    Params params;
-    static_cast<typename Base::Params&>(params) = Base::to_underlying_arguments(problem_shape, args, workspace);
-    params.sync = args.sync;
-    return params;
-  }
+  using typename Hooked::Arguments;
+  using typename Hooked::Params;
 
   CUTLASS_HOST_DEVICE PostingEpilogue(Params const& params, TensorStorage& storage)
-      : Base(params, storage), sync_(params.sync) {}
+      : Hooked(params, storage), sync_(params.hooks) {}
 
   template <class ProblemShapeMNKL, class TileShapeMNK, class TileCoordMNKL, class AccEngine, class AccLayout,
             class TiledMma>

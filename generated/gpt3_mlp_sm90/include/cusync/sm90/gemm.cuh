@@ -358,10 +358,10 @@ struct SyncedGemm {
       cache.valid = true;
     }
     Params params = cache.params;
-    params.mainloop.wait.input = sync.input;
-    params.mainloop.wait.producer_tiles_m =
+    params.mainloop.hooks.input = sync.input;
+    params.mainloop.hooks.producer_tiles_m =
         sync.input.policy.tile_m > 0 ? (p.m + sync.input.policy.tile_m - 1) / sync.input.policy.tile_m : 0;
-    params.epilogue.sync = sync;
+    params.epilogue.hooks = sync;
     TileQueue& queue = params.scheduler.queue;
     queue.next = &sync.state->queue_next[sync.stage];
     queue.exited = &sync.state->queue_exited[sync.stage];
@@ -378,7 +378,7 @@ struct SyncedGemm {
     queue.wait_primary_at_exit = sync.wait_primary_at_exit;
     queue.ring_offset = kRingOffset;
     queue.trace = sync.trace;
-    params.mainloop.wait.queue = queue;  // the load warp takes the tickets after each tile's loads
+    params.mainloop.hooks.queue = queue;  // the load warp takes the tickets after each tile's loads
     // One CTA per SM (the mainloop takes the shared memory): a persistent grid, never more than a wave.
     int const tiles = sync.tiles_m * sync.tiles_n;
     dim3 const grid(unsigned(tiles < sm_count ? tiles : sm_count), 1, 1);

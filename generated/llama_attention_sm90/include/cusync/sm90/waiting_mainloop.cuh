@@ -16,6 +16,7 @@
 #include "cutlass/cutlass.h"
 #include "cute/tensor.hpp"
 
+#include "cusync/sm90/collective_hooks.cuh"
 #include "cusync/sm90/ticket_scheduler.cuh"
 #include "cusync/stage.cuh"
 
@@ -27,35 +28,23 @@ struct MainloopWait {
   TileQueue queue{};              // the scheduler's tile queue: this warp publishes its tickets (publish_next)
 };
 
+// params.hooks: this stage's MainloopWait.
 template <class Base>
-struct WaitingMainloop : Base {
+struct WaitingMainloop : WithHooks<Base, MainloopWait> {
+  using Hooked = WithHooks<Base, MainloopWait>;
   using typename Base::MainloopPipeline;
   using typename Base::PipelineState;
   using typename Base::TensorStorage;
   using typename Base::TileShape;
-
-  struct Arguments : Base::Arguments {
-    MainloopWait wait{};
-  };
-  struct Params : Base::Params {
-    MainloopWait wait{};
-  };
-
-  template <class ProblemShape>
-  static constexpr Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args,
-                                                  void* workspace) {
-    Params params;
-    static_cast<typename Base::Params&>(params) = Base::to_underlying_arguments(problem_shape, args, workspace);
-    params.wait = args.wait;
-    return params;
-  }
+  using typename Hooked::Arguments;
+  using typename Hooked::Params;
 
   template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
   CUTLASS_DEVICE void load(Params const& params, MainloopPipeline pipeline, PipelineState smem_pipe_write,
                            cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
                            KTileIterator k_tile_iter, int k_tile_count, int thread_idx,
                            uint32_t block_rank_in_cluster, TensorStorage& shared_tensors) {
-    InputWait const& input = params.wait.input;
+    InputWait const& input = params.hooks.input;
     if (!input.enabled) {
       Base::load(params, pipeline, smem_pipe_write, load_inputs, blk_coord, k_tile_iter, k_tile_count, thread_idx,
                  block_rank_in_cluster, shared_tensors);
@@ -65,7 +54,7 @@ struct WaitingMainloop : Base {
     }
     // This tile's loads are issued: the ticket of the load warp's next sequence number (the kernel calls
     // load() once per tile, for every sequence number in order).
-    TicketTileScheduler::publish_next(params.wait.queue, ++tiles_loaded_);
+    TicketTileScheduler::publish_next(params.hooks.queue, ++tiles_loaded_);
   }
 
  private:
@@ -74,7 +63,7 @@ struct WaitingMainloop : Base {
                                    cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
                                    KTileIterator k_tile_iter, int k_tile_count, int thread_idx,
                                    uint32_t block_rank_in_cluster, TensorStorage& shared_tensors) {
-    InputWait const& input = params.wait.input;
+    InputWait const& input = params.hooks.input;
     constexpr int kBlockM = cute::size<0>(TileShape{});
     constexpr int kBlockK = cute::size<2>(TileShape{});
     // The epoch is fixed for the whole kernel (the run's last sink tile bumps it after every wait of the
@@ -84,7 +73,7 @@ struct WaitingMainloop : Base {
       have_epoch_ = true;
     }
     int32_t const tile_m = int32_t(cute::get<0>(blk_coord));
-    WaitRange const range{tile_m * kBlockM, (tile_m + 1) * kBlockM, params.wait.producer_tiles_m,
+    WaitRange const range{tile_m * kBlockM, (tile_m + 1) * kBlockM, params.hooks.producer_tiles_m,
                           TileCoord{tile_m, int32_t(cute::get<1>(blk_coord))}};
     // K-blocks per piece: all of K for RowSync (one semaphore covers the row), one producer tile column
     // for TileSync (the plan checks that the producer's tile N is a multiple of BLK_K).

@@ -242,7 +242,8 @@ ConvMode ConvChain::mode(int batch) const {
   }
   int min_k_steps = INT_MAX;
   for (int s = 0; s < t_->num_stages; ++s) min_k_steps = std::min(min_k_steps, t_->stages[s].k_steps);
-  return default_conv_mode(count, tiles, slots, names, min_k_steps, programmatic(), mode_reason_, int(sizeof(mode_reason_)));
+  return default_conv_mode(count, tiles, slots, names, min_k_steps, t_->overlap_min_k_steps, programmatic(), mode_reason_,
+                           int(sizeof(mode_reason_)));
 }
 
 char const* ConvChain::mode_reason(int batch) const {

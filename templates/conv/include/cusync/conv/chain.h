@@ -50,6 +50,9 @@ struct ConvTables {
   // The kernels were built for a target with programmatic dependent launch (sm_90: every block triggers the
   // next stage's launch at entry), so the overlap may run on one stream where the device has it too.
   bool programmatic;
+  // run()'s rule takes the overlap only for tiles of at least this many main-loop iterations (kOverlapMinKSteps,
+  // or kOverlapNever: see default_conv_mode).
+  int overlap_min_k_steps;
 };
 
 // How run() computes the chain at a batch (mode() picks; set_mode() overrides).
@@ -71,19 +74,24 @@ inline char const* to_string(ConvMode mode) {
 }
 
 // The overlap's per-tile cost (a synced tile's first poll and the close of the run, a few microseconds per
-// wave) outweighs what it hides unless every stage's tiles are long: at least this many main-loop iterations.
+// wave) outweighs what it hides unless every stage's tiles are long: at least this many main-loop iterations
+// (the sm80 kernels). kOverlapNever: the rule never picks the overlap (the sm90 kernels, one tile per block:
+// slower than back to back at every measured point; autotune() still times it).
 constexpr int kOverlapMinKSteps = 16;
+constexpr int kOverlapNever = 0;
 
 // run()'s rule (ConvChain::mode without set_mode or autotune), for the chain's producers (the stages some stage
 // reads): tiles[i] tiles of producer names[i] at this batch, slots[i] of its blocks on the GPU at once;
 // min_k_steps: the fewest main-loop iterations of any stage's tiles. The overlap where some producer has more
-// tiles than one wave and every stage's tiles take at least kOverlapMinKSteps iterations; else back to back,
+// tiles than one wave and every stage's tiles take at least overlap_min_k_steps iterations (the kernels'
+// ConvTables::overlap_min_k_steps; kOverlapNever: never); else back to back,
 // chained with programmatic dependent launch where `programmatic`: where every producer's tiles run at once they
 // end together, so no consumer tile can start early and the overlap could only add its fixed cost, and short
 // tiles pay that cost in every wave. Writes why into `reason`.
 // cusync_gen/conv_plan.py (ConvPlan.run_mode) mirrors it, reason text included (tests/test_conv.py).
 inline ConvMode default_conv_mode(int count, int64_t const* tiles, int64_t const* slots, char const* const* names,
-                                  int min_k_steps, bool programmatic, char* reason, int reason_size) {
+                                  int min_k_steps, int overlap_min_k_steps, bool programmatic, char* reason,
+                                  int reason_size) {
   int widest = -1;  // the producer with the most waves (the first of equals)
   for (int i = 0; i < count; ++i) {
     if (widest < 0 || tiles[i] * slots[widest] > tiles[widest] * slots[i]) widest = i;
@@ -93,10 +101,15 @@ inline ConvMode default_conv_mode(int count, int64_t const* tiles, int64_t const
     return ConvMode::kSequential;
   }
   bool const waves = tiles[widest] > slots[widest];
-  bool const overlap = waves && min_k_steps >= kOverlapMinKSteps;
+  bool const never = overlap_min_k_steps == kOverlapNever;
+  bool const overlap = waves && !never && min_k_steps >= overlap_min_k_steps;
   ConvMode const mode = overlap ? ConvMode::kOverlap : programmatic ? ConvMode::kChained : ConvMode::kSequential;
   if (!waves) {
     std::snprintf(reason, size_t(reason_size), "rule: every producer fits in one wave (%s: %lld tiles, %lld blocks at once): %s",
+                  names[widest], (long long)tiles[widest], (long long)slots[widest], to_string(mode));
+  } else if (never) {
+    std::snprintf(reason, size_t(reason_size), "rule: %s has %lld tiles, more than one wave (%lld blocks at once), but "
+                  "these kernels pay the overlap's waits and post in every tile (one tile per block): %s",
                   names[widest], (long long)tiles[widest], (long long)slots[widest], to_string(mode));
   } else {
     std::snprintf(reason, size_t(reason_size), "rule: %s has %lld tiles, more than one wave (%lld blocks at once), %s %d main-loop steps%s: %s",

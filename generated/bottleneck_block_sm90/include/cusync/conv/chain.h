@@ -1,0 +1,272 @@
+// cusync conv backend: ConvChain, a chain of implicit-GEMM convolutions synchronized tile by tile.
+//
+// Declarations only, with no device code, so that a project's public header can hold the class. The
+// project emits the constexpr stage table (src/<name>_stages.h) and one launch function per stage.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include <cuda_runtime.h>
+
+#include "cusync/status.h"
+#include "cusync/sync_error.h"
+
+namespace cusync::conv {
+
+constexpr int kMaxConvStages = 16;  // kMaxStages of cusync/stage.cuh
+constexpr int kNoResidual = -2;     // ConvStageInfo::residual: no residual add
+constexpr int kChainInput = -1;     // ConvStageInfo::producer / residual: the chain input
+
+// One convolution of the chain, as the plan derived it (cusync_gen/conv_plan.py).
+struct ConvStageInfo {
+  char const* name;
+  int producer;   // kChainInput or an earlier stage: the tensor the window reads
+  int residual;   // kNoResidual, kChainInput or an earlier stage: added before the activation
+  int h, w, c;    // input image
+  int k, r, s;    // filters
+  int p, q;       // output image
+  int pad, stride, dilation;
+  int tile_m, tile_n;  // output pixels x output channels per thread block
+  bool bias;
+  int k_steps;         // main-loop iterations of a tile: GEMM K (r * s * c) over the tile's K step
+};
+
+struct ConvLaunch;
+using ConvLaunchFn = Status (*)(ConvLaunch const&, cudaStream_t);
+using ConvPrepareFn = Status (*)();
+// Thread blocks of the stage's kernel one SM holds at once (0: unknown); `bounded`: the kernel built to hold
+// more blocks per SM (see SyncedConv in cusync/conv/conv.cuh).
+using ConvOccupancyFn = int (*)(bool bounded);
+
+struct ConvTables {
+  int num_stages;
+  ConvStageInfo const* stages;
+  ConvLaunchFn const* launch;
+  ConvPrepareFn const* prepare;
+  ConvOccupancyFn const* occupancy;
+  int element_bytes;
+  // The kernels were built for a target with programmatic dependent launch (sm_90: every block triggers the
+  // next stage's launch at entry), so the overlap may run on one stream where the device has it too.
+  bool programmatic;
+  // run()'s rule takes the overlap only for tiles of at least this many main-loop iterations (kOverlapMinKSteps,
+  // or kOverlapNever: see default_conv_mode).
+  int overlap_min_k_steps;
+};
+
+// How run() computes the chain at a batch (mode() picks; set_mode() overrides).
+enum class ConvMode : int {
+  kAuto = 0,        // set_mode(kAuto): back to mode()'s own choice
+  kSequential = 1,  // the kernels back to back (run_sequential)
+  kOverlap = 2,     // tile-synced (run_overlapped)
+  kChained = 3,     // the kernels back to back, each a programmatic dependent launch of the one before (run_chained)
+};
+
+inline char const* to_string(ConvMode mode) {
+  switch (mode) {
+    case ConvMode::kAuto: return "auto";
+    case ConvMode::kSequential: return "back-to-back";
+    case ConvMode::kOverlap: return "overlap";
+    case ConvMode::kChained: return "back-to-back+PDL";
+  }
+  return "?";
+}
+
+// The overlap's per-tile cost (a synced tile's first poll and the close of the run, a few microseconds per
+// wave) outweighs what it hides unless every stage's tiles are long: at least this many main-loop iterations
+// (the sm80 kernels). kOverlapNever: the rule never picks the overlap (the sm90 kernels, one tile per block:
+// slower than back to back at every measured point; autotune() still times it).
+constexpr int kOverlapMinKSteps = 16;
+constexpr int kOverlapNever = 0;
+
+// run()'s rule (ConvChain::mode without set_mode or autotune), for the chain's producers (the stages some stage
+// reads): tiles[i] tiles of producer names[i] at this batch, slots[i] of its blocks on the GPU at once;
+// min_k_steps: the fewest main-loop iterations of any stage's tiles. The overlap where some producer has more
+// tiles than one wave and every stage's tiles take at least overlap_min_k_steps iterations (the kernels'
+// ConvTables::overlap_min_k_steps; kOverlapNever: never); else back to back,
+// chained with programmatic dependent launch where `programmatic`: where every producer's tiles run at once they
+// end together, so no consumer tile can start early and the overlap could only add its fixed cost, and short
+// tiles pay that cost in every wave. Writes why into `reason`.
+// cusync_gen/conv_plan.py (ConvPlan.run_mode) mirrors it, reason text included (tests/test_conv.py).
+inline ConvMode default_conv_mode(int count, int64_t const* tiles, int64_t const* slots, char const* const* names,
+                                  int min_k_steps, int overlap_min_k_steps, bool programmatic, char* reason,
+                                  int reason_size) {
+  int widest = -1;  // the producer with the most waves (the first of equals)
+  for (int i = 0; i < count; ++i) {
+    if (widest < 0 || tiles[i] * slots[widest] > tiles[widest] * slots[i]) widest = i;
+  }
+  if (widest < 0) {
+    std::snprintf(reason, size_t(reason_size), "one stage: back-to-back");
+    return ConvMode::kSequential;
+  }
+  bool const waves = tiles[widest] > slots[widest];
+  bool const never = overlap_min_k_steps == kOverlapNever;
+  bool const overlap = waves && !never && min_k_steps >= overlap_min_k_steps;
+  ConvMode const mode = overlap ? ConvMode::kOverlap : programmatic ? ConvMode::kChained : ConvMode::kSequential;
+  if (!waves) {
+    std::snprintf(reason, size_t(reason_size), "rule: every producer fits in one wave (%s: %lld tiles, %lld blocks at once): %s",
+                  names[widest], (long long)tiles[widest], (long long)slots[widest], to_string(mode));
+  } else if (never) {
+    std::snprintf(reason, size_t(reason_size), "rule: %s has %lld tiles, more than one wave (%lld blocks at once), but "
+                  "these kernels pay the overlap's waits and post in every tile (one tile per block): %s",
+                  names[widest], (long long)tiles[widest], (long long)slots[widest], to_string(mode));
+  } else {
+    std::snprintf(reason, size_t(reason_size), "rule: %s has %lld tiles, more than one wave (%lld blocks at once), %s %d main-loop steps%s: %s",
+                  names[widest], (long long)tiles[widest], (long long)slots[widest],
+                  overlap ? "and every stage's tiles take at least" : "but some stage's tiles take", min_k_steps,
+                  overlap ? "" : " (short tiles: the overlap's per-tile cost outweighs it)", to_string(mode));
+  }
+  return mode;
+}
+
+constexpr int kMaxTunedBatches = 16;  // autotune(): batches timed
+
+// What the overlap's kernels do around each tile (ConvChain::set_overlap_hooks; bits, kHooksLean by default).
+// Every bit keeps the results bitwise the same; each one takes work off a tile's critical path:
+enum ConvHooks : unsigned {
+  kHooksLegacy = 0u,         // the epoch read again at the post; the sink's finish count (a fence and an atomic
+                             // with return) after the tile; every block of a programmatic stage waits for the
+                             // kernel before it at exit; tiles from the atomic ticket
+  kHookEpochOnce = 1u,       // the epoch read once, at block entry; the post reuses it (no load after the tile)
+  kHookEarlyFinish = 2u,     // a sink block counts its finish right after its waits (all it depends on is then
+                             // posted); the count's answer is read after the tile (its latency hides behind the
+                             // mainloop), and the last block to count closes the run. Needs kHookEpochOnce
+  kHookOneExitWait = 4u,     // of a programmatic stage, only the grid's last block waits for the kernel before it
+                             // at exit (the grid still ends after it); the others give their SM slot back at once
+  kHookBlockOrder = 8u,      // on the one-stream programmatic launch, tiles in hardware block order (no ticket):
+                             // every producer block has started before a consumer block is scheduled anyway
+  kHooksLean = 15u,          // all of the above: the default
+  kHookAssumePosted = 16u,   // profiling only (profile_stage): every wait is satisfied at its first poll
+};
+
+// Device pointers of one run: the chain input [batch, h, w, c] (NHWC), each stage's filters [k, r, s, c]
+// (KRSC), bias [k] (stages with bias) and output [batch, p, q, k] (NHWC, dense).
+struct ConvArguments {
+  int batch = 0;
+  void const* input = nullptr;
+  void const* filter[kMaxConvStages] = {};
+  void const* bias[kMaxConvStages] = {};
+  void* output[kMaxConvStages] = {};
+};
+
+class ConvChain {
+ public:
+  explicit ConvChain(ConvTables const& tables) : t_(&tables) {}
+  ~ConvChain();
+  ConvChain(ConvChain const&) = delete;
+  ConvChain& operator=(ConvChain const&) = delete;
+
+  // Allocates the chain's state and semaphores for batches up to max_batch (synchronizes `stream`).
+  Status initialize(int max_batch, cudaStream_t stream);
+  // mode(args.batch): back to back or the tile-synced overlap, whichever mode() picks at this batch.
+  Status run(ConvArguments const& args, cudaStream_t stream);
+  // The tile-synced overlap: every stage in flight at once, each tile waiting for the rows it reads. On a
+  // device with programmatic dependent launch (compute capability 9.0+, kernels built for sm_90) all on
+  // `stream`, each stage a programmatic dependent launch of the one before; else on two streams with the
+  // wait kernels (see run_overlapped in chain.cuh).
+  Status run_overlapped(ConvArguments const& args, cudaStream_t stream);
+  // The same kernels back to back on `stream`, no waits or posts (bitwise identical results).
+  Status run_sequential(ConvArguments const& args, cudaStream_t stream);
+  // The same, each stage a programmatic dependent launch of the one before where programmatic() (it waits for
+  // the whole previous kernel with griddepcontrol.wait before its first load, but is already resident when
+  // that kernel ends): the launch gap hidden. Elsewhere the same as run_sequential.
+  Status run_chained(ConvArguments const& args, cudaStream_t stream);
+  // One stage alone (its input must be ready), for per-layer timing.
+  Status run_stage(int stage, ConvArguments const& args, cudaStream_t stream);
+  // kSyncTimeout when a wait of an earlier run gave up (`info` says which); clears the record.
+  Status sync_error(SyncErrorInfo* info, cudaStream_t stream);
+  std::string describe(SyncErrorInfo const& info) const;
+  void set_sync_timeout_ns(uint64_t ns) { timeout_ns_ = ns; }
+  // Testing: this stage does not post (its consumers time out); -1 turns it off.
+  Status inject_missing_posts(int stage);
+  // The overlap's per-tile hooks (ConvHooks bits; kHooksLean by default).
+  void set_overlap_hooks(unsigned hooks) { hooks_ = hooks & ~unsigned(kHookAssumePosted); }
+  unsigned overlap_hooks() const { return hooks_; }
+  // Whether a stage runs the kernel built for more blocks per SM (a register cap from __launch_bounds__, a few
+  // spills, the largest shared-memory carve-out) at `batch`: where that kernel holds more blocks per SM on this
+  // device than the plain one, the stage's tiles are one main-loop iteration (K at most the tile's K step: a
+  // tile is all prologue and epilogue, latency-bound, and a third block hides it) and more than one wave of the
+  // plain kernel. Elsewhere the plain kernel, whose default carve-out leaves more L1 for the 3x3 windows' reuse.
+  // set_bounded_kernels(false): always the plain one.
+  void set_bounded_kernels(bool bounded) { use_bounded_ = bounded; }
+  bool bounded(int stage, int batch) const {
+    return use_bounded_ && t_->stages[stage].k_steps <= 1 && occupancy_[stage][1] > occupancy_[stage][0] &&
+           int64_t(tiles_m(stage, batch)) * tiles_n(stage) > int64_t(sms_) * occupancy_[stage][0];
+  }
+  int blocks_per_sm(int stage, int batch) const { return occupancy_[stage][bounded(stage, batch) ? 1 : 0]; }
+  int blocks_per_sm_plain(int stage) const { return occupancy_[stage][0]; }
+  int blocks_per_sm_bounded(int stage) const { return occupancy_[stage][1]; }
+  // Profiling: stage `stage` alone, synchronized (ticket, waits, post, finish count as in the overlap, with
+  // `hooks`), but every wait satisfied at its first poll; `drop` bits take parts out: 1 the ticket (block
+  // order), 2 the waits (no poll), 4 the post. Its posts count up in the current epoch: consumers of later
+  // runs would not wait, so use it in a process of its own, never between runs whose results matter.
+  Status profile_stage(int stage, ConvArguments const& args, unsigned hooks, unsigned drop, cudaStream_t stream);
+  int tiles_m(int stage, int batch) const;
+  int tiles_n(int stage) const;
+  int num_stages() const { return t_->num_stages; }
+  char const* stage_name(int stage) const;
+  char const* last_error() const { return last_error_; }
+  // Whether run() launches the wait kernels at this batch: not when every stage's blocks fit on the GPU at
+  // once (then no spinning block can keep a producer block from starting). `force` makes it always wait.
+  bool waits_for_start(int batch) const;
+  void set_always_wait_kernel(bool always) { always_wait_ = always; }
+  // Whether run_overlapped() uses one stream with programmatic dependent launch (else two streams and the
+  // wait kernels); set_two_streams(true) forces the latter (for comparison and tests).
+  bool programmatic() const { return t_->programmatic && cc_major_ >= 9 && !two_streams_; }
+  void set_two_streams(bool two) { two_streams_ = two; }
+  // false: the overlap's blocks take their tiles in the hardware's block order (row-major blockIdx), counting
+  // their start without waiting for the answer; true (the default): from an atomic ticket in tile order.
+  void set_ticket_order(bool tickets) { ticket_order_ = tickets; }
+
+  // run()'s choice at `batch`: set_mode() first; else autotune()'s table (the smallest timed batch >= batch);
+  // else the rule: the overlap where some producer stage has more tiles than one wave (its grid over the
+  // SMs times its blocks per SM), back to back where every producer fits in one wave (all its tiles run at
+  // once and end together, so no consumer tile can start early and the overlap only adds its fixed cost):
+  // chained with programmatic dependent launch where programmatic(), else plain.
+  // cusync_gen/conv_plan.py (ConvPlan.run_mode) mirrors the rule.
+  ConvMode mode(int batch) const;
+  char const* mode_reason(int batch) const;  // why mode(batch); valid until the next call
+  void set_mode(ConvMode mode) { mode_override_ = mode; }
+  // Times back to back, the overlap and (where programmatic()) back to back chained with PDL at each of
+  // batches[0..count) on this GPU (CUDA graphs of args' tensors, `rounds` runs each, round robin, medians)
+  // and makes the fastest run()'s choice at that batch. Synchronizes `stream`; args' outputs are overwritten.
+  Status autotune(ConvArguments const& args, int const* batches, int count, int rounds, cudaStream_t stream);
+  void clear_autotune() { tuned_count_ = 0; }
+
+ private:
+  Status check(ConvArguments const& args);
+  bool has_consumer(int stage) const;
+  Status launch_stage(int stage, ConvArguments const& args, bool synced, cudaStream_t stream, bool programmatic);
+  Status run_unsynced(ConvArguments const& args, cudaStream_t stream, bool programmatic);
+
+  ConvTables const* t_;
+  void* state_ = nullptr;
+  uint64_t* semaphores_ = nullptr;
+  int64_t semaphore_offset_[kMaxConvStages] = {};
+  int max_batch_ = 0;
+  uint64_t timeout_ns_ = 2000000000ull;
+  int missing_posts_ = -1;
+  int sms_ = 0;
+  int occupancy_[kMaxConvStages][2] = {};  // blocks per SM: the plain kernel, the bounded one
+  bool use_bounded_ = true;
+  unsigned hooks_ = kHooksLean;
+  unsigned profile_hooks_ = 0;   // profile_stage: hooks | kHookAssumePosted while it launches
+  unsigned profile_drop_ = 0;
+  bool always_wait_ = false;
+  int cc_major_ = 0;
+  bool two_streams_ = false;
+  bool ticket_order_ = true;
+  ConvMode mode_override_ = ConvMode::kAuto;
+  int tuned_count_ = 0;
+  int tuned_batch_[kMaxTunedBatches] = {};
+  ConvMode tuned_mode_[kMaxTunedBatches] = {};
+  float tuned_us_[kMaxTunedBatches][3] = {};  // back to back, overlap, back to back + PDL (0: not timed)
+  mutable char mode_reason_[256] = {};
+  cudaStream_t side_ = nullptr;
+  cudaEvent_t fork_ = nullptr;
+  cudaEvent_t join_ = nullptr;
+  char const* last_error_ = "";
+};
+
+}  // namespace cusync::conv

@@ -1,0 +1,269 @@
+// cusync conv backend, Hopper kernels: a CUTLASS 3.x implicit-GEMM Conv2D fprop (NHWC; TMA im2col loads of the
+// activations, TMA loads of the filters, wgmma, one producer and one consumer warp group, one tile per block)
+// whose load warp waits for the producer rows its R x S windows read, and whose epilogue posts the tile once
+// its TMA stores have completed.
+//
+// Nothing of CUTLASS is copied: the kernel is cutlass::conv::kernel::ConvUniversal over the collectives that
+// CUTLASS's conv and epilogue CollectiveBuilders pick, with two derived collectives:
+//   WindowMainloop  (load): the block's tile in row-major order (below), the window and residual waits
+//                   (ConvWaits, cusync/conv/window.cuh) by the whole load warp, fence.proxy.async.global,
+//                   then CUTLASS's own load() of every K-block;
+//   TiledEpilogue   (load, store): the same tile for the residual's loads and the output's stores, over
+//                   PostingEpilogue (cusync/sm90/posting_epilogue.cuh: cp.async.bulk.wait_group 0, then a
+//                   release post, or the sink's finish count).
+// CUTLASS's kernel takes its tile from (blockIdx.x, blockIdx.y) = (pixel tile, channel tile), so the hardware
+// would start every pixel tile of channel tile 0 before any of channel tile 1, and no producer tile row would
+// be complete until the last wave. Both collectives instead read the tile of the block's linear index in
+// row-major order (channel tiles fastest: TileOrder::kRowMajor, the sm80 kernel's order), so tile rows, the
+// unit a consumer waits for, complete in the order the blocks start.
+//
+// Compiled without CUTLASS_ENABLE_GDC_FOR_SM90 (its griddepcontrol.wait would hold every consumer tile until the
+// whole producer kernel ended): the kernel below triggers the next stage's launch at block entry, waits for
+// the kernel before it only where the run is chained back to back (ConvWaits::wait_primary_first), and, as a
+// programmatic stage of the overlap, once more at exit (the grid ends after the one it was launched behind).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <cuda_runtime.h>
+
+#include "cute/tensor.hpp"
+#include "cutlass/kernel_hardware_info.h"
+#include "cutlass/conv/collective/collective_builder.hpp"
+#include "cutlass/conv/convnd_problem_shape.hpp"
+#include "cutlass/conv/dispatch_policy.hpp"
+#include "cutlass/conv/kernel/conv_universal.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/operations.hpp"
+#include "cutlass/epilogue/thread/activation.h"
+
+#include "cusync/conv/chain.h"
+#include "cusync/conv/window.cuh"
+#include "cusync/sm90/collective_hooks.cuh"
+#include "cusync/sm90/posting_epilogue.cuh"
+#include "cusync/stage.cuh"
+#include "cusync/status.h"
+
+namespace cusync::conv {
+
+// The tile of this block: its linear index in the grid (tiles_m x tiles_n, CUTLASS's get_grid_shape), taken
+// in row-major tile order.
+CUTLASS_DEVICE TileCoord row_major_block_tile() {
+  uint32_t const linear = blockIdx.x + gridDim.x * blockIdx.y;
+  return TileCoord{int32_t(linear / gridDim.y), int32_t(linear % gridDim.y)};
+}
+
+// CUTLASS's (m, n, k, l) tile coordinate with (m, n) replaced by this block's tile.
+template <class Coord>
+CUTLASS_DEVICE auto with_block_tile(Coord const& coord, TileCoord tile) {
+  return cute::make_coord(int(tile.m), int(tile.n), cute::get<2>(coord), cute::get<3>(coord));
+}
+
+// What the load warp needs: the stage's synchronization and the waits of its tiles.
+struct ConvLoadHooks {
+  StageSync sync{};
+  ConvWaits waits{};
+};
+
+// params.hooks: this stage's ConvLoadHooks.
+template <class Base>
+struct WindowMainloop : sm90::WithHooks<Base, ConvLoadHooks> {
+  using Hooked = sm90::WithHooks<Base, ConvLoadHooks>;
+  using typename Base::MainloopPipeline;
+  using typename Base::PipelineState;
+  using typename Base::TensorStorage;
+  using typename Hooked::Params;
+
+  // The whole load warp (CUTLASS calls load() in all 32 lanes and elects one to issue the copies).
+  template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
+  CUTLASS_DEVICE void load(Params const& params, MainloopPipeline pipeline, PipelineState smem_pipe_write,
+                           cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
+                           KTileIterator k_tile_iter, int k_tile_count, int thread_idx,
+                           uint32_t block_rank_in_cluster, TensorStorage& shared_tensors) {
+    TileCoord const tile = row_major_block_tile();
+    StageSync const& sync = params.hooks.sync;
+    if (sync.trace != nullptr && cute::elect_one_sync()) TileTrace::record(sync.trace, tile.m, tile.n, sync.tiles_n, 0);
+    if (params.hooks.waits.wait_primary_first) asm volatile("griddepcontrol.wait;" : : : "memory");
+    if (sync.enabled) {
+      // Every lane polls its share of the window's producer rows (and the residual's) with ld.acquire.gpu;
+      // the warp barrier orders those acquires before the elected lane's loads, and the proxy fence orders
+      // them before the TMA (async proxy) reads of the data they guard, the residual's included.
+      params.hooks.waits.wait_inline(sync.input, current_epoch(sync.state), tile);
+      __syncwarp();
+      asm volatile("fence.proxy.async.global;" : : : "memory");
+    }
+    Base::load(params, pipeline, smem_pipe_write, load_inputs, with_block_tile(blk_coord, tile), k_tile_iter,
+               k_tile_count, thread_idx, block_rank_in_cluster, shared_tensors);
+  }
+};
+
+template <class Base>
+struct TiledEpilogue : Base {
+  using typename Base::LoadPipeline;
+  using typename Base::LoadPipelineState;
+  using typename Base::StorePipeline;
+  using typename Base::StorePipelineState;
+  using typename Base::TensorStorage;
+  using Base::Base;
+
+  template <class ProblemShapeMNKL, class TileShapeMNK, class TileCoordMNKL, class TiledMma>
+  CUTLASS_DEVICE auto load(LoadPipeline load_pipeline, LoadPipelineState load_pipe_producer_state,
+                           ProblemShapeMNKL problem_shape_mnkl, TileShapeMNK tile_shape_MNK,
+                           TileCoordMNKL tile_coord_mnkl, TiledMma tiled_mma, int thread_idx,
+                           TensorStorage& shared_tensors, int subtile_idx = -1) {
+    return Base::load(load_pipeline, load_pipe_producer_state, problem_shape_mnkl, tile_shape_MNK,
+                      with_block_tile(tile_coord_mnkl, row_major_block_tile()), tiled_mma, thread_idx, shared_tensors,
+                      subtile_idx);
+  }
+
+  template <class ProblemShapeMNKL, class TileShapeMNK, class TileCoordMNKL, class AccEngine, class AccLayout,
+            class TiledMma>
+  CUTLASS_DEVICE auto store(LoadPipeline load_pipeline, LoadPipelineState load_pipe_consumer_state,
+                            StorePipeline store_pipeline, StorePipelineState store_pipe_producer_state,
+                            ProblemShapeMNKL problem_shape_mnkl, TileShapeMNK tile_shape_MNK,
+                            TileCoordMNKL tile_coord_mnkl, cute::Tensor<AccEngine, AccLayout> accumulators,
+                            TiledMma tiled_mma, int thread_idx, TensorStorage& shared_tensors, int subtile_idx = -1) {
+    return Base::store(load_pipeline, load_pipe_consumer_state, store_pipeline, store_pipe_producer_state,
+                       problem_shape_mnkl, tile_shape_MNK, with_block_tile(tile_coord_mnkl, row_major_block_tile()),
+                       accumulators, tiled_mma, thread_idx, shared_tensors, subtile_idx);
+  }
+};
+
+// The block's hooks around CUTLASS's kernel body: the next stage's launch released at entry (every block of
+// this one then holds its SM slot before any block of the next is scheduled), the start counted (the two-stream
+// overlap's wait kernel waits for it), and the exit wait of a programmatic stage of the overlap.
+template <class Kernel>
+__global__ void __launch_bounds__(Kernel::MaxThreadsPerBlock, Kernel::MinBlocksPerMultiprocessor)
+    synced_conv_sm90_kernel(__grid_constant__ typename Kernel::Params const params) {
+  extern __shared__ __align__(128) char cusync_conv_sm90_smem[];
+  StageSync const& sync = params.mainloop.hooks.sync;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (sync.trigger_dependents) asm volatile("griddepcontrol.launch_dependents;" : : : "memory");
+#endif
+  if (sync.enabled && threadIdx.x == 0) ptx::red_add_relaxed_gpu(&sync.state->started[sync.stage], 1u);
+  Kernel op;
+  op(params, cusync_conv_sm90_smem);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // One waiting block is enough to keep the grid from ending before the kernel it was launched behind.
+  bool const last = blockIdx.x + 1 == gridDim.x && blockIdx.y + 1 == gridDim.y;
+  if (sync.wait_primary_at_exit && threadIdx.x == 0 && ((params.mainloop.hooks.waits.hooks & kHookOneExitWait) == 0u || last))
+    asm volatile("griddepcontrol.wait;" : : : "memory");
+#endif
+}
+
+// The epilogue's fusion: D = Act(acc (+ bias) (+ residual)), fp32 compute; the residual is CUTLASS's source C
+// (beta = 1), the bias its per-column (per output channel) broadcast.
+template <template <class> class Act, class Element, class ElementC, bool kBias>
+using ConvFusion = std::conditional_t<
+    kBias, cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Act, Element, float, Element, ElementC, float>,
+    cutlass::epilogue::fusion::LinCombEltAct<Act, Element, float, ElementC, float>>;
+
+// One convolution of the chain on sm90: NHWC activations, KRSC filters, NPQK output, fp32 accumulation, tiles
+// of kBlockM output pixels x kBlockN output channels, kBlockK channels per K-block. The same interface as
+// SyncedConv (cusync/conv/conv.cuh), so the chain drives both alike; there is no bounded variant (the
+// pipeline takes the shared memory: one block per SM).
+template <typename Element, int kBlockM, int kBlockN, int kBlockK, template <typename> class Act, bool kBias,
+          bool kResidual>
+struct SyncedConvSm90 {
+  static_assert(kBlockM == 64 || kBlockM == 128, "tile.threadblock[0] of an sm90 conv must be 64 or 128");
+  static_assert(kBlockN % 64 == 0 && kBlockN <= 256 && kBlockM * kBlockN <= 128 * 128,
+                "tile.threadblock[1] of an sm90 conv: 64, 128 (or 256 with 64 pixels): one warp group's accumulators");
+  static_assert(kBlockK == 64, "tile.threadblock[2] of an sm90 conv must be 64 (one 128-byte swizzle atom)");
+  static_assert(cute::sizeof_bits_v<Element> == 16, "dtype of an sm90 conv must be fp16 or bf16");
+
+  static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
+  using Layout = cutlass::layout::TensorNHWC;
+  using ElementC = std::conditional_t<kResidual, Element, void>;
+  using TileShape = cute::Shape<cute::Int<kBlockM>, cute::Int<kBlockN>, cute::Shape<cute::Int<kBlockK>>>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+
+  using StockEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+      ElementC, Layout, kAlignment,   // the residual (or none)
+      Element, Layout, kAlignment,    // the output
+      cutlass::epilogue::TmaWarpSpecialized, ConvFusion<Act, Element, ElementC, kBias>>::CollectiveOp;
+  using StockMainloop = typename cutlass::conv::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::conv::Operator::kFprop,
+      Element, Layout, kAlignment, Element, Layout, kAlignment, float, TileShape, ClusterShape,
+      cutlass::conv::collective::StageCountAutoCarveout<int(sizeof(typename StockEpilogue::SharedStorage))>,
+      cutlass::conv::collective::KernelScheduleAuto>::CollectiveOp;
+  using Mainloop = WindowMainloop<StockMainloop>;
+  using Epilogue = TiledEpilogue<sm90::PostingEpilogue<StockEpilogue>>;
+  using Kernel = cutlass::conv::kernel::ConvUniversal<typename StockMainloop::ProblemShape, Mainloop, Epilogue>;
+  using Params = typename Kernel::Params;
+  static constexpr int kSmemBytes = int(Kernel::SharedStorageSize);
+
+  struct Problem {
+    int n, h, w, c, k, r, s, p, q, pad, stride, dilation;
+    Element const* x;         // [n, h, w, c]
+    Element const* filter;    // [k, r, s, c]
+    Element const* bias;      // [k] (kBias: required)
+    Element const* residual;  // [n, p, q, k] (kResidual: required)
+    Element* y;               // [n, p, q, k]
+  };
+
+  static constexpr auto kernel() { return synced_conv_sm90_kernel<Kernel>; }
+
+  static Status prepare() {
+    cudaError_t const err = cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    return err == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+  }
+
+  // Thread blocks one SM holds at once; `bounded` does not apply (one kernel).
+  static int occupancy(bool /*bounded*/) {
+    int blocks = 0;
+    cudaError_t const err =
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel(), int(Kernel::MaxThreadsPerBlock), kSmemBytes);
+    return err == cudaSuccess ? blocks : 0;
+  }
+
+  static typename StockMainloop::ProblemShape problem_shape(Problem const& pr) {
+    using Shape = typename StockMainloop::ProblemShape;
+    return Shape(cutlass::conv::Mode::kCrossCorrelation, typename Shape::TensorExtent{pr.n, pr.h, pr.w, pr.c},
+                 typename Shape::TensorExtent{pr.k, pr.r, pr.s, pr.c}, typename Shape::ShapePadding{pr.pad, pr.pad},
+                 typename Shape::ShapePadding{pr.pad, pr.pad}, typename Shape::TraversalStride{pr.stride, pr.stride},
+                 typename Shape::ShapeDilation{pr.dilation, pr.dilation}, 1);
+  }
+
+  // An NPQK tensor as the epilogue's ((q, p, n), k) stride.
+  template <class Stride>
+  static Stride output_stride(Problem const& pr) {
+    Stride stride{};
+    cute::get<0, 0>(stride) = int64_t(pr.k);
+    cute::get<0, 1>(stride) = int64_t(pr.q) * pr.k;
+    cute::get<0, 2>(stride) = int64_t(pr.p) * pr.q * pr.k;
+    return stride;
+  }
+
+  // programmatic: launched as a programmatic dependent of the kernel before it on `stream`.
+  static Status launch(Problem const& pr, StageSync sync, ConvWaits waits, bool programmatic, bool /*bounded*/,
+                       cudaStream_t stream) {
+    if ((kResidual && pr.residual == nullptr) || (kBias && pr.bias == nullptr)) return Status::kInvalidArgument;
+    typename Kernel::Arguments args{};
+    args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+    args.problem_shape = problem_shape(pr);
+    args.mainloop.ptr_A = pr.x;
+    args.mainloop.ptr_B = pr.filter;
+    args.mainloop.hooks = ConvLoadHooks{sync, waits};
+    args.epilogue.thread.alpha = 1.0f;
+    args.epilogue.thread.beta = kResidual ? 1.0f : 0.0f;
+    if constexpr (kBias) args.epilogue.thread.bias_ptr = pr.bias;
+    if constexpr (kResidual) args.epilogue.ptr_C = pr.residual;
+    args.epilogue.dC = output_stride<typename Kernel::StrideC>(pr);
+    args.epilogue.ptr_D = pr.y;
+    args.epilogue.dD = output_stride<typename Kernel::StrideD>(pr);
+    args.epilogue.hooks = sync;
+    if (!Kernel::can_implement(args)) return Status::kCutlassError;
+    Params const params = Kernel::to_underlying_arguments(args, nullptr);
+    dim3 const grid = Kernel::get_grid_shape(params);
+    // The plan's tiles are CUTLASS's: the semaphores and the run's block count are sized from them.
+    if (int64_t(grid.x) != sync.tiles_m || int64_t(grid.y) != sync.tiles_n || grid.z != 1u) return Status::kInvalidArgument;
+    return launch_stage_kernel(kernel(), grid, dim3(unsigned(Kernel::MaxThreadsPerBlock)), size_t(kSmemBytes),
+                               programmatic, stream, params);
+  }
+};
+
+}  // namespace cusync::conv
