@@ -257,6 +257,8 @@ BAD_SM90 = [
     (lambda: _sm90(warp=[32, 32, 64]), "stages[0].tile.warp", "remove warp"),
     (lambda: _sm90(stages=4), "stages[0].tile.stages", "remove stages"),
     (lambda: _sm90(schedule="pingpong"), "stages[0].tile.schedule", "remove schedule"),
+    (lambda: _sm90(instruction=[16, 8, 16]), "stages[0].tile.instruction", "remove instruction"),
+    (lambda: _sm90(cluster=[2, 1, 1]), "stages[0].tile.cluster", "remove cluster"),
     (lambda: {**_sm90(), "target": "sm_86"}, "target", "set target: sm_90"),
 ]
 
