@@ -19,7 +19,7 @@ from typing import Any
 
 from cusync_gen.errors import UsageError
 from cusync_gen.plan import DEFAULT_SMS, SMEM_PER_SM, TilePlan, occupancy, plan_head, tile_plan
-from cusync_gen.spec.archs import ARCHS, DEPENDENT_LAUNCH_TARGETS
+from cusync_gen.spec.archs import ARCHS, DEPENDENT_LAUNCH_TARGETS, OVERLAP_NEVER, ConvKernels
 from cusync_gen.spec.model import (
     TARGETS,
     Arch,
@@ -32,19 +32,6 @@ from cusync_gen.spec.model import (
 )
 
 INPUT = -1  # producer / residual index of the chain input
-# The overlap only where every stage's tiles take at least this many main-loop iterations (kOverlapMinKSteps of
-# cusync/conv/chain.h): a synced tile pays a few microseconds per wave (its first poll, the close of the run),
-# which shorter tiles do not win back.
-OVERLAP_MIN_K_STEPS = 16
-#: The sm90 kernels (one tile per block) pay the overlap's waits and post in every tile: measured slower than
-#: back to back at every point (benchmarks/results/2026-12-04-h200-conv.md), so the rule never picks it there
-#: (kOverlapNever; autotune() still times it).
-OVERLAP_NEVER = 0
-#: Threads of an sm90 conv block: one producer warp group (TMA loads) and one consumer warp group (wgmma and
-#: the epilogue), cusync/conv/conv_sm90.cuh.
-SM90_CONV_THREADS = 256
-
-
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -163,15 +150,20 @@ class ConvPlan:
     sms: int
 
     @property
+    def conv_kernels(self) -> ConvKernels:
+        kernels = ARCHS[self.arch].conv
+        assert kernels is not None  # the spec rules refuse conv stages on an arch without conv kernels
+        return kernels
+
+    @property
     def backend(self) -> str:
-        """The backend module of the plan's kernel family (backends/conv.py, backends/conv_sm90.py)."""
-        return "conv_sm90" if ARCHS[self.arch].warp_specialized else "conv"
+        return self.conv_kernels.backend
 
     @property
     def overlap_min_k_steps(self) -> int:
         """run()'s rule takes the overlap only for tiles of at least this many main-loop iterations (OVERLAP_NEVER:
         never); ConvTables::overlap_min_k_steps."""
-        return OVERLAP_NEVER if ARCHS[self.arch].warp_specialized else OVERLAP_MIN_K_STEPS
+        return self.conv_kernels.overlap_min_k_steps
 
     @property
     def overlap_min_k_steps_cpp(self) -> str:
@@ -186,17 +178,7 @@ class ConvPlan:
     @property
     def kernel_text(self) -> str:
         """What each conv is, as the project's README says it."""
-        if ARCHS[self.arch].warp_specialized:
-            return ("a CUTLASS 3.x implicit-GEMM kernel (sm90: TMA im2col loads,\n"
-                    "`wgmma`, a producer and a consumer warp group)")
-        return "a CUTLASS 2.x implicit-GEMM kernel (sm80 `mma.sync`,\nalso on Hopper)"
-
-    @property
-    def kernels(self) -> str:
-        """The kernel family, as validate names it."""
-        if ARCHS[self.arch].warp_specialized:
-            return "sm90 implicit-GEMM kernels (CUTLASS 3.x: TMA im2col loads, wgmma)"
-        return "sm80 implicit-GEMM kernels"
+        return self.conv_kernels.readme
 
     @property
     def element(self) -> str:
@@ -239,7 +221,7 @@ class ConvPlan:
                               f"per-tile cost outweighs it): {apart}")
 
     def _tile_text(self, t: TilePlan) -> str:
-        if ARCHS[self.arch].warp_specialized:
+        if self.conv_kernels.threads is not None:
             return "a producer and a consumer warp group, the pipeline filling shared memory: one block per SM"
         return f"{t.threads // 32} warps, {t.stages} stages, {t.smem_bytes} B smem"
 
@@ -258,7 +240,7 @@ class ConvPlan:
         """The plan at one batch, as `validate` prints it: shapes, tiles, grids, and each wait explained."""
         self.check_batch(batch)
         h, w, c = self.input_shape
-        lines = [f"{self.name}: {len(self.stages)} conv stages, {self.kernels} for {self.target}, "
+        lines = [f"{self.name}: {len(self.stages)} conv stages, {self.conv_kernels.kernels} for {self.target}, "
                  f"{self.dtype.value}, batch {batch} (at most {self.max_batch}); input [{batch}, {h}, {w}, {c}] NHWC"]
         for st in self.stages:
             t = st.tile
@@ -306,6 +288,8 @@ def make_conv_plan(spec: ConvChainSpec, target: str | None = None) -> ConvPlan:
             raise UsageError(f"unknown target '{target}'", f"use one of: {', '.join(TARGETS)}")
         spec = spec.model_copy(update={"target": target})
     names = {"input": INPUT}
+    kernels = ARCHS[spec.arch].conv
+    assert kernels is not None  # the spec rules refuse conv stages on an arch without conv kernels
     stages = []
     h, w, c = spec.stages[0].h, spec.stages[0].w, spec.stages[0].c
     shapes = {INPUT: (h, w, c)}
@@ -314,9 +298,9 @@ def make_conv_plan(spec: ConvChainSpec, target: str | None = None) -> ConvPlan:
         h, w, c = shapes[producer]
         p = conv_output_size(h, st.r, st.stride, st.padding, st.dilation)
         q = conv_output_size(w, st.s, st.stride, st.padding, st.dilation)
-        if ARCHS[spec.arch].warp_specialized:
+        if kernels.threads is not None:
             tb = st.tile.threadblock
-            tile = TilePlan(tb[0], tb[1], tb[2], (0, 0, 0), (0, 0, 0), 0, SM90_CONV_THREADS, SMEM_PER_SM[spec.target])
+            tile = TilePlan(tb[0], tb[1], tb[2], (0, 0, 0), (0, 0, 0), 0, kernels.threads, SMEM_PER_SM[spec.target])
         else:
             tile = tile_plan(i, StageSpec(name=st.name, op=Op.GEMM, a="input", n=8, tile=st.tile), spec.target,
                              base=f"stages[{i}].tile")
@@ -325,7 +309,7 @@ def make_conv_plan(spec: ConvChainSpec, target: str | None = None) -> ConvPlan:
             residual=None if st.residual is None else names[st.residual],
             h=h, w=w, c=c, k=st.k, r=st.r, s=st.s, p=p, q=q, pad=st.padding, stride=st.stride, dilation=st.dilation,
             bias=st.bias, epilogue=st.epilogue, tile=tile, blocks_per_sm=occupancy(tile, spec.target),
-            per_tap_k=ARCHS[spec.arch].warp_specialized))
+            per_tap_k=kernels.per_tap_k))
         names[st.name] = i
         shapes[i] = (p, q, st.k)
     return ConvPlan(

@@ -40,6 +40,32 @@ _WAIT_KERNEL_ONLY: tuple[tuple[str, str], ...] = (
 )
 
 
+#: Conv chains: the overlap only where every stage's tiles take at least this many main-loop iterations
+#: (kOverlapMinKSteps of cusync/conv/chain.h): a synced tile pays a few microseconds per wave (its first poll,
+#: the close of the run), which shorter tiles do not win back.
+OVERLAP_MIN_K_STEPS = 16
+#: The sm90 kernels (one tile per block) pay the overlap's waits and post in every tile: measured slower than
+#: back to back at every point (benchmarks/results/2026-12-04-h200-conv.md), so the rule never picks it there
+#: (kOverlapNever; autotune() still times it).
+OVERLAP_NEVER = 0
+
+
+@dataclass(frozen=True)
+class ConvKernels:
+    """What an arch's conv kernels are to the plan, its describe text and the project (cusync_gen/conv_plan.py)."""
+
+    backend: str               # the backend module (backends/conv.py, backends/conv_sm90.py)
+    kernels: str               # as validate names them
+    readme: str                # what each conv is, as the project's README says it
+    overlap_min_k_steps: int   # run()'s rule (ConvTables::overlap_min_k_steps; OVERLAP_NEVER: never)
+    #: K-blocks never span filter taps (sm90: each TMA im2col load takes tile.k channels of one tap, the last
+    #: block of a tap zero-filled past c); sm80's iterators walk r * s * c as one K.
+    per_tap_k: bool
+    #: Threads of a block where the kernel fixes them (sm90: one producer and one consumer warp group), with the
+    #: pipeline filling shared memory; None: from the sm80 tile's warps and stages.
+    threads: int | None
+
+
 @dataclass(frozen=True)
 class ArchFacts:
     """What one architecture's GEMM kernels are and what a spec of that arch may use."""
@@ -75,11 +101,15 @@ class ArchFacts:
     hosts_attention: bool
     #: The fused attention layer (CUTLASS's Hopper FMHA, split-KV decode) runs on this arch (backends/attention_sm90.py).
     hosts_fused_attention: bool
-    #: Conv chains (op: conv) run on this arch's kernels (sm80: CUTLASS 2.x implicit GEMM; sm90: CUTLASS 3.x
-    #: implicit GEMM with TMA im2col loads and wgmma, cusync/conv/conv_sm90.cuh).
-    hosts_conv: bool
+    #: Conv chains (op: conv) on this arch's kernels (sm80: CUTLASS 2.x implicit GEMM; sm90: CUTLASS 3.x
+    #: implicit GEMM with TMA im2col loads and wgmma, cusync/conv/conv_sm90.cuh); None: none.
+    conv: ConvKernels | None
     #: Optimizations that do not apply, with why.
     inapplicable_optimizations: tuple[tuple[str, str], ...]
+
+    @property
+    def hosts_conv(self) -> bool:
+        return self.conv is not None
 
     @property
     def wait_kernel(self) -> bool:
@@ -94,7 +124,10 @@ SM80 = ArchFacts(
     arch=Arch.SM80, targets=TARGETS, cuda_arch_suffix="", warp_specialized=False, gemm_threads=0,
     tile_m=(), tile_n=(), tile_k=(), schedules=(), pingpong_tile_m=(), pingpong_tile_n=(),
     dependent_launch=False, run_modes=False, tile_configs=False, dispatch=False, gated_epilogue=False,
-    column_banded=False, hosts_attention=True, hosts_fused_attention=False, hosts_conv=True, inapplicable_optimizations=(),
+    column_banded=False, hosts_attention=True, hosts_fused_attention=False, inapplicable_optimizations=(),
+    conv=ConvKernels("conv", "sm80 implicit-GEMM kernels",
+        "a CUTLASS 2.x implicit-GEMM kernel (sm80 `mma.sync`,\nalso on Hopper)",
+        OVERLAP_MIN_K_STEPS, per_tap_k=False, threads=None),
 )
 #: sm90 (CUTLASS 3.x, warp-specialized cooperative): two math warp groups split BLK_M, so M is 128 or 256;
 #: wgmma N is a multiple of 8 up to 256 (these are the widths CUTLASS's builder tiles well); BLK_K of 64
@@ -106,7 +139,11 @@ SM90 = ArchFacts(
     tile_m=(128, 256), tile_n=(64, 128, 192, 256), tile_k=(64,), schedules=tuple(s.value for s in Schedule),
     pingpong_tile_m=(128,), pingpong_tile_n=(64, 128),
     dependent_launch=True, run_modes=True, tile_configs=True, dispatch=True, gated_epilogue=True,
-    column_banded=True, hosts_attention=False, hosts_fused_attention=True, hosts_conv=True, inapplicable_optimizations=_WAIT_KERNEL_ONLY,
+    column_banded=True, hosts_attention=False, hosts_fused_attention=True, inapplicable_optimizations=_WAIT_KERNEL_ONLY,
+    conv=ConvKernels("conv_sm90", "sm90 implicit-GEMM kernels (CUTLASS 3.x: TMA im2col loads, wgmma)",
+        "a CUTLASS 3.x implicit-GEMM kernel (sm90: TMA im2col loads,\n"
+        "`wgmma`, a producer and a consumer warp group)",
+        OVERLAP_NEVER, per_tap_k=True, threads=256),
 )
 
 #: The one table from an architecture to its facts.
