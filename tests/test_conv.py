@@ -314,7 +314,7 @@ def test_generated_files_and_stage_units(tmp_path: Path) -> None:
     generate(EXAMPLES_DIR / "resnet_block.yaml", tmp_path / "p")
     files = {str(p.relative_to(tmp_path / "p")) for p in (tmp_path / "p").rglob("*") if p.is_file()}
     assert {"src/stage_conv1.cu", "src/stage_conv2.cu", "include/resnet_block.h", "bench/resnet_block_bench.cu",
-            "include/cusync/conv/conv.cuh", "bench/conv_reference.cuh"} <= files
+            "include/cusync/conv/conv.cuh", "bench/conv_reference.cuh", "bench/conv_bench.cuh"} <= files
     unit = (tmp_path / "p" / "src" / "stage_conv2.cu").read_text()
     assert "cutlass::epilogue::thread::ReLu, /*kResidual=*/true" in unit
     assert "cutlass::gemm::GemmShape<128, 64, 64>" in unit
@@ -514,7 +514,9 @@ def test_the_overlap_hooks_and_the_bounded_kernels_are_generated(tmp_path: Path)
     chain_h = (tmp_path / "p" / "include" / "cusync" / "conv" / "chain.h").read_text()
     chain = (tmp_path / "p" / "include" / "cusync" / "conv" / "chain.cuh").read_text()
     unit = (tmp_path / "p" / "src" / "stage_conv2.cu").read_text()
-    bench = (tmp_path / "p" / "bench" / "resnet_block_bench.cu").read_text()
+    main = (tmp_path / "p" / "bench" / "resnet_block_bench.cu").read_text()
+    assert '#include "conv_bench.cuh"' in main and "using Chain = resnet_block::ResnetBlock;" in main
+    bench = (tmp_path / "p" / "bench" / "conv_bench.cuh").read_text()  # the driver the project's main() runs
     bits = {name: int(value.rstrip("u")) for name, value in
             re.findall(r"(kHook\w+|kHooks\w+) = (\d+u)", chain_h)}
     assert bits["kHooksLean"] == (bits["kHookEpochOnce"] | bits["kHookEarlyFinish"] | bits["kHookOneExitWait"]

@@ -47,6 +47,7 @@ def project_files(plan: ConvPlan, headers: tuple[str, ...], stage_template: str,
         *(OutputFile(f"src/stage_{s.name}.cu", stage_template, True, i, field=f"stages[{i}].name")
           for i, s in enumerate(plan.stages)),
         OutputFile(f"bench/{name}_bench.cu", "conv/bench/bench.cu.j2", True, field="name"),
+        OutputFile("bench/conv_bench.cuh", "conv/bench/conv_bench.cuh", False),
         OutputFile("bench/conv_reference.cuh", "conv/bench/conv_reference.cuh", False),
         *bench_runtime_files(("common.cuh",)),
     ]
