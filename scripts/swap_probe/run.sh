@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds (unless $BIN is given) and runs the swap-AB split-K probe on a Hopper GPU.
+# Usage: OUT=dir scripts/swap_probe/run.sh [MS] [CHAINS]   (CHAINS: N1:K1:N2:K2[:c],...)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$here/../..
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
+B=${BUILD:-$root/build/swap_probe}; mkdir -p "$B"
+if [ ! -x "$B/swap_probe" ]; then
+  CUTLASS_DIR=${CUTLASS_DIR:-$root/third_party/cutlass}
+  flags="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DNDEBUG -DCUTLASS_ENABLE_GDC_FOR_SM90"
+  inc="-I$CUTLASS_DIR/include -I$CUTLASS_DIR/tools/util/include -I$root/templates/sm90/include -I$root/templates/runtime/include"
+  for nt in 16 32 64 128; do [ -f "$B/k$nt.o" ] || nvcc $flags $inc -DPROBE_NT=$nt -c "$here/kernel_tu.cu" -o "$B/k$nt.o" & done
+  nvcc $flags -c "$here/main.cu" -o "$B/main.o" &
+  wait
+  nvcc -gencode=arch=compute_90a,code=sm_90a "$B"/*.o -lcublasLt -lcublas -o "$B/swap_probe"
+fi
+"$B/swap_probe" --m "${1:-1,2,4,8,16,32,64,128}" --chains "${2:-6144:12288:12288:6144,5632:8192:8192:2816,28672:4096:4096:14336}" \
+  --repeats "${REPEATS:-31}" > "$OUT/swap_probe.jsonl"
+python3 "$here/summary.py" "$OUT/swap_probe.jsonl" | tee "$OUT/swap_summary.txt"
