@@ -312,7 +312,8 @@ int main(int argc, char** argv) {
           for (int splits : {2, 3, 4, 5, 6, 8, 12, 16}) {
             if (tiles * splits <= 4 * sms && k_blocks / splits >= 4) modes.push_back({1, splits});
           }
-          for (auto [mode, splits] : modes) {
+          for (auto const& mode_splits : modes) {
+            int const mode = mode_splits.first, splits = mode_splits.second;
             if (kern.workspace(p, mode, splits, sms) > ws_bytes) continue;
             auto fn = kern.launch;
             std::string const name = kern.name + (mode == 0 ? "_dp" : mode == 2 ? "_sk" : "_split" + std::to_string(splits));
