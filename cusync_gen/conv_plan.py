@@ -14,7 +14,7 @@ covers every pixel each window reads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cusync_gen.errors import UsageError
@@ -28,6 +28,7 @@ from cusync_gen.spec.model import (
     Epilogue,
     Op,
     StageSpec,
+    conv_config_spec,
     conv_output_size,
 )
 
@@ -137,6 +138,29 @@ class ConvStagePlan:
 
 
 @dataclass(frozen=True)
+class ConvTileConfig:
+    """Other tiles for batches up to batch_max (the spec's tile_configs[i]): the stages as they plan with them."""
+
+    batch_max: int
+    stages: tuple[ConvStagePlan, ...]
+
+    @property
+    def suffix(self) -> str:
+        """What the configuration's kernels, launch functions and stage table are named after."""
+        return f"_b{self.batch_max}"
+
+
+@dataclass(frozen=True)
+class ConvTable:
+    """One configuration as the project's tables hold it: its stages, what its names end in ("" for the
+    stages' own tiles) and the largest batch it runs (None: every batch above the other configurations')."""
+
+    suffix: str
+    stages: tuple[ConvStagePlan, ...]
+    batch_max: int | None
+
+
+@dataclass(frozen=True)
 class ConvPlan:
     name: str
     class_name: str
@@ -146,8 +170,32 @@ class ConvPlan:
     cuda_arch: str
     dtype: Dtype
     max_batch: int
-    stages: tuple[ConvStagePlan, ...]
+    stages: tuple[ConvStagePlan, ...]   # the stages' own tiles: every batch above the configurations'
     sms: int
+    configs: tuple[ConvTileConfig, ...] = ()  # by growing batch_max (tile_configs)
+
+    def at(self, batch: int) -> ConvPlan:
+        """The plan that runs `batch`: the first configuration whose batch_max holds it, else the stages' own tiles."""
+        for config in self.configs:
+            if batch <= config.batch_max:
+                return replace(self, stages=config.stages, configs=())
+        return replace(self, configs=()) if self.configs else self
+
+    def config_text(self, batch: int) -> str:
+        """Which tiles run `batch`, as `validate` says it."""
+        for i, config in enumerate(self.configs):
+            if batch <= config.batch_max:
+                return f"tile_configs[{i}] (batches up to {config.batch_max})"
+        return "the stages' own tiles" + (f" (batches above {self.configs[-1].batch_max})" if self.configs else "")
+
+    @property
+    def tables(self) -> tuple[ConvTable, ...]:
+        """Every configuration, the smallest batches first and the stages' own tiles last (the project's tables)."""
+        return (*(ConvTable(c.suffix, c.stages, c.batch_max) for c in self.configs), ConvTable("", self.stages, None))
+
+    def stage_tiles(self, index: int) -> tuple[tuple[str, ConvStagePlan], ...]:
+        """(suffix, the stage as that configuration plans it) for every configuration: the kernels one stage unit holds."""
+        return tuple((t.suffix, t.stages[index]) for t in self.tables)
 
     @property
     def conv_kernels(self) -> ConvKernels:
@@ -201,7 +249,10 @@ class ConvPlan:
         per SM) and every stage's tiles take at least OVERLAP_MIN_K_STEPS main-loop iterations; else back to
         back: where every producer fits in one wave its tiles all run at once and end together (no consumer tile
         can start early, and the overlap only adds its fixed cost), and short tiles pay that cost in every wave.
-        Chained with programmatic dependent launch where the kernels have it (`back-to-back+PDL`, on sm_90)."""
+        Chained with programmatic dependent launch where the kernels have it (`back-to-back+PDL`, on sm_90).
+        With tile_configs, the rule of the configuration that runs `batch`."""
+        if self.configs:
+            return self.at(batch).run_mode(batch, sms)
         sms = sms or self.sms
         producers = [(st.tiles_m(batch) * st.tiles_n, sms * st.blocks_per_sm, st.name)
                      for st in self.stages if self.has_consumer(st.index)]
@@ -239,6 +290,9 @@ class ConvPlan:
     def describe(self, batch: int) -> str:
         """The plan at one batch, as `validate` prints it: shapes, tiles, grids, and each wait explained."""
         self.check_batch(batch)
+        if self.configs:
+            head, _, rest = self.at(batch).describe(batch).partition("\n")
+            return f"{head}\n  tiles at batch {batch}: {self.config_text(batch)}\n{rest}"
         h, w, c = self.input_shape
         lines = [f"{self.name}: {len(self.stages)} conv stages, {self.conv_kernels.kernels} for {self.target}, "
                  f"{self.dtype.value}, batch {batch} (at most {self.max_batch}); input [{batch}, {h}, {w}, {c}] NHWC"]
@@ -312,15 +366,19 @@ def make_conv_plan(spec: ConvChainSpec, target: str | None = None) -> ConvPlan:
             per_tap_k=kernels.per_tap_k))
         names[st.name] = i
         shapes[i] = (p, q, st.k)
+    configs = tuple(ConvTileConfig(c.batch_max, make_conv_plan(conv_config_spec(spec, c)).stages)
+                    for c in spec.tile_configs)
     return ConvPlan(
         **plan_head(spec),
         max_batch=spec.stages[0].n or 1,
         stages=tuple(stages),
         sms=DEFAULT_SMS[spec.target],
+        configs=configs,
     )
 
 
 def conv_json_stages(plan: ConvPlan, batch: int) -> list[dict[str, Any]]:
+    plan = plan.at(batch)
     return [{"name": s.name, "op": "conv", "input": plan.tensor_name(s.producer), "residual": plan.tensor_name(s.residual)
              if s.residual is not None else None, "nhwc_in": [batch, s.h, s.w, s.c], "nhwc_out": [batch, s.p, s.q, s.k],
              "filter": [s.k, s.r, s.s, s.c], "stride": s.stride, "padding": s.pad, "dilation": s.dilation,

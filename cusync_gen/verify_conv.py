@@ -147,6 +147,7 @@ def _check_stage(plan: ConvPlan, st: ConvStagePlan, batch: int, proof: ConvProof
 def verify_conv(plan: ConvPlan, batch: int) -> ConvProof:
     """Prove the plan's waits sound at one batch, or raise VerificationError on the first uncovered read."""
     plan.check_batch(batch)
+    plan = plan.at(batch)  # the tiles that run this batch
     proof = ConvProof(batch)
     for st in plan.stages:
         if st.producer != INPUT:
@@ -155,8 +156,10 @@ def verify_conv(plan: ConvPlan, batch: int) -> ConvProof:
 
 
 def representative_batches(plan: ConvPlan) -> list[int]:
-    """The batches `generate` proves: 1, 2, 3 (tiles across image boundaries at small sizes) and the largest."""
-    return sorted({b for b in (1, 2, 3, plan.max_batch) if b <= plan.max_batch})
+    """The batches `generate` proves: 1, 2, 3 (tiles across image boundaries at small sizes), the largest, and
+    each tile configuration's largest batch and the one above it (its tiles and the next ones)."""
+    edges = {b for c in plan.configs for b in (c.batch_max, c.batch_max + 1)}
+    return sorted({b for b in {1, 2, 3, plan.max_batch} | edges if b <= plan.max_batch})
 
 
 def verify_conv_plan(plan: ConvPlan) -> None:

@@ -479,9 +479,10 @@ def test_the_library_rule_is_the_planned_one(tmp_path: Path) -> None:
         for batch, sms in itertools.product(sorted({1, 2, 3, 5, 8, 17, 32, plan.max_batch}), (1, 8, 132)):
             if batch > plan.max_batch:
                 continue
+            at = plan.at(batch)  # the tile configuration that runs this batch
             producers = [(st.tiles_m(batch) * st.tiles_n, sms * st.blocks_per_sm, st.name)
-                         for st in plan.stages if plan.has_consumer(st.index)]
-            cases.append((producers, min(st.k_steps for st in plan.stages), plan.overlap_min_k_steps, plan.programmatic))
+                         for st in at.stages if at.has_consumer(st.index)]
+            cases.append((producers, min(st.k_steps for st in at.stages), plan.overlap_min_k_steps, plan.programmatic))
             expected.append("%s|%s" % plan.run_mode(batch, sms))
     lines = []
     for producers, steps, overlap_steps, programmatic in cases:
@@ -525,10 +526,10 @@ def test_the_overlap_hooks_and_the_bounded_kernels_are_generated(tmp_path: Path)
     assert "unsigned hooks_ = kHooksLean;" in chain_h
     assert "__launch_bounds__(Kernel::kThreadCount, kMinBlocks)" in conv
     assert "int occupancy_conv2(bool bounded) { return Conv::occupancy(bounded); }" in unit
-    assert "occupancy_[s][1] = t_->occupancy[s](true);" in chain
+    assert "occupancy_[c][s][1] = configs_[c]->occupancy[s](true);" in chain  # every tile configuration's kernels
     # the bounded kernel only for one-iteration tiles past a wave of the plain kernel; the largest carve-out
     # only for it (the plain kernel keeps the driver's, and more L1)
-    assert "t_->stages[stage].k_steps <= 1" in chain_h and "> int64_t(sms_) * occupancy_[stage][0]" in chain_h
+    assert "at(batch).stages[stage].k_steps <= 1" in chain_h and "> int64_t(sms_) * blocks[0]" in chain_h
     assert "prepare_kernel(kernel<false>(), false)" in conv and "prepare_kernel(kernel<true>(), true)" in conv
     # early finish only with the epoch read once (else end_tile would count the block a second time)
     assert "if (lean && (hooks & kHookEarlyFinish) != 0u && params.sync.counts_finish" in conv
@@ -595,7 +596,106 @@ def test_the_sm90_conv_unit_compiles_without_calls_or_spills(tmp_path: Path, cut
     epilogue) builds for sm_90a; ptxas reports no stack frame and no spills: the waits are inlined (a call in a
     warp-specialized kernel costs its math warps registers) and the accumulators fit one warp group."""
     stderr = _ptxas_report("resnet_block_sm90", tmp_path, cutlass_dir)
-    kernel = re.search(r"Compiling entry function '(\w*synced_conv_sm90_kernel\w*)'.*?Used (\d+) registers", stderr, re.S)
-    assert kernel is not None, stderr[-3000:]
-    report = stderr[kernel.start():kernel.end()]
-    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report
+    kernels = list(re.finditer(r"Compiling entry function '(\w*synced_conv_sm90_kernel\w*)'.*?Used (\d+) registers", stderr, re.S))
+    assert len(kernels) == 2, stderr[-3000:]  # the stage's own 128 x 64 tiles and tile_configs' 64 x 64 (batch 1)
+    for kernel in kernels:
+        report = stderr[kernel.start():kernel.end()]
+        assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report
+
+
+# ---------------------------------------------------------------------------------------------------
+# Tiles by batch (tile_configs of sm90 conv chains)
+
+
+def _vgg_sm90(**configs: object) -> dict:
+    data = yaml.safe_load((EXAMPLES_DIR / "vgg_block_sm90.yaml").read_text())
+    data["tile_configs"] = configs["tile_configs"] if "tile_configs" in configs else data.get("tile_configs", [])
+    return data
+
+
+@pytest.mark.parametrize(("configs", "field", "text"), [
+    ([{"batch_max": 4, "tiles": {}}, {"batch_max": 4, "tiles": {}}], "tile_configs[1].batch_max", "growing batch_max"),
+    ([{"batch_max": 32, "tiles": {}}], "tile_configs[0].batch_max", "below 32"),
+    ([{"batch_max": 0, "tiles": {}}], "tile_configs[0].batch_max", "greater than 0"),
+    ([{"batch_max": 1, "tiles": {"conv9": [64, 128, 64]}}], "tile_configs[0].tiles.conv9", "use one of: conv1, conv2, conv3"),
+    ([{"batch_max": 1, "tiles": {"conv2": [32, 128, 64]}}], "tile_configs[0]: stages[1].tile.threadblock", "64 or 128"),
+    ([{"batch_max": 1, "tiles": {"conv2": [64, 128]}}], "tile_configs[0].tiles.conv2", "three integers"),
+    ([{"batch_max": 1, "tiles": {}, "m_max": 4}], "tile_configs[0].m_max", "batch_max"),
+])
+def test_conv_tile_configs_errors_name_the_field(configs: list, field: str, text: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec(_vgg_sm90(tile_configs=configs))
+    assert err.value.field == field, err.value.message
+    assert text in err.value.message + " " + err.value.hint
+    assert err.value.hint
+
+
+def test_conv_tile_configs_are_an_sm90_feature() -> None:
+    data = yaml.safe_load((EXAMPLES_DIR / "vgg_block.yaml").read_text())
+    data["tile_configs"] = [{"batch_max": 1, "tiles": {}}]
+    with pytest.raises(SpecError) as err:
+        parse_spec(data)
+    assert err.value.field == "tile_configs" and "arch: sm90" in err.value.hint
+
+
+def test_conv_tile_configs_plan_every_batch_on_its_tiles() -> None:
+    """vgg_block_sm90 runs batch 1 on tile_configs[0]'s 64 x 128 tiles and larger batches on its stages' 128 x 128:
+    the plan, its proof (the configuration's last batch and the one above it), `validate`'s text and run()'s rule
+    all take the tiles of the batch they describe."""
+    plan = make_conv_plan(load_spec(EXAMPLES_DIR / "vgg_block_sm90.yaml"))
+    assert [c.batch_max for c in plan.configs] == [1]
+    assert [(t.suffix, t.batch_max) for t in plan.tables] == [("_b1", 1), ("", None)]
+    assert [(s.tile.m, s.tile.n) for s in plan.at(1).stages] == [(64, 128)] * 3
+    assert [(s.tile.m, s.tile.n) for s in plan.at(2).stages] == [(128, 128)] * 3
+    assert plan.at(1).stages[0].tiles_m(1) == 49 and plan.at(32).stages[0].tiles_m(32) == 784
+    assert {1, 2, 32} <= set(representative_batches(plan))
+    assert "tiles at batch 1: tile_configs[0] (batches up to 1)" in plan.describe(1)
+    assert "tile 64x128x64" in plan.describe(1) and "tile 128x128x64" in plan.describe(2)
+    assert "(conv1: 98 tiles, 132 blocks at once)" in plan.run_mode(1)[1]
+    assert "conv1 has 392 tiles" in plan.run_mode(8)[1]  # 128 x 128 tiles from batch 2 on
+    assert verify_conv(plan, 1).tiles_checked["conv2"] == 49
+
+
+def test_conv_tile_configs_are_generated_per_stage_and_chained_by_batch(tmp_path: Path) -> None:
+    generate(EXAMPLES_DIR / "vgg_block_sm90.yaml", tmp_path / "p")
+    header = (tmp_path / "p" / "include" / "vgg_block_sm90.h").read_text()
+    unit = (tmp_path / "p" / "src" / "stage_conv2.cu").read_text()
+    chain = (tmp_path / "p" / "src" / "vgg_block_sm90.cu").read_text()
+    assert "inline constexpr cusync::conv::ConvStageInfo kStages_b1[kNumStages] = {" in header
+    assert '{"conv2", 0, -2, 56, 56, 256, 256, 3, 3, 56, 56, 1, 1, 1, 64, 128, true, 36},' in header
+    assert "using Conv_b1 = cusync::conv::SyncedConvSm90<cutlass::half_t, 64, 128, 64," in unit
+    assert "launch_conv<Conv_b1, cutlass::half_t>(kStages_b1[1], launch, stream)" in unit
+    assert "Conv_b1::prepare()" in unit and "return Conv::prepare();" in unit
+    assert "/*smaller=*/&kTables_b1, /*smaller_batch_max=*/1};" in chain
+
+
+@pytest.mark.nvcc
+def test_conv_chain_picks_the_tables_of_the_batch(tmp_path: Path) -> None:
+    """ConvChain::config / at / tiles_m / tiles_n walk ConvTables::smaller by batch (host code, no GPU)."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    src = tmp_path / "pick.cu"
+    src.write_text(r'''#include <cstdio>
+#include "cusync/conv/chain.cuh"
+using namespace cusync::conv;
+constexpr ConvStageInfo kSmall[1] = {{"c", -1, -2, 8, 8, 64, 64, 3, 3, 8, 8, 1, 1, 1, 64, 64, false, 9}};
+constexpr ConvStageInfo kMid[1] = {{"c", -1, -2, 8, 8, 64, 64, 3, 3, 8, 8, 1, 1, 1, 64, 128, false, 9}};
+constexpr ConvStageInfo kBase[1] = {{"c", -1, -2, 8, 8, 64, 64, 3, 3, 8, 8, 1, 1, 1, 128, 64, false, 9}};
+constexpr ConvTables kT1{1, kSmall, nullptr, nullptr, nullptr, 2, true, kOverlapNever};
+constexpr ConvTables kT4{1, kMid, nullptr, nullptr, nullptr, 2, true, kOverlapNever, &kT1, 1};
+constexpr ConvTables kT{1, kBase, nullptr, nullptr, nullptr, 2, true, kOverlapNever, &kT4, 4};
+int main() {
+  ConvChain c(kT);
+  for (int b : {1, 2, 4, 5, 32}) std::printf("%d:%d:%d:%d:%d ", b, c.config(b), c.at(b).stages[0].tile_m, c.tiles_m(0, b), c.tiles_n(0, b));
+  std::printf("%d\n", c.num_configs());
+}
+''')
+    exe = tmp_path / "pick"
+    out = subprocess.run([nvcc, "-std=c++17", "-I", str(REPO / "templates" / "runtime" / "include"),
+                          "-I", str(REPO / "templates" / "conv" / "include"), str(src), "-o", str(exe)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
+    # batch: configuration, tile_m, tiles_m (8x8 pixels per image), tiles_n (64 channels)
+    assert got == ["1:2:64:1:1", "2:1:64:2:1", "4:1:64:4:1", "5:0:128:3:1", "32:0:128:16:1", "3"]

@@ -19,6 +19,7 @@ from cusync_gen.spec.model import (
     ChainSpec,
     ConvChainSpec,
     ConvStageSpec,
+    ConvTileConfigSpec,
     DispatchEntrySpec,
     DispatchSpec,
     Optimizations,
@@ -70,7 +71,7 @@ _NESTED: dict[type[BaseModel], dict[str, type[BaseModel]]] = {
     StageSpec: {"tile": TileSpec, "reads": ReadsSpec},
     ReadsSpec: {"cols": StridedCols},
     AttentionSpec: {"attention": AttentionBlock},
-    ConvChainSpec: {"stages": ConvStageSpec},
+    ConvChainSpec: {"stages": ConvStageSpec, "tile_configs": ConvTileConfigSpec},
     ConvStageSpec: {"tile": TileSpec},
     AttentionBlock: {"tiles": AttentionTiles},
     AttentionTiles: {name: TileSpec for name in ("qkv", "scores", "pv", "proj")},
@@ -108,7 +109,7 @@ def _render_loc(loc: tuple[int | str, ...]) -> str:
 #: threadblock, warp, instruction or tile_configs tile are "tile values").
 _LIMIT_OF_KEY = {"n": "n, k", "k": "n, k", "hidden": "attention.hidden",
                  "heads": "attention.heads * attention.head_dim", "head_dim": "attention.head_dim",
-                 "stages": "tile.stages", "sms": "sms", "m_max": "tile_configs[i].m_max",
+                 "stages": "tile.stages", "sms": "sms", "m_max": "tile_configs[i].m_max", "batch_max": "conv n",
                  "strided": "reads", "count": "reads", "halo": "reads", "h": "conv h, w", "w": "conv h, w",
                  "c": "conv c, k", "r": "conv r, s, padding", "s": "conv r, s, padding", "padding": "conv r, s, padding",
                  "stride": "conv stride, dilation", "dilation": "conv stride, dilation"}
@@ -175,11 +176,13 @@ def from_validation_error(exc: ValidationError, root: type[BaseModel] = ChainSpe
         return SpecError(field, f"{ctx.get('actual_length')} entries; at most {MAX_TILE_CONFIGS} (the library tries "
                          "them in order at every run)", f"merge neighbouring entries into at most {MAX_TILE_CONFIGS}")
     if kind in ("tuple_type", "list_type", "too_short", "too_long"):
-        if key in _TRIPLE_EXAMPLES:
+        # a tile configuration's entry (tile_configs[i].tiles.<stage>) is a threadblock triple too
+        in_tiles = "tiles" in loc[-3:] and loc[:1] == ("tile_configs",)
+        if key in _TRIPLE_EXAMPLES or in_tiles:
             return SpecError(
                 field,
                 f"expected a list of three integers [M, N, K], got {show(value)}",
-                f"write {key}: {_TRIPLE_EXAMPLES[key]}",
+                f"write {key}: {_TRIPLE_EXAMPLES.get(key, _TRIPLE_EXAMPLES['threadblock'])}",
             )
         if key == "stages":
             msg = ("needs at least one stage" if kind == "too_short"

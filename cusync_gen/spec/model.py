@@ -380,10 +380,20 @@ class ConvStageSpec(BaseModel):
     tile: TileSpec = TileSpec(threadblock=(128, 64, 32))
 
 
+class ConvTileConfigSpec(BaseModel):
+    """Other tile shapes for batches up to batch_max: the library picks a configuration by the batch at run time."""
+
+    model_config = _FROZEN
+
+    batch_max: Annotated[int, Field(strict=True, gt=0, le=MAX_BATCH)]
+    tiles: dict[str, Triple]  # stage name -> threadblock; stages not listed keep their own tile
+
+
 class ConvChainSpec(_SpecHead):
     """A spec whose stages are convolutions (`op: conv`): a chain of conv layers, e.g. a ResNet or VGG block."""
 
     stages: list[ConvStageSpec] = Field(min_length=1, max_length=MAX_STAGES)
+    tile_configs: list[ConvTileConfigSpec] = Field(default_factory=list, max_length=MAX_TILE_CONFIGS)
 
 
 #: The attention chain's GEMMs in chain order, and what each computes (for messages and docs).
@@ -531,6 +541,13 @@ def spec_data(spec: ChainSpec) -> dict[str, Any]:
 def config_spec(spec: ChainSpec, config: TileConfigSpec) -> ChainSpec:
     """The chain a tile configuration runs: the spec with that configuration's tiles and schedules."""
     return with_tiles(spec, dict(config.tiles), dict(config.schedules))
+
+
+def conv_config_spec(spec: ConvChainSpec, config: ConvTileConfigSpec) -> ConvChainSpec:
+    """The conv chain a tile configuration runs: the spec with that configuration's tiles and no configurations."""
+    stages = [st.model_copy(update={"tile": TileSpec(threadblock=config.tiles[st.name])}) if st.name in config.tiles else st
+              for st in spec.stages]
+    return spec.model_copy(update={"stages": stages, "tile_configs": []})
 
 
 def conv_output_size(size: int, filt: int, stride: int, padding: int, dilation: int) -> int:

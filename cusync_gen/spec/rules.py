@@ -44,6 +44,7 @@ from cusync_gen.spec.model import (
     output_policy,
     producer_width,
     config_spec,
+    conv_config_spec,
     conv_output_size,
 )
 
@@ -281,6 +282,38 @@ def check_conv_rules(spec: ConvChainSpec) -> None:
             _check_sm80_conv_tile(i, field, stage)
         seen[stage.name] = i
         shapes[stage.name] = (p, q, stage.k)
+    _check_conv_tile_configs(spec)
+
+
+def _check_conv_tile_configs(spec: ConvChainSpec) -> None:
+    """Tiles by batch: sm90 only, entries by growing batch_max below stages[0].n, known stages, and each
+    configuration a valid chain on its own (its tiles checked as the stages' own are)."""
+    if not spec.tile_configs:
+        return
+    if not ARCHS[spec.arch].tile_configs:
+        raise SpecError("tile_configs", "tile_configs (tiles picked by the batch at run time) are an sm90 feature",
+                        "remove tile_configs, or set arch: sm90")
+    names = [s.name for s in spec.stages]
+    largest = spec.stages[0].n
+    previous = 0
+    for c, config in enumerate(spec.tile_configs):
+        field = f"tile_configs[{c}]"
+        if config.batch_max <= previous:
+            raise SpecError(f"{field}.batch_max", f"batch_max={config.batch_max} must be larger than the previous "
+                            f"entry's ({previous})", "list tile_configs by growing batch_max")
+        if config.batch_max >= largest:
+            raise SpecError(f"{field}.batch_max", f"batch_max={config.batch_max} covers every batch up to stages[0].n="
+                            f"{largest}, so the stages' own tiles would never run", "put those tiles in the stages "
+                            f"instead, or use a batch_max below {largest}")
+        previous = config.batch_max
+        for name in config.tiles:
+            if name not in names:
+                raise SpecError(f"{field}.tiles.{show_key(name)}", f"unknown stage {show(name)}",
+                                f"use one of: {', '.join(names)}")
+        try:
+            check_conv_rules(conv_config_spec(spec, config))
+        except SpecError as exc:
+            raise SpecError(f"{field}: {exc.field}", exc.message[len(exc.field) + 2 :], exc.hint) from None
 
 
 #: sm90 conv tiles (cusync/conv/conv_sm90.cuh): one consumer warp group computes the whole tile (wgmma M of

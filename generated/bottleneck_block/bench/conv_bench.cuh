@@ -211,6 +211,11 @@ int run(int argc, char** argv) {
     for (int b : o.batches) std::printf(" %d %s", b, c.bounded(s, b) ? "yes" : "no");
     std::printf(";");
   }
+  for (int b : o.batches) {  // the tile configuration of each batch (0: the stages' own tiles; tile_configs)
+    std::printf(" tiles at batch %d:", b);
+    for (int s = 0; s < kNumStages; ++s) std::printf(" %dx%d", c.at(b).stages[s].tile_m, c.at(b).stages[s].tile_n);
+    std::printf(" (configuration %d);", c.config(b));
+  }
   std::printf("\n");
   char const* const launch_style = c.programmatic() ? "one stream, programmatic launch" : "two streams";
 
@@ -274,7 +279,7 @@ int run(int argc, char** argv) {
       size_t const n = sizeof(variants) / sizeof(variants[0]);
       for (int s = 0; s < kNumStages; ++s) {
         std::printf("PROFILE {\"chain\": \"%s\", \"batch\": %d, \"stage\": \"%s\", \"tiles\": %d", Traits::kName, batch,
-                    kStages[s].name, c.tiles_m(s, batch) * c.tiles_n(s));
+                    kStages[s].name, c.tiles_m(s, batch) * c.tiles_n(s, batch));
         for (size_t v = 0; v < n; ++v) std::printf(", \"%s\": %.3f", variants[v].name, us[size_t(s) * n + v]);
         std::printf("}\n");
       }

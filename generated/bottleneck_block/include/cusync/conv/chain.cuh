@@ -19,6 +19,10 @@ inline Status from_cuda(cudaError_t err) { return err == cudaSuccess ? Status::k
 inline int div_up(int64_t a, int64_t b) { return int((a + b - 1) / b); }
 }  // namespace detail
 
+ConvChain::ConvChain(ConvTables const& tables) : t_(&tables) {
+  for (ConvTables const* t = &tables; t != nullptr && num_configs_ < kMaxConvConfigs; t = t->smaller) configs_[num_configs_++] = t;
+}
+
 ConvChain::~ConvChain() {
   if (join_ != nullptr) cudaEventDestroy(join_);
   if (fork_ != nullptr) cudaEventDestroy(fork_);
@@ -28,12 +32,12 @@ ConvChain::~ConvChain() {
 }
 
 int ConvChain::tiles_m(int stage, int batch) const {
-  ConvStageInfo const& s = t_->stages[stage];
+  ConvStageInfo const& s = at(batch).stages[stage];
   return detail::div_up(int64_t(batch) * s.p * s.q, s.tile_m);
 }
 
-int ConvChain::tiles_n(int stage) const {
-  ConvStageInfo const& s = t_->stages[stage];
+int ConvChain::tiles_n(int stage, int batch) const {
+  ConvStageInfo const& s = at(batch).stages[stage];
   return detail::div_up(s.k, s.tile_n);
 }
 
@@ -63,7 +67,14 @@ Status ConvChain::initialize(int max_batch, cudaStream_t stream) {
   int64_t words = 0;
   for (int s = 0; s < t_->num_stages; ++s) {
     semaphore_offset_[s] = words;
-    words += has_consumer(s) ? tiles_m(s, max_batch) : 0;  // RowSync: one semaphore per tile row
+    // RowSync: one semaphore per tile row, as many as the most any configuration has (at its largest batch)
+    int rows = 0;
+    for (int c = 0; c < num_configs_ && has_consumer(s); ++c) {
+      int const top = c == 0 ? max_batch : std::min(max_batch, configs_[c - 1]->smaller_batch_max);
+      ConvStageInfo const& i = configs_[c]->stages[s];
+      rows = std::max(rows, detail::div_up(int64_t(top) * i.p * i.q, i.tile_m));
+    }
+    words += rows;
   }
   Status status = from_cuda(cudaMalloc(&state_, sizeof(ChainState)));
   if (status == Status::kSuccess) status = from_cuda(cudaMalloc(&semaphores_, sizeof(uint64_t) * (words > 0 ? words : 1)));
@@ -72,14 +83,18 @@ Status ConvChain::initialize(int max_batch, cudaStream_t stream) {
   if (status == Status::kSuccess) status = from_cuda(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
   if (status == Status::kSuccess) status = from_cuda(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
   if (status == Status::kSuccess) status = from_cuda(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
-  for (int s = 0; s < t_->num_stages && status == Status::kSuccess; ++s) status = t_->prepare[s]();
+  for (int c = 0; c < num_configs_; ++c) {
+    for (int s = 0; s < t_->num_stages && status == Status::kSuccess; ++s) status = configs_[c]->prepare[s]();
+  }
   int device = 0;
   if (status == Status::kSuccess) status = from_cuda(cudaGetDevice(&device));
   if (status == Status::kSuccess) status = from_cuda(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
   if (status == Status::kSuccess) status = from_cuda(cudaDeviceGetAttribute(&cc_major_, cudaDevAttrComputeCapabilityMajor, device));
-  for (int s = 0; s < t_->num_stages && status == Status::kSuccess; ++s) {
-    occupancy_[s][0] = t_->occupancy[s](false);
-    occupancy_[s][1] = t_->occupancy[s](true);
+  for (int c = 0; c < num_configs_ && status == Status::kSuccess; ++c) {
+    for (int s = 0; s < t_->num_stages; ++s) {
+      occupancy_[c][s][0] = configs_[c]->occupancy[s](false);
+      occupancy_[c][s][1] = configs_[c]->occupancy[s](true);
+    }
   }
   return status;
 }
@@ -98,7 +113,8 @@ Status ConvChain::check(ConvArguments const& a) {
 }
 
 Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaStream_t stream, bool programmatic) {
-  ConvStageInfo const& info = t_->stages[s];
+  ConvTables const& t = at(a.batch);  // the tile configuration of this batch
+  ConvStageInfo const& info = t.stages[s];
   auto* state = static_cast<ChainState*>(state_);
   ConvLaunch l{};
   // One stream with programmatic dependent launch: every block of stage s lets stage s + 1 launch at its
@@ -132,10 +148,10 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
   sync.timeout_ns = timeout_ns_;
   sync.order = TileOrder::kRowMajor;  // tile rows are runs of output pixels: the first image rows complete first
   sync.tiles_m = tiles_m(s, a.batch);
-  sync.tiles_n = tiles_n(s);
+  sync.tiles_n = tiles_n(s, a.batch);
   sync.num_stages = t_->num_stages;
-  for (int t = 0; t < t_->num_stages; ++t) {
-    if (!has_consumer(t)) sync.run_blocks += unsigned(tiles_m(t, a.batch) * tiles_n(t));
+  for (int sink = 0; sink < t_->num_stages; ++sink) {
+    if (!has_consumer(sink)) sync.run_blocks += unsigned(tiles_m(sink, a.batch) * tiles_n(sink, a.batch));
   }
   sync.counts_finish = !has_consumer(s);
   auto make_wait = [&](int producer) {
@@ -143,8 +159,8 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
     wait.state = state;
     wait.stage = s;
     wait.producer = producer;
-    ConvStageInfo const& p = t_->stages[producer];
-    wait.policy = RowSync(p.tile_m, p.tile_n, tiles_n(producer));
+    ConvStageInfo const& p = t.stages[producer];
+    wait.policy = RowSync(p.tile_m, p.tile_n, tiles_n(producer, a.batch));
     wait.semaphores = semaphores_ + semaphore_offset_[producer];
     wait.timeout_ns = timeout_ns_;
     wait.enabled = true;
@@ -152,7 +168,7 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
   };
   if (synced && info.producer >= 0 && (profile_drop_ & 2u) == 0u) sync.input = make_wait(info.producer);
   if (synced && has_consumer(s) && s != missing_posts_ && (profile_drop_ & 4u) == 0u) {
-    sync.output = RowSync(info.tile_m, info.tile_n, tiles_n(s));
+    sync.output = RowSync(info.tile_m, info.tile_n, tiles_n(s, a.batch));
     sync.out_semaphores = semaphores_ + semaphore_offset_[s];
   }
   ConvWaits& w = l.waits;
@@ -164,7 +180,7 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
     w.residual = make_wait(info.residual);
     w.residual_tiles_m = tiles_m(info.residual, a.batch);
   }
-  return t_->launch[s](l, stream);
+  return t.launch[s](l, stream);
 }
 
 Status ConvChain::run_unsynced(ConvArguments const& a, cudaStream_t stream, bool programmatic) {
@@ -203,7 +219,7 @@ bool ConvChain::waits_for_start(int batch) const {
   double slots = 0.0;
   for (int s = 0; s < t_->num_stages; ++s) {
     if (blocks_per_sm(s, batch) <= 0) return true;
-    slots += double(tiles_m(s, batch)) * tiles_n(s) / blocks_per_sm(s, batch);
+    slots += double(tiles_m(s, batch)) * tiles_n(s, batch) / blocks_per_sm(s, batch);
   }
   return slots > double(sms_);
 }
@@ -236,12 +252,12 @@ ConvMode ConvChain::mode(int batch) const {
   int count = 0;
   for (int s = 0; s < t_->num_stages; ++s) {
     if (!has_consumer(s)) continue;
-    tiles[count] = int64_t(tiles_m(s, batch)) * tiles_n(s);
+    tiles[count] = int64_t(tiles_m(s, batch)) * tiles_n(s, batch);
     slots[count] = int64_t(sms_) * (blocks_per_sm(s, batch) > 0 ? blocks_per_sm(s, batch) : 1);
     names[count++] = stage_name(s);
   }
   int min_k_steps = INT_MAX;
-  for (int s = 0; s < t_->num_stages; ++s) min_k_steps = std::min(min_k_steps, t_->stages[s].k_steps);
+  for (int s = 0; s < t_->num_stages; ++s) min_k_steps = std::min(min_k_steps, at(batch).stages[s].k_steps);
   return default_conv_mode(count, tiles, slots, names, min_k_steps, t_->overlap_min_k_steps, programmatic(), mode_reason_,
                            int(sizeof(mode_reason_)));
 }
@@ -356,7 +372,7 @@ Status ConvChain::run_overlapped(ConvArguments const& a, cudaStream_t stream) {
     cudaStream_t const on = streams[s % 2];
     int const p = t_->stages[s].producer;
     if (p >= 0 && wait_kernels) {
-      unsigned const producer_blocks = unsigned(tiles_m(p, a.batch) * tiles_n(p));
+      unsigned const producer_blocks = unsigned(tiles_m(p, a.batch) * tiles_n(p, a.batch));
       wait_started_kernel<<<1, 32, 0, on>>>(state, s, p, producer_blocks, timeout_ns_);
       if ((status = from_cuda(cudaGetLastError())) != Status::kSuccess) return status;
     }

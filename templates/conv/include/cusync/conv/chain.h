@@ -4,6 +4,7 @@
 // project emits the constexpr stage table (src/<name>_stages.h) and one launch function per stage.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -16,6 +17,7 @@
 namespace cusync::conv {
 
 constexpr int kMaxConvStages = 16;  // kMaxStages of cusync/stage.cuh
+constexpr int kMaxConvConfigs = 9;  // the stages' own tiles and spec.limits.MAX_TILE_CONFIGS tile_configs
 constexpr int kNoResidual = -2;     // ConvStageInfo::residual: no residual add
 constexpr int kChainInput = -1;     // ConvStageInfo::producer / residual: the chain input
 
@@ -53,6 +55,11 @@ struct ConvTables {
   // run()'s rule takes the overlap only for tiles of at least this many main-loop iterations (kOverlapMinKSteps,
   // or kOverlapNever: see default_conv_mode).
   int overlap_min_k_steps;
+  // Tiles by batch (the spec's tile_configs): batches up to smaller_batch_max run `smaller`'s kernels and stage
+  // table (whose tiles differ; names, shapes, producers, residuals and bias are the same), which may name a
+  // smaller configuration in turn. nullptr: these tables run every batch.
+  ConvTables const* smaller = nullptr;
+  int smaller_batch_max = 0;
 };
 
 // How run() computes the chain at a batch (mode() picks; set_mode() overrides).
@@ -152,7 +159,7 @@ struct ConvArguments {
 
 class ConvChain {
  public:
-  explicit ConvChain(ConvTables const& tables) : t_(&tables) {}
+  explicit ConvChain(ConvTables const& tables);
   ~ConvChain();
   ConvChain(ConvChain const&) = delete;
   ConvChain& operator=(ConvChain const&) = delete;
@@ -191,19 +198,30 @@ class ConvChain {
   // set_bounded_kernels(false): always the plain one.
   void set_bounded_kernels(bool bounded) { use_bounded_ = bounded; }
   bool bounded(int stage, int batch) const {
-    return use_bounded_ && t_->stages[stage].k_steps <= 1 && occupancy_[stage][1] > occupancy_[stage][0] &&
-           int64_t(tiles_m(stage, batch)) * tiles_n(stage) > int64_t(sms_) * occupancy_[stage][0];
+    int const (&blocks)[2] = occupancy_[config(batch)][stage];
+    return use_bounded_ && at(batch).stages[stage].k_steps <= 1 && blocks[1] > blocks[0] &&
+           int64_t(tiles_m(stage, batch)) * tiles_n(stage, batch) > int64_t(sms_) * blocks[0];
   }
-  int blocks_per_sm(int stage, int batch) const { return occupancy_[stage][bounded(stage, batch) ? 1 : 0]; }
-  int blocks_per_sm_plain(int stage) const { return occupancy_[stage][0]; }
-  int blocks_per_sm_bounded(int stage) const { return occupancy_[stage][1]; }
+  int blocks_per_sm(int stage, int batch) const { return occupancy_[config(batch)][stage][bounded(stage, batch) ? 1 : 0]; }
+  // Of the kernels that run `batch` (default: the stages' own tiles).
+  int blocks_per_sm_plain(int stage, int batch = INT_MAX) const { return occupancy_[config(batch)][stage][0]; }
+  int blocks_per_sm_bounded(int stage, int batch = INT_MAX) const { return occupancy_[config(batch)][stage][1]; }
   // Profiling: stage `stage` alone, synchronized (ticket, waits, post, finish count as in the overlap, with
   // `hooks`), but every wait satisfied at its first poll; `drop` bits take parts out: 1 the ticket (block
   // order), 2 the waits (no poll), 4 the post. Its posts count up in the current epoch: consumers of later
   // runs would not wait, so use it in a process of its own, never between runs whose results matter.
   Status profile_stage(int stage, ConvArguments const& args, unsigned hooks, unsigned drop, cudaStream_t stream);
   int tiles_m(int stage, int batch) const;
-  int tiles_n(int stage) const;
+  int tiles_n(int stage, int batch) const;
+  // The tile configuration that runs `batch` (0: the stages' own tiles; 1, 2, ...: ever smaller batches) and
+  // its tables.
+  int config(int batch) const {
+    int c = 0;
+    while (c + 1 < num_configs_ && batch <= configs_[c]->smaller_batch_max) ++c;
+    return c;
+  }
+  ConvTables const& at(int batch) const { return *configs_[config(batch)]; }
+  int num_configs() const { return num_configs_; }
   int num_stages() const { return t_->num_stages; }
   char const* stage_name(int stage) const;
   char const* last_error() const { return last_error_; }
@@ -240,7 +258,9 @@ class ConvChain {
   Status launch_stage(int stage, ConvArguments const& args, bool synced, cudaStream_t stream, bool programmatic);
   Status run_unsynced(ConvArguments const& args, cudaStream_t stream, bool programmatic);
 
-  ConvTables const* t_;
+  ConvTables const* t_;  // the stages' own tiles (names, shapes and edges: the same in every configuration)
+  ConvTables const* configs_[kMaxConvConfigs] = {};
+  int num_configs_ = 0;
   void* state_ = nullptr;
   uint64_t* semaphores_ = nullptr;
   int64_t semaphore_offset_[kMaxConvStages] = {};
@@ -248,7 +268,7 @@ class ConvChain {
   uint64_t timeout_ns_ = 2000000000ull;
   int missing_posts_ = -1;
   int sms_ = 0;
-  int occupancy_[kMaxConvStages][2] = {};  // blocks per SM: the plain kernel, the bounded one
+  int occupancy_[kMaxConvConfigs][kMaxConvStages][2] = {};  // blocks per SM: the plain kernel, the bounded one
   bool use_bounded_ = true;
   unsigned hooks_ = kHooksLean;
   unsigned profile_hooks_ = 0;   // profile_stage: hooks | kHookAssumePosted while it launches
