@@ -158,6 +158,8 @@ class ConvTable:
     suffix: str
     stages: tuple[ConvStagePlan, ...]
     batch_max: int | None
+    #: The configuration's units also hold persistent kernels (ConvTables::persistent; ConvPlan.persistent_kernels).
+    persistent: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,13 +175,32 @@ class ConvPlan:
     stages: tuple[ConvStagePlan, ...]   # the stages' own tiles: every batch above the configurations'
     sms: int
     configs: tuple[ConvTileConfig, ...] = ()  # by growing batch_max (tile_configs)
+    #: The largest batch these stages run (at(): the configuration's batch_max); None: max_batch.
+    stages_batch_max: int | None = None
 
     def at(self, batch: int) -> ConvPlan:
         """The plan that runs `batch`: the first configuration whose batch_max holds it, else the stages' own tiles."""
         for config in self.configs:
             if batch <= config.batch_max:
-                return replace(self, stages=config.stages, configs=())
+                return replace(self, stages=config.stages, configs=(), stages_batch_max=config.batch_max)
         return replace(self, configs=()) if self.configs else self
+
+    def _more_than_a_wave(self, st: ConvStagePlan, batch: int) -> bool:
+        return st.tiles_m(batch) * st.tiles_n > self.sms * max(st.blocks_per_sm, 1)
+
+    def _holds_persistent(self, stages: tuple[ConvStagePlan, ...], batch_max: int) -> bool:
+        return self.conv_kernels.persistent and any(self._more_than_a_wave(st, batch_max) for st in stages)
+
+    @property
+    def persistent_kernels(self) -> bool:
+        """These stages' units also hold persistent kernels (the arch has them, sm90): where some stage has more
+        tiles than one wave at the largest batch they run (ConvTables::persistent)."""
+        return self._holds_persistent(self.stages, self.stages_batch_max or self.max_batch)
+
+    def stage_persistent(self, st: ConvStagePlan, batch: int) -> bool:
+        """Stage `st` runs its persistent kernel at `batch` (ConvChain::persistent): one is built and the stage has
+        more tiles than one wave; else one block per tile (measured faster within a wave on the H200)."""
+        return self.persistent_kernels and self._more_than_a_wave(st, batch)
 
     def config_text(self, batch: int) -> str:
         """Which tiles run `batch`, as `validate` says it."""
@@ -191,7 +212,14 @@ class ConvPlan:
     @property
     def tables(self) -> tuple[ConvTable, ...]:
         """Every configuration, the smallest batches first and the stages' own tiles last (the project's tables)."""
-        return (*(ConvTable(c.suffix, c.stages, c.batch_max) for c in self.configs), ConvTable("", self.stages, None))
+        return (*(ConvTable(c.suffix, c.stages, c.batch_max, self._holds_persistent(c.stages, c.batch_max))
+                  for c in self.configs),
+                ConvTable("", self.stages, None, self._holds_persistent(self.stages, self.max_batch)))
+
+    @property
+    def persistent_suffixes(self) -> frozenset[str]:
+        """The configurations (by suffix) whose stage units also hold persistent kernels."""
+        return frozenset(t.suffix for t in self.tables if t.persistent)
 
     def stage_tiles(self, index: int) -> tuple[tuple[str, ConvStagePlan], ...]:
         """(suffix, the stage as that configuration plans it) for every configuration: the kernels one stage unit holds."""
@@ -220,7 +248,7 @@ class ConvPlan:
     @property
     def overlap_rule_text(self) -> str:
         if self.overlap_min_k_steps == OVERLAP_NEVER:
-            return "never: these kernels pay the overlap's waits and post in every tile"
+            return "never: these kernels pay the overlap's waits and post on every tile's path"
         return f"at least {self.overlap_min_k_steps} iterations"
 
     @property
@@ -265,7 +293,7 @@ class ConvPlan:
         steps = min(st.k_steps for st in self.stages)
         head = f"rule: {name} has {tiles} tiles, more than one wave ({slots} blocks at once), "
         if self.overlap_min_k_steps == OVERLAP_NEVER:
-            return apart, head + f"but these kernels pay the overlap's waits and post in every tile (one tile per block): {apart}"
+            return apart, head + f"but these kernels pay the overlap's waits and post on every tile's path (measured slower than back to back): {apart}"
         if steps >= self.overlap_min_k_steps:
             return "overlap", head + f"and every stage's tiles take at least {steps} main-loop steps: overlap"
         return apart, head + (f"but some stage's tiles take {steps} main-loop steps (short tiles: the overlap's "
@@ -307,6 +335,11 @@ class ConvPlan:
                          f"K = {st.r}*{st.s}*{st.c} = {st.gemm_k}; tile {t.m}x{t.n}x{t.k} ({self._tile_text(t)}): "
                          f"grid {st.tiles_m(batch)} x {st.tiles_n}, "
                          "row-major (tile rows are runs of output pixels: the first image rows complete first)")
+            if self.persistent_kernels:
+                lines.append("    kernel: " + (
+                    f"persistent ({self.sms * max(st.blocks_per_sm, 1)} CTAs walk the tiles from a queue, two math "
+                    "warp groups on alternate tiles: more tiles than one wave)" if self.stage_persistent(st, batch)
+                    else "one block per tile (the tiles fit in one wave)"))
             if self.has_consumer(st.index):
                 lines.append(f"    posts: one semaphore per tile row of output pixels ({st.tiles_m(batch)}), "
                              f"{st.tiles_n} post(s) each (one per channel tile)")

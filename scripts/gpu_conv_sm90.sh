@@ -50,12 +50,23 @@ if has check; then
   run resnet_block_sm90 120 --batch 3 --check-only --two-streams
   run conv_mix_sm90 60 --batch 3 --missing-post s2
   run resnet_block_sm90 60 --batch 1 --missing-post conv1
+  if [ -x "$(bin conv_mix_sm90_waves)" ]; then  # the persistent kernels beyond one wave, mixed with one-tile ones
+    run conv_mix_sm90_waves 120 --batch 1,3,8,24 --check-only
+    run conv_mix_sm90_waves 120 --batch 3,24 --check-only --two-streams
+    run conv_mix_sm90_waves 60 --batch 24 --missing-post s2
+  fi
   if command -v compute-sanitizer > /dev/null; then
     for tool in memcheck racecheck; do
       say "$tool conv_mix_sm90 (batch 1)"
       timeout 150 compute-sanitizer --tool $tool --print-limit 10 "$(bin conv_mix_sm90)" --batch 1 --check-only \
         > "$OUT/logs/san-$tool.log" 2>&1
       echo "rc=$?: $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/logs/san-$tool.log" | tr '\n' ' ')" | tee -a "$LOG"
+      if [ -x "$(bin conv_mix_sm90_waves)" ]; then
+        say "$tool conv_mix_sm90_waves (batch 8: a persistent stage)"
+        timeout 200 compute-sanitizer --tool $tool --print-limit 10 "$(bin conv_mix_sm90_waves)" --batch 8 --check-only \
+          > "$OUT/logs/san-w-$tool.log" 2>&1
+        echo "rc=$?: $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/logs/san-w-$tool.log" | tr '\n' ' ')" | tee -a "$LOG"
+      fi
     done
   fi
 fi

@@ -596,11 +596,58 @@ def test_the_sm90_conv_unit_compiles_without_calls_or_spills(tmp_path: Path, cut
     epilogue) builds for sm_90a; ptxas reports no stack frame and no spills: the waits are inlined (a call in a
     warp-specialized kernel costs its math warps registers) and the accumulators fit one warp group."""
     stderr = _ptxas_report("resnet_block_sm90", tmp_path, cutlass_dir)
-    kernels = list(re.finditer(r"Compiling entry function '(\w*synced_conv_sm90_kernel\w*)'.*?Used (\d+) registers", stderr, re.S))
+    kernels = list(re.finditer(r"Compiling entry function '(\w*synced_conv_sm90_kernel\w*ConvUniversal\w*)'.*?Used (\d+) registers",
+                               stderr, re.S))
     assert len(kernels) == 2, stderr[-3000:]  # the stage's own 128 x 64 tiles and tile_configs' 64 x 64 (batch 1)
     for kernel in kernels:
         report = stderr[kernel.start():kernel.end()]
         assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report
+    # The persistent kernel of the stage's own tiles (more than one wave): CUTLASS's ping-pong GEMM kernel over the
+    # conv mainloop. Its 40-register producer warps hold the window waits and the ticket code; ptxas spills one
+    # 8-byte value there (as in the sm90 GEMMs' synced ping-pong kernel, NOTES h14), never more than 16 bytes.
+    persistent = list(re.finditer(r"Compiling entry function '(\w*synced_conv_sm90_kernel\w*GemmUniversal\w*)'.*?Used (\d+) registers",
+                                  stderr, re.S))
+    assert len(persistent) == 1, stderr[-3000:]
+    report = stderr[persistent[0].start():persistent[0].end()]
+    spill = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", report)
+    assert spill and all(int(v) <= 16 for v in spill.groups()), report
+    assert "wgmma.mma_async instructions are serialized" not in stderr
+
+
+def test_sm90_persistent_kernels_run_beyond_one_wave() -> None:
+    """A configuration's units hold the persistent kernel where some stage has more tiles than one wave at the
+    largest batch it runs; a stage takes it at a batch where its own tiles are more than one wave (ConvChain::
+    persistent mirrors ConvPlan.stage_persistent), and validate says which kernel each stage runs."""
+    plan = make_conv_plan(load_spec(EXAMPLES_DIR / "resnet_block_sm90.yaml"))
+    assert [(t.suffix, t.persistent) for t in plan.tables] == [("_b1", False), ("", True)]
+    assert plan.persistent_suffixes == frozenset({""})
+    for batch, expected in ((1, False), (3, False), (5, False), (6, True), (32, True)):
+        at = plan.at(batch)  # 128 x 64 tiles above batch 1: 3136 / 128 = 24.5 tile rows per image, one channel tile
+        assert [at.stage_persistent(st, batch) for st in at.stages] == [expected] * 2, batch
+    assert "kernel: persistent (132 CTAs" in plan.describe(32) and "kernel: one block per tile" in plan.describe(3)
+    assert "kernel:" not in make_conv_plan(load_spec(EXAMPLES_DIR / "resnet_block.yaml")).describe(32)  # sm80
+    mix = make_conv_plan(load_spec(DATA / "conv_mix_sm90.yaml"))
+    assert not any(t.persistent for t in mix.tables)  # 15 x 13 images: every stage fits one wave at batch 3
+    waves = make_conv_plan(load_spec(DATA / "conv_mix_sm90_waves.yaml"))
+    assert [waves.stage_persistent(st, 24) for st in waves.stages] == [True, False, True, False, True]
+    assert [waves.stage_persistent(st, 8) for st in waves.stages] == [True, False, False, False, False]
+    assert not any(waves.stage_persistent(st, 3) for st in waves.stages)
+
+
+def test_sm90_persistent_kernels_are_generated_where_planned(tmp_path: Path) -> None:
+    generate(EXAMPLES_DIR / "resnet_block_sm90.yaml", tmp_path / "p")
+    unit = (tmp_path / "p" / "src" / "stage_conv2.cu").read_text()
+    chain = (tmp_path / "p" / "src" / "resnet_block_sm90.cu").read_text()
+    assert "using PersistentConv = cusync::conv::PersistentConvSm90<cutlass::half_t, 128, 64, 64," in unit
+    assert "PersistentConv_b1" not in unit and "PersistentConv::prepare()" in unit
+    assert "if (launch.persistent) {\n    return cusync::conv::launch_conv<PersistentConv, cutlass::half_t>(kStages[1]" in unit
+    tables = re.findall(r"constexpr cusync::conv::ConvTables (kTables\w*)\{.*?\};", chain, re.S)
+    assert tables == ["kTables_b1", "kTables"]
+    base = re.search(r"constexpr cusync::conv::ConvTables kTables\{.*?\};", chain, re.S).group(0)
+    small = re.search(r"constexpr cusync::conv::ConvTables kTables_b1\{.*?\};", chain, re.S).group(0)
+    assert "/*persistent=*/true" in base and "persistent" not in small
+    header = (tmp_path / "p" / "include" / "cusync" / "sm90" / "ticket_scheduler.cuh")
+    assert header.is_file()  # the persistent kernel's tile queue, shared with the sm90 GEMMs
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -665,8 +712,8 @@ def test_conv_tile_configs_are_generated_per_stage_and_chained_by_batch(tmp_path
     assert '{"conv2", 0, -2, 56, 56, 256, 256, 3, 3, 56, 56, 1, 1, 1, 64, 128, true, 36},' in header
     assert "using Conv_b1 = cusync::conv::SyncedConvSm90<cutlass::half_t, 64, 128, 64," in unit
     assert "launch_conv<Conv_b1, cutlass::half_t>(kStages_b1[1], launch, stream)" in unit
-    assert "Conv_b1::prepare()" in unit and "return Conv::prepare();" in unit
-    assert "/*smaller=*/&kTables_b1, /*smaller_batch_max=*/1};" in chain
+    assert "Conv_b1::prepare()" in unit and "Conv::prepare()" in unit
+    assert "/*smaller=*/&kTables_b1, /*smaller_batch_max=*/1,\n" in chain
 
 
 @pytest.mark.nvcc

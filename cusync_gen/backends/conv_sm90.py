@@ -17,12 +17,13 @@ MANIFEST = conv.MANIFEST
 #: include/cusync/conv/ from templates/conv/ (the chain runtime and the waits).
 HEADERS = ("window.cuh", "chain.h", "chain.cuh", "launch.cuh")
 #: This backend's kernel header and stage include (templates/conv_sm90/), and the sm90 GEMM backend's epilogue
-#: that posts a tile once its TMA stores completed (with the hooks' carrier), shared as they are.
+#: that posts a tile once its TMA stores completed (with the hooks' carrier) and its ticket scheduler (the
+#: persistent kernel's tile queue), shared as they are.
 EXTRA = (
     *(OutputFile(f"include/cusync/conv/{h}", f"conv_sm90/include/cusync/conv/{h}", False)
       for h in ("conv_sm90.cuh", "launch_sm90.cuh")),
     *(OutputFile(f"include/cusync/sm90/{h}", f"sm90/include/cusync/sm90/{h}", False)
-      for h in ("collective_hooks.cuh", "posting_epilogue.cuh")),
+      for h in ("collective_hooks.cuh", "posting_epilogue.cuh", "ticket_scheduler.cuh")),
 )
 #: The sm90 pieces of the shared CMake templates (sm_90a, CUTLASS's util headers), without the GEMM chain's.
 PARTS = {"cmake": "conv_sm90/cmake/parts.cmake.j2"}

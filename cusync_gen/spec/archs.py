@@ -44,9 +44,9 @@ _WAIT_KERNEL_ONLY: tuple[tuple[str, str], ...] = (
 #: (kOverlapMinKSteps of cusync/conv/chain.h): a synced tile pays a few microseconds per wave (its first poll,
 #: the close of the run), which shorter tiles do not win back.
 OVERLAP_MIN_K_STEPS = 16
-#: The sm90 kernels (one tile per block) pay the overlap's waits and post in every tile: measured slower than
-#: back to back at every point (benchmarks/results/2026-12-04-h200-conv.md), so the rule never picks it there
-#: (kOverlapNever; autotune() still times it).
+#: The sm90 kernels (one tile per block, and the persistent ones beyond a wave) pay the overlap's waits and post
+#: on every tile's path: measured slower than back to back at every point (benchmarks/results/
+#: 2026-12-04-h200-conv.md), so the rule never picks it there (kOverlapNever; autotune() still times it).
 OVERLAP_NEVER = 0
 
 
@@ -64,6 +64,10 @@ class ConvKernels:
     #: Threads of a block where the kernel fixes them (sm90: one producer and one consumer warp group), with the
     #: pipeline filling shared memory; None: from the sm80 tile's warps and stages.
     threads: int | None
+    #: Persistent kernels as well (ConvTables::persistent): one wave of CTAs, each walking tiles from a queue (sm90:
+    #: CUTLASS's ping-pong GEMM kernel over its conv mainloop, PersistentConvSm90), for stages with more tiles
+    #: than one wave; else always a block per tile.
+    persistent: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,8 +146,9 @@ SM90 = ArchFacts(
     column_banded=True, hosts_attention=False, hosts_fused_attention=True, inapplicable_optimizations=_WAIT_KERNEL_ONLY,
     conv=ConvKernels("conv_sm90", "sm90 implicit-GEMM kernels (CUTLASS 3.x: TMA im2col loads, wgmma)",
         "a CUTLASS 3.x implicit-GEMM kernel (sm90: TMA im2col loads,\n"
-        "`wgmma`, a producer and a consumer warp group)",
-        OVERLAP_NEVER, per_tap_k=True, threads=256),
+        "`wgmma`, a producer and a consumer warp group; beyond one wave of tiles a persistent\n"
+        "kernel: a producer and two math warp groups on alternate tiles)",
+        OVERLAP_NEVER, per_tap_k=True, threads=256, persistent=True),
 )
 
 #: The one table from an architecture to its facts.

@@ -12,7 +12,7 @@ constexpr cusync::conv::ConvPrepareFn kPrepare[kNumStages] = {
     detail::prepare_conv2,
 };
 // programmatic: built for sm_90, whose kernels trigger the next stage's programmatic launch (one-stream overlap on sm_90 devices).
-// overlap_min_k_steps: run()'s rule takes the overlap only for tiles this long (never: these kernels pay the overlap's waits and post in every tile).
+// overlap_min_k_steps: run()'s rule takes the overlap only for tiles this long (never: these kernels pay the overlap's waits and post on every tile's path).
 // Batches up to 1 (tile_configs).
 constexpr cusync::conv::ConvLaunchFn kLaunch_b1[kNumStages] = {
     detail::launch_conv1_b1,
@@ -34,7 +34,8 @@ constexpr cusync::conv::ConvOccupancyFn kOccupancy[kNumStages] = {
 };
 constexpr cusync::conv::ConvTables kTables{kNumStages, kStages, kLaunch, kPrepare, kOccupancy, 2, /*programmatic=*/true,
                                            /*overlap_min_k_steps=*/cusync::conv::kOverlapNever,
-                                           /*smaller=*/&kTables_b1, /*smaller_batch_max=*/1};
+                                           /*smaller=*/&kTables_b1, /*smaller_batch_max=*/1,
+                                           /*persistent=*/true};
 
 }  // namespace
 

@@ -15,12 +15,17 @@ using Conv_b1 = cusync::conv::SyncedConvSm90<cutlass::half_t, 64, 64, 64, cutlas
                                           /*kBias=*/true, /*kResidual=*/true>;
 using Conv = cusync::conv::SyncedConvSm90<cutlass::half_t, 128, 64, 64, cutlass::epilogue::thread::ReLu,
                                           /*kBias=*/true, /*kResidual=*/true>;
+// Beyond one wave of tiles: the persistent kernel (CTAs walking the tiles from a queue).
+using PersistentConv = cusync::conv::PersistentConvSm90<cutlass::half_t, 128, 64, 64, cutlass::epilogue::thread::ReLu,
+                                          /*kBias=*/true, /*kResidual=*/true>;
 
 }  // namespace
 
 cusync::Status prepare_conv2() {
   if (cusync::Status const status = Conv_b1::prepare(); status != cusync::Status::kSuccess) return status;
-  return Conv::prepare();
+  if (cusync::Status const status = Conv::prepare(); status != cusync::Status::kSuccess) return status;
+  if (cusync::Status const status = PersistentConv::prepare(); status != cusync::Status::kSuccess) return status;
+  return cusync::Status::kSuccess;
 }
 
 int occupancy_conv2_b1(bool bounded) { return Conv_b1::occupancy(bounded); }
@@ -32,6 +37,9 @@ cusync::Status launch_conv2_b1(cusync::conv::ConvLaunch const& launch, cudaStrea
 int occupancy_conv2(bool bounded) { return Conv::occupancy(bounded); }
 
 cusync::Status launch_conv2(cusync::conv::ConvLaunch const& launch, cudaStream_t stream) {
+  if (launch.persistent) {
+    return cusync::conv::launch_conv<PersistentConv, cutlass::half_t>(kStages[1], launch, stream);
+  }
   return cusync::conv::launch_conv<Conv, cutlass::half_t>(kStages[1], launch, stream);
 }
 

@@ -209,6 +209,8 @@ int run(int argc, char** argv) {
     std::printf(" %s: plain kernel %d blocks/SM, bounded %d, bounded at batch", kStages[s].name, c.blocks_per_sm_plain(s),
                 c.blocks_per_sm_bounded(s));
     for (int b : o.batches) std::printf(" %d %s", b, c.bounded(s, b) ? "yes" : "no");
+    std::printf(", persistent at batch");
+    for (int b : o.batches) std::printf(" %d %s", b, c.persistent(s, b) ? "yes" : "no");
     std::printf(";");
   }
   for (int b : o.batches) {  // the tile configuration of each batch (0: the stages' own tiles; tile_configs)

@@ -60,6 +60,10 @@ struct ConvTables {
   // smaller configuration in turn. nullptr: these tables run every batch.
   ConvTables const* smaller = nullptr;
   int smaller_batch_max = 0;
+  // The stage units also hold persistent kernels (the sm90 ping-pong kernel, PersistentConvSm90: at most the
+  // blocks the GPU holds at once, each CTA walking tiles of a queue), which a stage with more tiles than one wave
+  // runs (ConvChain::persistent); false: one block per tile always.
+  bool persistent = false;
 };
 
 // How run() computes the chain at a batch (mode() picks; set_mode() overrides).
@@ -82,8 +86,8 @@ inline char const* to_string(ConvMode mode) {
 
 // The overlap's per-tile cost (a synced tile's first poll and the close of the run, a few microseconds per
 // wave) outweighs what it hides unless every stage's tiles are long: at least this many main-loop iterations
-// (the sm80 kernels). kOverlapNever: the rule never picks the overlap (the sm90 kernels, one tile per block:
-// slower than back to back at every measured point; autotune() still times it).
+// (the sm80 kernels). kOverlapNever: the rule never picks the overlap (the sm90 kernels, one tile per block or
+// persistent: slower than back to back at every measured point; autotune() still times it).
 constexpr int kOverlapMinKSteps = 16;
 constexpr int kOverlapNever = 0;
 
@@ -116,7 +120,7 @@ inline ConvMode default_conv_mode(int count, int64_t const* tiles, int64_t const
                   names[widest], (long long)tiles[widest], (long long)slots[widest], to_string(mode));
   } else if (never) {
     std::snprintf(reason, size_t(reason_size), "rule: %s has %lld tiles, more than one wave (%lld blocks at once), but "
-                  "these kernels pay the overlap's waits and post in every tile (one tile per block): %s",
+                  "these kernels pay the overlap's waits and post on every tile's path (measured slower than back to back): %s",
                   names[widest], (long long)tiles[widest], (long long)slots[widest], to_string(mode));
   } else {
     std::snprintf(reason, size_t(reason_size), "rule: %s has %lld tiles, more than one wave (%lld blocks at once), %s %d main-loop steps%s: %s",
@@ -203,6 +207,19 @@ class ConvChain {
            int64_t(tiles_m(stage, batch)) * tiles_n(stage, batch) > int64_t(sms_) * blocks[0];
   }
   int blocks_per_sm(int stage, int batch) const { return occupancy_[config(batch)][stage][bounded(stage, batch) ? 1 : 0]; }
+  // Stage `stage` runs its persistent kernel at this batch: its unit has one and its tiles are more than one wave
+  // (within a wave one block per tile measured faster on an H200: no queue, one math warp group per tile).
+  // cusync_gen/conv_plan.py (ConvPlan.stage_persistent) mirrors it.
+  bool persistent(int stage, int batch) const {
+    return at(batch).persistent && sms_ > 0 &&
+           int64_t(tiles_m(stage, batch)) * tiles_n(stage, batch) > grid_limit(stage, batch);
+  }
+  // Thread blocks stage `stage` launches at this batch: one per tile, or for a persistent kernel at most the blocks
+  // the GPU holds at once (grid_limit).
+  int64_t blocks(int stage, int batch) const;
+  int grid_limit(int stage, int batch) const {
+    return sms_ * (blocks_per_sm(stage, batch) > 0 ? blocks_per_sm(stage, batch) : 1);
+  }
   // Of the kernels that run `batch` (default: the stages' own tiles).
   int blocks_per_sm_plain(int stage, int batch = INT_MAX) const { return occupancy_[config(batch)][stage][0]; }
   int blocks_per_sm_bounded(int stage, int batch = INT_MAX) const { return occupancy_[config(batch)][stage][1]; }

@@ -41,6 +41,12 @@ int ConvChain::tiles_n(int stage, int batch) const {
   return detail::div_up(s.k, s.tile_n);
 }
 
+int64_t ConvChain::blocks(int stage, int batch) const {
+  int64_t const tiles = int64_t(tiles_m(stage, batch)) * tiles_n(stage, batch);
+  if (!persistent(stage, batch)) return tiles;
+  return std::min<int64_t>(tiles, grid_limit(stage, batch));
+}
+
 char const* ConvChain::stage_name(int stage) const {
   return stage >= 0 && stage < t_->num_stages ? t_->stages[stage].name : stage == kChainInput ? "input" : "(none)";
 }
@@ -128,6 +134,8 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
   unsigned const hooks = profile_hooks_ != 0 ? profile_hooks_ : hooks_;
   l.programmatic = programmatic && s > 0;
   l.bounded = bounded(s, a.batch);
+  l.persistent = persistent(s, a.batch);
+  l.grid_limit = grid_limit(s, a.batch);
   l.sync.trigger_dependents = programmatic && s + 1 < t_->num_stages;
   l.sync.wait_primary_at_exit = synced && l.programmatic;
   l.waits.wait_primary_first = !synced && l.programmatic;
@@ -219,7 +227,7 @@ bool ConvChain::waits_for_start(int batch) const {
   double slots = 0.0;
   for (int s = 0; s < t_->num_stages; ++s) {
     if (blocks_per_sm(s, batch) <= 0) return true;
-    slots += double(tiles_m(s, batch)) * tiles_n(s, batch) / blocks_per_sm(s, batch);
+    slots += double(blocks(s, batch)) / blocks_per_sm(s, batch);
   }
   return slots > double(sms_);
 }
@@ -372,7 +380,7 @@ Status ConvChain::run_overlapped(ConvArguments const& a, cudaStream_t stream) {
     cudaStream_t const on = streams[s % 2];
     int const p = t_->stages[s].producer;
     if (p >= 0 && wait_kernels) {
-      unsigned const producer_blocks = unsigned(tiles_m(p, a.batch) * tiles_n(p, a.batch));
+      unsigned const producer_blocks = unsigned(blocks(p, a.batch));
       wait_started_kernel<<<1, 32, 0, on>>>(state, s, p, producer_blocks, timeout_ns_);
       if ((status = from_cuda(cudaGetLastError())) != Status::kSuccess) return status;
     }

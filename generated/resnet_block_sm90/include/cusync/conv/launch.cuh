@@ -20,6 +20,8 @@ struct ConvLaunch {
   ConvWaits waits;
   bool programmatic;     // a programmatic dependent launch of the kernel before it on the stream (sm90)
   bool bounded;          // the kernel built for more blocks per SM (SyncedConv::kMinBlocks)
+  bool persistent;       // the stage's persistent kernel (ConvChain::persistent), where its unit has one
+  int grid_limit;        // a persistent kernel's most CTAs (ConvChain::grid_limit)
 };
 
 // The stage's CUTLASS problem from the table row and the run's batch.
@@ -30,7 +32,11 @@ Status launch_conv(ConvStageInfo const& info, ConvLaunch const& l, cudaStream_t 
                                        static_cast<Element const*>(l.x), static_cast<Element const*>(l.filter),
                                        static_cast<Element const*>(l.bias), static_cast<Element const*>(l.residual),
                                        static_cast<Element*>(l.y)};
-  return Conv::launch(problem, l.sync, l.waits, l.programmatic, l.bounded, stream);
+  if constexpr (Conv::kPersistent) {
+    return Conv::launch(problem, l.sync, l.waits, l.programmatic, l.grid_limit, stream);
+  } else {
+    return Conv::launch(problem, l.sync, l.waits, l.programmatic, l.bounded, stream);
+  }
 }
 
 }  // namespace cusync::conv

@@ -127,13 +127,22 @@ struct ConvWaits {
   __device__ __forceinline__ void wait_inline(InputWait const& input, uint32_t epoch, TileCoord tile) const {
     wait_impl<true>(input, epoch, tile);
   }
+  // Only the window's rows, or only the residual's: the persistent sm90 kernel reads the residual in its own
+  // warp (the epilogue's loads), which waits for it there.
+  __device__ __forceinline__ void wait_window_inline(InputWait const& input, uint32_t epoch, TileCoord tile) const {
+    wait_impl<true>(input, epoch, tile, /*with_window=*/true, /*with_residual=*/false);
+  }
+  __device__ __forceinline__ void wait_residual_inline(uint32_t epoch, TileCoord tile) const {
+    wait_impl<true>(residual, epoch, tile, /*with_window=*/false, /*with_residual=*/true);
+  }
 
   template <bool kInline>
-  __device__ __forceinline__ void wait_impl(InputWait const& input, uint32_t epoch, TileCoord tile) const {
+  __device__ __forceinline__ void wait_impl(InputWait const& input, uint32_t epoch, TileCoord tile,
+                                            bool with_window = true, bool with_residual = true) const {
     int64_t const m0 = int64_t(tile.m) * tile_m;
     int64_t const m1 = m0 + tile_m < pixels ? m0 + tile_m : pixels;
     int32_t first = 0, last = -1;
-    if (input.enabled) {
+    if (input.enabled && with_window) {
       // The window's rows, widened to the next tile row's first one (and, for the first and last tile rows,
       // to the producer's first and last): a stride larger than the window's reach leaves producer rows that
       // no window reads, and every producer tile must still be waited for by someone before the run closes
@@ -151,7 +160,7 @@ struct ConvWaits {
       last = last < producer_tiles_m - 1 ? last : producer_tiles_m - 1;
     }
     int32_t r_first = 0, r_last = -1;
-    if (residual.enabled) {
+    if (residual.enabled && with_residual) {
       r_first = int32_t(m0 / residual.policy.tile_m);
       r_last = int32_t((m1 - 1) / residual.policy.tile_m);
       r_last = r_last < residual_tiles_m - 1 ? r_last : residual_tiles_m - 1;
@@ -163,7 +172,7 @@ struct ConvWaits {
     auto at = [&](int32_t i) {
       return i < n_input ? RowWait{edge_input, first + i} : RowWait{edge_residual, r_first + (i - n_input)};
     };
-    wait_rows_warp<kInline>(count, at, epoch, tile, input.enabled ? input.timeout_ns : residual.timeout_ns,
+    wait_rows_warp<kInline>(count, at, epoch, tile, input.enabled && with_window ? input.timeout_ns : residual.timeout_ns,
                    (hooks & kHookAssumePosted) != 0u);
   }
 };

@@ -38,11 +38,14 @@
 #include "cutlass/epilogue/collective/collective_builder.hpp"
 #include "cutlass/epilogue/fusion/operations.hpp"
 #include "cutlass/epilogue/thread/activation.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
 
 #include "cusync/conv/chain.h"
 #include "cusync/conv/window.cuh"
 #include "cusync/sm90/collective_hooks.cuh"
 #include "cusync/sm90/posting_epilogue.cuh"
+#include "cusync/sm90/ticket_scheduler.cuh"
 #include "cusync/stage.cuh"
 #include "cusync/status.h"
 
@@ -131,9 +134,10 @@ struct TiledEpilogue : Base {
   }
 };
 
-// The block's hooks around CUTLASS's kernel body: the next stage's launch released at entry (every block of
-// this one then holds its SM slot before any block of the next is scheduled), the start counted (the two-stream
-// overlap's wait kernel waits for it), and the exit wait of a programmatic stage of the overlap.
+// The block's hooks around CUTLASS's kernel body (the one-tile ConvUniversal, and the persistent GemmUniversal
+// below): the next stage's launch released at entry (every block of this one then holds its SM slot before any
+// block of the next is scheduled), the start counted (the two-stream overlap's wait kernel waits for it), and the
+// exit wait of a programmatic stage of the overlap.
 template <class Kernel>
 __global__ void __launch_bounds__(Kernel::MaxThreadsPerBlock, Kernel::MinBlocksPerMultiprocessor)
     synced_conv_sm90_kernel(__grid_constant__ typename Kernel::Params const params) {
@@ -152,6 +156,39 @@ __global__ void __launch_bounds__(Kernel::MaxThreadsPerBlock, Kernel::MinBlocksP
     asm volatile("griddepcontrol.wait;" : : : "memory");
 #endif
 }
+
+// The epilogue's arguments of either kernel kind: D = Act(acc (+ bias) (+ residual)) at the output strides given,
+// posting through `sync`.
+template <bool kBias, bool kResidual, class EpilogueArguments, class Problem, class StrideC, class StrideD>
+void set_epilogue(EpilogueArguments& e, Problem const& pr, StrideC dC, StrideD dD, StageSync const& sync) {
+  e.thread.alpha = 1.0f;
+  e.thread.beta = kResidual ? 1.0f : 0.0f;
+  if constexpr (kBias) e.thread.bias_ptr = pr.bias;
+  if constexpr (kResidual) e.ptr_C = pr.residual;
+  e.dC = dC;
+  e.ptr_D = pr.y;
+  e.dD = dD;
+  e.hooks = sync;
+}
+
+// A stage kernel's entry (synced_conv_sm90_kernel over CUTLASS's kernel), its dynamic shared memory and the
+// blocks one SM holds at once: the same for both kernel kinds.
+template <class Kernel, int kSmemBytes>
+struct ConvSm90Entry {
+  static constexpr auto kernel() { return synced_conv_sm90_kernel<Kernel>; }
+
+  static Status prepare() {
+    cudaError_t const err = cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    return err == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+  }
+
+  static int occupancy() {
+    int blocks = 0;
+    cudaError_t const err =
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel(), int(Kernel::MaxThreadsPerBlock), kSmemBytes);
+    return err == cudaSuccess ? blocks : 0;
+  }
+};
 
 // The epilogue's fusion: D = Act(acc (+ bias) (+ residual)), fp32 compute; the residual is CUTLASS's source C
 // (beta = 1), the bias its per-column (per output channel) broadcast.
@@ -173,6 +210,7 @@ struct SyncedConvSm90 {
   static_assert(kBlockK == 64, "tile.threadblock[2] of an sm90 conv must be 64 (one 128-byte swizzle atom)");
   static_assert(cute::sizeof_bits_v<Element> == 16, "dtype of an sm90 conv must be fp16 or bf16");
 
+  static constexpr bool kPersistent = false;  // one block per tile
   static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
   using Layout = cutlass::layout::TensorNHWC;
   using ElementC = std::conditional_t<kResidual, Element, void>;
@@ -205,20 +243,10 @@ struct SyncedConvSm90 {
     Element* y;               // [n, p, q, k]
   };
 
-  static constexpr auto kernel() { return synced_conv_sm90_kernel<Kernel>; }
-
-  static Status prepare() {
-    cudaError_t const err = cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-    return err == cudaSuccess ? Status::kSuccess : Status::kCudaError;
-  }
-
-  // Thread blocks one SM holds at once; `bounded` does not apply (one kernel).
-  static int occupancy(bool /*bounded*/) {
-    int blocks = 0;
-    cudaError_t const err =
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel(), int(Kernel::MaxThreadsPerBlock), kSmemBytes);
-    return err == cudaSuccess ? blocks : 0;
-  }
+  using Entry = ConvSm90Entry<Kernel, kSmemBytes>;
+  static constexpr auto kernel() { return Entry::kernel(); }
+  static Status prepare() { return Entry::prepare(); }
+  static int occupancy(bool /*bounded*/) { return Entry::occupancy(); }  // no bounded variant on sm90
 
   static typename StockMainloop::ProblemShape problem_shape(Problem const& pr) {
     using Shape = typename StockMainloop::ProblemShape;
@@ -248,20 +276,280 @@ struct SyncedConvSm90 {
     args.mainloop.ptr_A = pr.x;
     args.mainloop.ptr_B = pr.filter;
     args.mainloop.hooks = ConvLoadHooks{sync, waits};
-    args.epilogue.thread.alpha = 1.0f;
-    args.epilogue.thread.beta = kResidual ? 1.0f : 0.0f;
-    if constexpr (kBias) args.epilogue.thread.bias_ptr = pr.bias;
-    if constexpr (kResidual) args.epilogue.ptr_C = pr.residual;
-    args.epilogue.dC = output_stride<typename Kernel::StrideC>(pr);
-    args.epilogue.ptr_D = pr.y;
-    args.epilogue.dD = output_stride<typename Kernel::StrideD>(pr);
-    args.epilogue.hooks = sync;
+    set_epilogue<kBias, kResidual>(args.epilogue, pr, output_stride<typename Kernel::StrideC>(pr),
+                                   output_stride<typename Kernel::StrideD>(pr), sync);
     if (!Kernel::can_implement(args)) return Status::kCutlassError;
     Params const params = Kernel::to_underlying_arguments(args, nullptr);
     dim3 const grid = Kernel::get_grid_shape(params);
     // The plan's tiles are CUTLASS's: the semaphores and the run's block count are sized from them.
     if (int64_t(grid.x) != sync.tiles_m || int64_t(grid.y) != sync.tiles_n || grid.z != 1u) return Status::kInvalidArgument;
     return launch_stage_kernel(kernel(), grid, dim3(unsigned(Kernel::MaxThreadsPerBlock)), size_t(kSmemBytes),
+                               programmatic, stream, params);
+  }
+};
+
+
+// ---------------------------------------------------------------------------------------------------------
+// The persistent kernel (ConvTables::persistent): CUTLASS's sm90 ping-pong GEMM kernel
+// (cutlass::gemm::kernel::GemmUniversal, KernelTmaWarpSpecializedPingpong) over the same conv mainloop, so that
+// one CTA per SM walks many tiles: the load warp polls the next tile's window rows and issues its loads while
+// the math warp groups compute and store the tiles before it, and the two math warp groups take alternate
+// tiles, one's epilogue (and post) under the other's MMAs. CUTLASS 4.2's conv dispatch refuses persistent
+// schedules; its GEMM kernel takes any collective with the GEMM mainloop's interface, which the conv mainloop
+// has but for four seams that PersistentConvMainloop fills (nothing is copied):
+//   - the kernel's problem is the implicit GEMM's (CUTLASS's linearized M = N*P*Q, N = K, K = (C, S, R)), while
+//     the collective lowers its TMA descriptors from the convolution's shape: Arguments carries that (`conv`);
+//   - the kernel reads a batch mode L of B that the conv filter tensor lacks: load_init appends a unit mode to
+//     it, load() drops it again;
+//   - the schedule tag, the producer's thread-event count and rank-3 stride types the GEMM kernel reads from
+//     its mainloop (in static checks only: the collective keeps its own strides).
+// The output and the residual are dense NPQK tensors, i.e. row-major [N*P*Q, K] matrices: the epilogue is the
+// GEMM's TMA epilogue on those rows. Tiles come from the sm90 GEMMs' ticket scheduler in row-major order
+// (TicketTileScheduler: tickets where the stage waits for a producer, else CTA b takes tiles b, b + grid, ...).
+
+// Shared memory the ticket ring takes after the kernel's SharedStorage, kept out of the mainloop's stage budget.
+constexpr int kPersistentRingBytes = int((sizeof(sm90::detail::TicketRing) + 127) / 128 * 128);
+
+// What the persistent kernel's load warps need: the stage's synchronization, the waits of its tiles and the
+// tile queue.
+struct PersistentConvHooks {
+  StageSync sync{};
+  ConvWaits waits{};
+  sm90::TileQueue queue{};
+};
+
+template <class Base>  // CUTLASS's sm90 conv collective (built for its non-persistent schedule)
+struct PersistentConvMainloop : Base {
+  // The GEMM kernel's dispatch reads the schedule from here; the collective's own code keeps its policy.
+  struct DispatchPolicy : Base::DispatchPolicy {
+    using Schedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+  };
+  static constexpr int NumProducerThreadEvents = 1;  // one elected lane arrives per stage (TMA transaction bytes)
+  using StrideA = cute::Stride<int64_t, cute::_1, cute::_0>;
+  using StrideB = cute::Stride<int64_t, cute::_1, cute::_0>;
+  using ConvShape = typename Base::ProblemShape;
+  using typename Base::MainloopPipeline;
+  using typename Base::PipelineState;
+  using typename Base::TensorStorage;
+
+  struct Arguments : Base::Arguments {
+    ConvShape conv{};
+    PersistentConvHooks hooks{};
+  };
+  struct Params : Base::Params {
+    PersistentConvHooks hooks{};
+  };
+
+  template <class GemmShape>
+  static Params to_underlying_arguments(GemmShape const&, Arguments const& args, void* workspace) {
+    Params params;
+    static_cast<typename Base::Params&>(params) = Base::to_underlying_arguments(args.conv, args, workspace);
+    params.hooks = args.hooks;
+    return params;
+  }
+
+  template <class GemmShape>
+  static bool can_implement(GemmShape const&, Arguments const& args) {
+    return Base::can_implement(args.conv, args);
+  }
+
+  template <class ProblemShapeMNKL>
+  CUTLASS_DEVICE auto load_init(ProblemShapeMNKL const& problem_shape_mnkl, Params const& params) {
+    auto inputs = Base::load_init(problem_shape_mnkl, params);
+    return cute::make_tuple(cute::get<0>(inputs), with_unit_batch(cute::get<1>(inputs)));
+  }
+
+  // The whole load warp, once per tile in its sequence (CUTLASS elects the lane that issues the copies).
+  template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
+  CUTLASS_DEVICE void load(Params const& params, MainloopPipeline pipeline, PipelineState smem_pipe_write,
+                           cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
+                           KTileIterator k_tile_iter, int k_tile_count, int thread_idx,
+                           uint32_t block_rank_in_cluster, TensorStorage& shared_tensors) {
+    PersistentConvHooks const& hooks = params.hooks;
+    StageSync const& sync = hooks.sync;
+    TileCoord const tile{int32_t(cute::get<0>(blk_coord)), int32_t(cute::get<1>(blk_coord))};
+    if (!started_) {
+      started_ = true;
+      if (hooks.waits.wait_primary_first) asm volatile("griddepcontrol.wait;" : : : "memory");
+      if (sync.enabled) epoch_ = current_epoch(sync.state);  // fixed for the whole kernel (see close_run)
+    }
+    if (sync.enabled && sync.input.enabled) {
+      // Every lane polls its share of the window's producer rows with ld.acquire.gpu; the warp barrier orders
+      // those acquires before the elected lane's loads, the proxy fence before the TMA (async proxy) reads.
+      hooks.waits.wait_window_inline(sync.input, epoch_, tile);
+      __syncwarp();
+      asm volatile("fence.proxy.async.global;" : : : "memory");
+    }
+    Base::load(params, pipeline, smem_pipe_write,
+               cute::make_tuple(cute::get<0>(load_inputs), without_batch(cute::get<1>(load_inputs))),
+               blk_coord, k_tile_iter, k_tile_count, thread_idx, block_rank_in_cluster, shared_tensors);
+    // This tile's loads are issued: the ticket of the warp's next sequence number.
+    sm90::TicketTileScheduler::publish_next(hooks.queue, ++tiles_loaded_);
+  }
+
+ private:
+  template <class Tensor>
+  CUTLASS_DEVICE static auto with_unit_batch(Tensor const& t) {
+    return cute::make_tensor(t.data(), cute::append(t.layout(), cute::Layout<cute::_1, cute::_0>{}));
+  }
+  template <class Tensor>
+  CUTLASS_DEVICE static auto without_batch(Tensor const& t) {
+    return cute::make_tensor(t.data(), cute::take<0, 4>(t.layout()));
+  }
+
+  uint32_t epoch_ = 0;
+  uint32_t tiles_loaded_ = 0;  // load() calls so far: the load warp's sequence number
+  bool started_ = false;
+};
+
+// The epilogue of the persistent kernel: PostingEpilogue (the post after each tile's TMA stores completed) whose
+// residual loads, issued by the kernel's epilogue-load warp, first wait for the residual's rows of the tile (and,
+// chained back to back, for the kernel before it).
+template <class Base>  // sm90::PostingEpilogue<CUTLASS's TMA epilogue>
+struct ResidualWaitingEpilogue : Base {
+  using typename Base::LoadPipeline;
+  using typename Base::LoadPipelineState;
+  using typename Base::TensorStorage;
+
+  struct Arguments : Base::Arguments {
+    ConvWaits conv_waits{};
+  };
+  struct Params : Base::Params {
+    ConvWaits conv_waits{};
+  };
+
+  template <class ProblemShape>
+  static Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args, void* workspace) {
+    // CUTLASS's epilogue types its TMA descriptors for a run-time batch extent; the implicit GEMM's is a static 1.
+    auto const shape = cute::make_shape(cute::get<0>(problem_shape), cute::get<1>(problem_shape),
+                                        cute::get<2>(problem_shape), int(cute::get<3>(problem_shape)));
+    Params params;
+    static_cast<typename Base::Params&>(params) = Base::to_underlying_arguments(shape, args, workspace);
+    params.conv_waits = args.conv_waits;
+    return params;
+  }
+
+  CUTLASS_HOST_DEVICE ResidualWaitingEpilogue(Params const& params, TensorStorage& storage)
+      : Base(params, storage), waits_(params.conv_waits), sync_(params.hooks) {}
+
+  // The epilogue-load warp (all lanes), once per tile that loads the residual.
+  template <class ProblemShapeMNKL, class TileShapeMNK, class TileCoordMNKL, class TiledMma>
+  CUTLASS_DEVICE auto load(LoadPipeline load_pipeline, LoadPipelineState load_pipe_producer_state,
+                           ProblemShapeMNKL problem_shape_mnkl, TileShapeMNK tile_shape_MNK,
+                           TileCoordMNKL tile_coord_mnkl, TiledMma tiled_mma, int thread_idx,
+                           TensorStorage& shared_tensors, int subtile_idx = -1) {
+    if (!started_) {
+      started_ = true;
+      if (waits_.wait_primary_first) asm volatile("griddepcontrol.wait;" : : : "memory");
+      if (sync_.enabled) epoch_ = current_epoch(sync_.state);
+    }
+    if (sync_.enabled && waits_.residual.enabled) {
+      TileCoord const tile{int32_t(cute::get<0>(tile_coord_mnkl)), int32_t(cute::get<1>(tile_coord_mnkl))};
+      waits_.wait_residual_inline(epoch_, tile);
+      __syncwarp();
+      asm volatile("fence.proxy.async.global;" : : : "memory");
+    }
+    return Base::load(load_pipeline, load_pipe_producer_state, problem_shape_mnkl, tile_shape_MNK, tile_coord_mnkl,
+                      tiled_mma, thread_idx, shared_tensors, subtile_idx);
+  }
+
+ private:
+  ConvWaits const& waits_;
+  StageSync const& sync_;
+  uint32_t epoch_ = 0;
+  bool started_ = false;
+};
+
+// One convolution on the persistent kernel: the interface of SyncedConvSm90, the grid at most `grid_limit` CTAs.
+template <typename Element, int kBlockM, int kBlockN, int kBlockK, template <typename> class Act, bool kBias,
+          bool kResidual>
+struct PersistentConvSm90 {
+  static constexpr bool kPersistent = true;  // at most grid_limit CTAs, each walking tiles of the queue
+  using OneTile = SyncedConvSm90<Element, kBlockM, kBlockN, kBlockK, Act, kBias, kResidual>;  // its checks, its types
+  static constexpr int kAlignment = OneTile::kAlignment;
+  using TileShape = typename OneTile::TileShape;
+  using ClusterShape = typename OneTile::ClusterShape;
+  using ElementC = typename OneTile::ElementC;
+
+  using StockEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+      ElementC, cutlass::layout::RowMajor, kAlignment,   // the residual: [N*P*Q, K] rows (or none)
+      Element, cutlass::layout::RowMajor, kAlignment,    // the output: [N*P*Q, K] rows
+      cutlass::epilogue::TmaWarpSpecialized, ConvFusion<Act, Element, ElementC, kBias>>::CollectiveOp;
+  using StockMainloop = typename cutlass::conv::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::conv::Operator::kFprop,
+      Element, typename OneTile::Layout, kAlignment, Element, typename OneTile::Layout, kAlignment, float, TileShape,
+      ClusterShape,
+      cutlass::conv::collective::StageCountAutoCarveout<int(sizeof(typename StockEpilogue::SharedStorage)) +
+                                                        kPersistentRingBytes>,
+      cutlass::conv::collective::KernelScheduleAuto>::CollectiveOp;
+  using Mainloop = PersistentConvMainloop<StockMainloop>;
+  using Epilogue = ResidualWaitingEpilogue<sm90::PostingEpilogue<StockEpilogue>>;
+  using GemmShape = decltype(cutlass::conv::detail::get_linearized_problem_shape_MNKL(typename StockMainloop::ProblemShape{}));
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<GemmShape, Mainloop, Epilogue, sm90::TicketScheduler>;
+  using Params = typename Kernel::Params;
+  using Problem = typename OneTile::Problem;
+  static constexpr uint32_t kRingOffset = uint32_t(Kernel::SharedStorageSize + 15) / 16 * 16;
+  static constexpr int kSmemBytes = int(kRingOffset) + int(sizeof(sm90::detail::TicketRing));
+  static_assert(kSmemBytes <= 227 * 1024, "the persistent conv kernel's shared memory (pipeline, epilogue, ticket ring)");
+  static constexpr int kMathWarps = int(Kernel::NumMMAThreads) / 32;  // one math warp group's
+
+  using Entry = ConvSm90Entry<Kernel, kSmemBytes>;  // the same entry hooks as the one-tile kernel
+  static constexpr auto kernel() { return Entry::kernel(); }
+  static Status prepare() { return Entry::prepare(); }
+  static int occupancy(bool /*bounded*/) { return Entry::occupancy(); }
+
+  // An [N*P*Q, K] row-major matrix's stride (the dense NPQK tensor).
+  template <class Stride>
+  static Stride rows_stride(Problem const& pr) {
+    Stride stride{};
+    cute::get<0>(stride) = int64_t(pr.k);
+    cute::get<2>(stride) = int64_t(pr.n) * pr.p * pr.q * pr.k;
+    return stride;
+  }
+
+  static Status launch(Problem const& pr, StageSync sync, ConvWaits waits, bool programmatic, int grid_limit,
+                       cudaStream_t stream) {
+    if ((kResidual && pr.residual == nullptr) || (kBias && pr.bias == nullptr)) return Status::kInvalidArgument;
+    auto const conv = OneTile::problem_shape(pr);
+    typename Kernel::Arguments args{};
+    args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+    args.problem_shape = cutlass::conv::detail::get_linearized_problem_shape_MNKL(conv);
+    args.mainloop.ptr_A = pr.x;
+    args.mainloop.ptr_B = pr.filter;
+    args.mainloop.conv = conv;
+    set_epilogue<kBias, kResidual>(args.epilogue, pr, rows_stride<typename Kernel::StrideC>(pr),
+                                   rows_stride<typename Kernel::StrideD>(pr), sync);
+    args.epilogue.conv_waits = waits;
+    int const tiles = sync.tiles_m * sync.tiles_n;
+    args.hw_info.sm_count = grid_limit;
+    sm90::TileQueue queue{};
+    queue.next = &sync.state->queue_next[sync.stage];
+    queue.exited = &sync.state->queue_exited[sync.stage];
+    queue.tiles_m = sync.tiles_m;
+    queue.tiles_n = sync.tiles_n;
+    queue.order = sync.order;
+    // Tickets where this stage waits on a producer and the chain asks for the ticket order (its CTAs start as
+    // the producer's leave and take the tiles whose inputs are ready first); otherwise CTA b takes tiles b,
+    // b + grid, ... (the one-stream programmatic launch's kHookBlockOrder: every producer CTA is resident before
+    // any of this stage's, and none waits for this stage, so any order completes).
+    queue.dynamic = sync.enabled && sync.dynamic_order && (sync.input.enabled || waits.residual.enabled);
+    // The warps that read each sequence number besides the load warp: one math warp group's, and the
+    // epilogue-load warp where the tile loads a residual.
+    queue.reader_warps = kMathWarps + (kResidual ? 1 : 0);
+    queue.tiles_at_entry = 2;  // the two math warp groups start on tiles of their own
+    if (sync.timeout_ns > queue.timeout_ns) queue.timeout_ns = sync.timeout_ns;
+    queue.trigger_dependents = false;   // the entry hook releases the next stage
+    queue.wait_primary_at_exit = false; // and waits at exit
+    queue.ring_offset = kRingOffset;
+    queue.trace = sync.trace;
+    args.scheduler.queue = queue;  // the scheduler (every warp's tiles) and the load warp (publish_next) share it
+    args.mainloop.hooks = PersistentConvHooks{sync, waits, queue};
+    if (!Kernel::can_implement(args)) return Status::kCutlassError;
+    Params const params = Kernel::to_underlying_arguments(args, nullptr);
+    unsigned const grid = unsigned(tiles < grid_limit ? tiles : grid_limit);
+    return launch_stage_kernel(kernel(), dim3(grid), dim3(unsigned(Kernel::MaxThreadsPerBlock)), size_t(kSmemBytes),
                                programmatic, stream, params);
   }
 };

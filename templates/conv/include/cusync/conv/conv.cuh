@@ -150,6 +150,7 @@ __global__ void __launch_bounds__(Kernel::kThreadCount, kMinBlocks)
 template <typename Element, typename ThreadblockShape, typename WarpShape, typename InstructionShape, int Stages,
           template <typename> class Act, bool kResidual>
 struct SyncedConv {
+  static constexpr bool kPersistent = false;  // one block per tile
   static int const kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
   using Layout = cutlass::layout::TensorNHWC;
   using EpilogueOp = BiasActivation<Element, kAlignment, Act, kResidual>;
