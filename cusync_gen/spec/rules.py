@@ -285,14 +285,21 @@ def check_conv_rules(spec: ConvChainSpec) -> None:
     _check_conv_tile_configs(spec)
 
 
+def _has_tile_configs(spec: ChainSpec | ConvChainSpec, picked_by: str) -> bool:
+    """Whether the spec lists tile_configs; refused where the arch has none (sm90 only)."""
+    if not spec.tile_configs:
+        return False
+    if not ARCHS[spec.arch].tile_configs:
+        raise SpecError("tile_configs", f"tile_configs (tiles picked by {picked_by} at run time) are an sm90 feature",
+                        "remove tile_configs, or set arch: sm90")
+    return True
+
+
 def _check_conv_tile_configs(spec: ConvChainSpec) -> None:
     """Tiles by batch: sm90 only, entries by growing batch_max below stages[0].n, known stages, and each
     configuration a valid chain on its own (its tiles checked as the stages' own are)."""
-    if not spec.tile_configs:
+    if not _has_tile_configs(spec, "the batch"):
         return
-    if not ARCHS[spec.arch].tile_configs:
-        raise SpecError("tile_configs", "tile_configs (tiles picked by the batch at run time) are an sm90 feature",
-                        "remove tile_configs, or set arch: sm90")
     names = [s.name for s in spec.stages]
     largest = spec.stages[0].n
     previous = 0
@@ -369,11 +376,8 @@ def _check_sm80_conv_tile(i: int, field: str, stage: ConvStageSpec) -> None:
 
 def _check_tile_configs(spec: ChainSpec) -> None:
     """Each configuration must be a valid chain on its own; configurations are listed by growing m_max."""
-    if not spec.tile_configs:
+    if not _has_tile_configs(spec, "M"):
         return
-    if not ARCHS[spec.arch].tile_configs:
-        raise SpecError("tile_configs", "tile_configs (tiles picked by M at run time) are an sm90 feature",
-                        "remove tile_configs, or set arch: sm90")
     names = [s.name for s in spec.stages]
     previous = 0
     for c, config in enumerate(spec.tile_configs):

@@ -42,9 +42,8 @@ int ConvChain::tiles_n(int stage, int batch) const {
 }
 
 int64_t ConvChain::blocks(int stage, int batch) const {
-  int64_t const tiles = int64_t(tiles_m(stage, batch)) * tiles_n(stage, batch);
-  if (!persistent(stage, batch)) return tiles;
-  return std::min<int64_t>(tiles, grid_limit(stage, batch));
+  // A persistent stage has more tiles than grid_limit (that is when it runs persistent): one CTA per slot.
+  return persistent(stage, batch) ? grid_limit(stage, batch) : int64_t(tiles_m(stage, batch)) * tiles_n(stage, batch);
 }
 
 char const* ConvChain::stage_name(int stage) const {
