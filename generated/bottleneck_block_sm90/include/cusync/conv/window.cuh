@@ -43,6 +43,19 @@ struct ConvWindow {
     int32_t const pr = int32_t(((m1 - 1) % pq) / q);
     return (n * h + last_row(pr)) * w + (w - 1);
   }
+  // The same where every pixel index is below 2^31 (a run's: ConvChain::initialize keeps them below 2^30).
+  __host__ __device__ int32_t first_pixel32(int32_t m0) const {
+    int32_t const pq = p * q;
+    int32_t const n = m0 / pq;
+    int32_t const pr = (m0 - n * pq) / q;
+    return (n * h + first_row(pr)) * w;
+  }
+  __host__ __device__ int32_t last_pixel32(int32_t m1) const {
+    int32_t const pq = p * q;
+    int32_t const n = (m1 - 1) / pq;
+    int32_t const pr = (m1 - 1 - n * pq) / q;
+    return (n * h + last_row(pr)) * w + (w - 1);
+  }
 };
 
 // One semaphore a tile waits for: which edge it belongs to, which producer tile row.
@@ -136,35 +149,47 @@ struct ConvWaits {
     wait_impl<true>(residual, epoch, tile, /*with_window=*/false, /*with_residual=*/true);
   }
 
+  // The producer tile rows of the tile's window: first..last (empty: last < first). The window's rows, widened
+  // to the next tile row's first one (and, for the first and last tile rows, to the producer's first and last):
+  // a stride larger than the window's reach leaves producer rows that no window reads, and every producer tile
+  // must still be waited for by someone before the run closes (close_run in cusync/stage.cuh bumps the epoch
+  // that the producer's posts are tagged with).
+  // In 32-bit arithmetic (every pixel index of a run is below 2^30: ConvChain::initialize): a 64-bit division is
+  // a long call-free sequence that the load warp of a persistent sm90 kernel (40 registers) would pay per tile.
+  __device__ __forceinline__ void window_rows(InputWait const& input, TileCoord tile, int32_t& first,
+                                              int32_t& last) const {
+    int32_t const n_pixels = int32_t(pixels);
+    int32_t const m0 = tile.m * tile_m;
+    int32_t const m1 = m0 + tile_m < n_pixels ? m0 + tile_m : n_pixels;
+    int32_t const tiles = (n_pixels + tile_m - 1) / tile_m;
+    int32_t const ptm = input.policy.tile_m;
+    first = tile.m == 0 ? 0 : window.first_pixel32(m0) / ptm;
+    last = window.last_pixel32(m1) / ptm;
+    if (tile.m + 1 < tiles) {
+      int32_t const next = window.first_pixel32(m1) / ptm - 1;
+      last = next > last ? next : last;
+    } else {
+      last = producer_tiles_m - 1;
+    }
+    last = last < producer_tiles_m - 1 ? last : producer_tiles_m - 1;
+  }
+  // The residual's tile rows holding the tile's own output pixels.
+  __device__ __forceinline__ void residual_rows(TileCoord tile, int32_t& first, int32_t& last) const {
+    int32_t const n_pixels = int32_t(pixels);
+    int32_t const m0 = tile.m * tile_m;
+    int32_t const m1 = m0 + tile_m < n_pixels ? m0 + tile_m : n_pixels;
+    first = m0 / residual.policy.tile_m;
+    last = (m1 - 1) / residual.policy.tile_m;
+    last = last < residual_tiles_m - 1 ? last : residual_tiles_m - 1;
+  }
+
   template <bool kInline>
   __device__ __forceinline__ void wait_impl(InputWait const& input, uint32_t epoch, TileCoord tile,
                                             bool with_window = true, bool with_residual = true) const {
-    int64_t const m0 = int64_t(tile.m) * tile_m;
-    int64_t const m1 = m0 + tile_m < pixels ? m0 + tile_m : pixels;
     int32_t first = 0, last = -1;
-    if (input.enabled && with_window) {
-      // The window's rows, widened to the next tile row's first one (and, for the first and last tile rows,
-      // to the producer's first and last): a stride larger than the window's reach leaves producer rows that
-      // no window reads, and every producer tile must still be waited for by someone before the run closes
-      // (close_run in cusync/stage.cuh bumps the epoch that the producer's posts are tagged with).
-      int64_t const tiles = (pixels + tile_m - 1) / tile_m;
-      int32_t const ptm = input.policy.tile_m;
-      first = tile.m == 0 ? 0 : int32_t(window.first_pixel(m0) / ptm);
-      last = int32_t(window.last_pixel(m1) / ptm);
-      if (tile.m + 1 < tiles) {
-        int32_t const next = int32_t(window.first_pixel(m1) / ptm) - 1;
-        last = next > last ? next : last;
-      } else {
-        last = producer_tiles_m - 1;
-      }
-      last = last < producer_tiles_m - 1 ? last : producer_tiles_m - 1;
-    }
+    if (input.enabled && with_window) window_rows(input, tile, first, last);
     int32_t r_first = 0, r_last = -1;
-    if (residual.enabled && with_residual) {
-      r_first = int32_t(m0 / residual.policy.tile_m);
-      r_last = int32_t((m1 - 1) / residual.policy.tile_m);
-      r_last = r_last < residual_tiles_m - 1 ? r_last : residual_tiles_m - 1;
-    }
+    if (residual.enabled && with_residual) residual_rows(tile, r_first, r_last);
     int32_t const n_input = last - first + 1;
     int32_t const count = n_input + (r_last - r_first + 1);
     InputWait const* const edge_input = &input;
