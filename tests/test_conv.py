@@ -439,6 +439,14 @@ def test_the_device_window_is_the_planned_one(tmp_path: Path, cutlass_dir: Path)
         m0 = rng.randrange(n * p * q)
         m1 = rng.randint(m0 + 1, n * p * q)
         cases.append((h, w, p, q, r, stride, pad, dil, m0, m1))
+    for _ in range(40):  # batches that take pixel indices close to the 2^30 bound (32-bit index arithmetic)
+        r, dil, stride, pad = 3, 1, rng.choice((1, 2)), 1
+        h, w = rng.randint(3, 224), rng.randint(1, 224)
+        p = (h + 2 * pad - dil * (r - 1) - 1) // stride + 1
+        q = (w + 2 * pad - dil * (r - 1) - 1) // stride + 1
+        n = (1 << 30) // (h * w) - 1
+        m1 = rng.randint(n * p * q - 5 * p * q, n * p * q)
+        cases.append((h, w, p, q, r, stride, pad, dil, rng.randrange(m1), m1))
     src = tmp_path / "window.cu"
     rows = ",\n".join("{%s}" % ", ".join(map(str, c)) for c in cases)
     src.write_text('#include <cstdio>\n#include "cusync/conv/conv.cuh"\n'
@@ -603,14 +611,13 @@ def test_the_sm90_conv_unit_compiles_without_calls_or_spills(tmp_path: Path, cut
         report = stderr[kernel.start():kernel.end()]
         assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report
     # The persistent kernel of the stage's own tiles (more than one wave): CUTLASS's ping-pong GEMM kernel over the
-    # conv mainloop. Its 40-register producer warps hold the window waits and the ticket code; ptxas spills one
-    # 8-byte value there (as in the sm90 GEMMs' synced ping-pong kernel, NOTES h14), never more than 16 bytes.
+    # conv mainloop. Its 40-register producer warps hold the window waits and the ticket code: no spills either
+    # since the window's index arithmetic is 32-bit (with 64-bit divisions ptxas spilled there; NOTES c10).
     persistent = list(re.finditer(r"Compiling entry function '(\w*synced_conv_sm90_kernel\w*GemmUniversal\w*)'.*?Used (\d+) registers",
                                   stderr, re.S))
     assert len(persistent) == 1, stderr[-3000:]
     report = stderr[persistent[0].start():persistent[0].end()]
-    spill = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", report)
-    assert spill and all(int(v) <= 16 for v in spill.groups()), report
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report
     assert "wgmma.mma_async instructions are serialized" not in stderr
 
 

@@ -30,9 +30,7 @@ PARTS = {"cmake": "conv_sm90/cmake/parts.cmake.j2"}
 
 
 def files(plan: ConvPlan) -> list[OutputFile]:
-    fused = (OutputFile(f"src/{plan.name}_fused.cu", "conv_sm90/src/fused.cu.j2", True, field="name"),)
-    return conv.project_files(plan, HEADERS, "conv_sm90/src/stage_conv.cu.j2",
-                              EXTRA + (fused if plan.persistent_suffixes else ()))
+    return conv.project_files(plan, HEADERS, "conv_sm90/src/stage_conv.cu.j2", EXTRA)
 
 
 def context(plan: ConvPlan, f: OutputFile) -> dict:

@@ -25,7 +25,5 @@ int occupancy_conv3_b1(bool bounded);
 cusync::Status launch_conv3_b1(cusync::conv::ConvLaunch const& launch, cudaStream_t stream);
 int occupancy_conv3(bool bounded);
 cusync::Status launch_conv3(cusync::conv::ConvLaunch const& launch, cudaStream_t stream);
-// The whole chain in one persistent kernel: src/bottleneck_block_sm90_fused.cu.
-extern cusync::conv::ConvFusedKernel const kFused;
 
 }  // namespace bottleneck_block_sm90::detail

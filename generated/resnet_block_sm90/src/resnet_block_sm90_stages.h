@@ -20,7 +20,5 @@ int occupancy_conv2_b1(bool bounded);
 cusync::Status launch_conv2_b1(cusync::conv::ConvLaunch const& launch, cudaStream_t stream);
 int occupancy_conv2(bool bounded);
 cusync::Status launch_conv2(cusync::conv::ConvLaunch const& launch, cudaStream_t stream);
-// The whole chain in one persistent kernel: src/resnet_block_sm90_fused.cu.
-extern cusync::conv::ConvFusedKernel const kFused;
 
 }  // namespace resnet_block_sm90::detail

@@ -2,12 +2,11 @@
 // (bench/<name>_bench.cu names the chain in a Traits struct; see run() at the end).
 //
 // It runs the conv chain back to back and tile-synced at each --batch, checks that both give bitwise the
-// same outputs (chained with PDL and, where the batch has one, the fused kernel too) and that each stage is
-// within tolerance of a direct reference convolution, then times back to back, the overlap (and, on a device
-// with programmatic dependent launch, the two-stream overlap and back to back chained with PDL too), the fused
-// kernel, run() after autotune() and each stage alone, as CUDA graphs, round robin, median of --repeats.
-// --missing-post STAGE: that stage does not post; the overlap (and the fused kernel) must end in a sync timeout
-// that names the tile.
+// same outputs and that each stage is within tolerance of a direct reference convolution, then times back to
+// back, the overlap (and, on a device with programmatic dependent launch, the two-stream overlap and back to
+// back chained with PDL too), run() after autotune() and each stage alone, as CUDA graphs, round robin,
+// median of --repeats.
+// --missing-post STAGE: that stage does not post; the run must end in a sync timeout that names the tile.
 // --profile-hooks: instead, each stage alone with the overlap's per-tile work taken out part by part (the waits
 // satisfied at their first poll), to price each part; PROFILE lines. Its posts leave the semaphores counted up
 // for the rest of the process, so it times nothing else.
@@ -234,24 +233,17 @@ int run(int argc, char** argv) {
     c.set_sync_timeout_ns(100000000ull);  // 100 ms
     c.inject_missing_posts(stage);
     cusync::conv::ConvArguments const a = arguments(o.batches[0], out_sync);
-    // The overlap, then (where the batch has one) the fused kernel: each must time out and name the tile.
-    int failed = 0;
-    for (int fused = 0; fused <= (c.fused(a.batch) ? 1 : 0); ++fused) {
-      check_status(fused ? c.run_fused(a, stream) : c.run_overlapped(a, stream), fused ? "run_fused" : "run_overlapped", c);
-      BENCH_CUDA(cudaStreamSynchronize(stream));
-      cusync::SyncErrorInfo info{};
-      cusync::Status const status = c.sync_error(&info, stream);
-      char const* const how = fused ? "fused kernel" : launch_style;
-      if (status == cusync::Status::kSyncTimeout && info.tile_m >= 0) {
-        std::printf("missing post of %s (%s): %s\n", o.missing_post.c_str(), how, c.describe(info).c_str());
-      } else {
-        std::printf("missing post of %s (%s): %s\n", o.missing_post.c_str(), how,
-                    status == cusync::Status::kSyncTimeout ? c.describe(info).c_str() : "no timeout");
-        ++failed;
-      }
+    check_status(c.run_overlapped(a, stream), "run_overlapped", c);
+    BENCH_CUDA(cudaStreamSynchronize(stream));
+    cusync::SyncErrorInfo info{};
+    cusync::Status const status = c.sync_error(&info, stream);
+    if (status == cusync::Status::kSyncTimeout && info.tile_m >= 0) {
+      std::printf("missing post of %s (%s): %s\n", o.missing_post.c_str(), launch_style, c.describe(info).c_str());
+      std::printf("missing-post check: PASS (the run timed out and named the tile)\n");
+      return 0;
     }
-    std::printf("missing-post check: %s\n", failed == 0 ? "PASS (the run timed out and named the tile)" : "FAIL");
-    return failed == 0 ? 0 : 1;
+    std::printf("missing-post check: FAIL (%s)\n", status == cusync::Status::kSyncTimeout ? c.describe(info).c_str() : "no timeout");
+    return 1;
   }
 
   if (o.profile_hooks) {
@@ -374,31 +366,10 @@ int run(int argc, char** argv) {
       std::printf("batch %d: the chained (programmatic launch) outputs differ from the back-to-back ones\n", batch);
       all_ok = false;
     }
-    // The fused kernel (where the batch has one): bitwise too, twice (the second run in the next epoch).
-    bool const fused = c.fused(batch);
-    bool fused_bitwise = true;
-    for (int rerun = 0; rerun < (fused ? 2 : 0); ++rerun) {
-      for (int s = 0; s < kNumStages; ++s) BENCH_CUDA(cudaMemsetAsync(out_sync[s], rerun ? 0x3c : 0x7f, size_t(out_elements<Traits>(s, batch)) * 2, stream));
-      check_status(c.run_fused(syn, stream), "run_fused", c);
-      BENCH_CUDA(cudaStreamSynchronize(stream));
-      if (c.sync_error(&info, stream) != cusync::Status::kSuccess) {
-        std::printf("batch %d: fused kernel: sync timeout: %s\n", batch, c.describe(info).c_str());
-        return 1;
-      }
-      for (int s = 0; s < kNumStages; ++s) {
-        int64_t const count = out_elements<Traits>(s, batch);
-        if (download(out_seq[s], count) != download(out_sync[s], count)) fused_bitwise = false;
-      }
-    }
-    if (!fused_bitwise) {
-      std::printf("batch %d: the fused kernel's outputs differ from the back-to-back ones\n", batch);
-      all_ok = false;
-    }
-    bitwise = bitwise && chained_bitwise && fused_bitwise;
-    std::printf("batch %d: bitwise %s, max |error| vs reference conv %.3g (tile-synced run: %s%s; chained too%s)\n", batch,
+    bitwise = bitwise && chained_bitwise;
+    std::printf("batch %d: bitwise %s, max |error| vs reference conv %.3g (tile-synced run: %s%s; chained too)\n", batch,
                 bitwise ? "yes" : "NO", worst, launch_style,
-                c.programmatic() ? "" : c.waits_for_start(batch) ? ", with wait kernels" : ", without wait kernels",
-                fused ? "; the fused kernel too, twice" : "");
+                c.programmatic() ? "" : c.waits_for_start(batch) ? ", with wait kernels" : ", without wait kernels");
     if (o.check_only) continue;
     if (!tuned) {  // run()'s table: back to back, the overlap (and chained) at every --batch, on this GPU
       check_status(c.autotune(arguments(max_batch, out_sync), o.batches.data(), int(o.batches.size()), 30, stream),
@@ -443,7 +414,6 @@ int run(int argc, char** argv) {
     c.set_bounded_kernels(!o.plain_kernels);
     size_t const alone = plain + 3 + size_t(kNumStages);
     for (int s = 0; s < kNumStages; ++s) timer.add(capture([&] { check_status(c.run_stage(s, seq, stream), "run_stage", c); }));
-    size_t const fused_at = fused ? size_t(timer.add(capture([&] { check_status(c.run_fused(syn, stream), "run_fused", c); }))) : 0;
     Options timing = o;
     if (o.preheat_s > 0.0) {  // warmup rounds enough for ~preheat_s of each chain variant
       cudaEvent_t t0, t1;
@@ -467,23 +437,21 @@ int run(int argc, char** argv) {
     }
     double const two_stream_us = both_launches ? us[3] : -1.0;
     double const chained_us = both_launches ? us[4] : -1.0;
-    double const fused_us = fused ? us[fused_at] : -1.0;
     std::printf("batch %d: back-to-back %.1f us, tile-synced %.1f us (%s), overlap speedup %.3fx", batch, us[0], us[1],
                 launch_style, us[0] / us[1]);
     if (both_launches) std::printf(", two streams %.1f us, back to back + PDL %.1f us", two_stream_us, chained_us);
     std::printf(", overlap in block order %.1f us", us[no_ticket]);
-    if (fused) std::printf(", fused %.1f us", fused_us);
     std::printf("; run() %.1f us (%s: %s); alone:", us[2], cusync::conv::to_string(c.mode(batch)), c.mode_reason(batch));
     for (int s = 0; s < kNumStages; ++s) std::printf(" %s %.1f us", kStages[s].name, us[alone + size_t(s)]);
     std::printf("\n");
     std::printf("RESULT {\"chain\": \"%s\", \"batch\": %d, \"sequential_us\": %.3f, \"overlap_us\": %.3f, "
                 "\"run_us\": %.3f, \"run_mode\": \"%s\", \"two_stream_us\": %.3f, \"chained_us\": %.3f, \"block_order_us\": %.3f, \"programmatic\": %s, "
                 "\"bitwise\": %s, \"ref_err\": %.4g, \"wait_kernels\": %s, \"hooks\": %u, \"rule\": \"%s\", \"legacy_overlap_us\": %.3f, "
-                "\"plain_sequential_us\": %.3f, \"plain_chained_us\": %.3f, \"plain_overlap_us\": %.3f, \"fused_us\": %.3f, \"stages_us\": [", Traits::kName, batch, us[0], us[1],
+                "\"plain_sequential_us\": %.3f, \"plain_chained_us\": %.3f, \"plain_overlap_us\": %.3f, \"stages_us\": [", Traits::kName, batch, us[0], us[1],
                 us[2], cusync::conv::to_string(c.mode(batch)), two_stream_us, chained_us, us[no_ticket], both_launches ? "true" : "false",
                 bitwise ? "true" : "false", cusync::bench::json_number(worst),
                 !both_launches && c.waits_for_start(batch) ? "true" : "false", hooks, rule[bi].c_str(), us[legacy], us[plain], us[plain + 1],
-                us[plain + 2], fused_us);
+                us[plain + 2]);
     for (int s = 0; s < kNumStages; ++s) std::printf("%s%.3f", s ? ", " : "", us[alone + size_t(s)]);
     std::printf("], \"plain_stages_us\": [");
     for (int s = 0; s < kNumStages; ++s) std::printf("%s%.3f", s ? ", " : "", us[plain + 3 + size_t(s)]);

@@ -40,7 +40,7 @@ constexpr cusync::conv::ConvOccupancyFn kOccupancy[kNumStages] = {
 constexpr cusync::conv::ConvTables kTables{kNumStages, kStages, kLaunch, kPrepare, kOccupancy, 2, /*programmatic=*/true,
                                            /*overlap_min_k_steps=*/cusync::conv::kOverlapNever,
                                            /*smaller=*/&kTables_b1, /*smaller_batch_max=*/1,
-                                           /*persistent=*/true, /*fused=*/&detail::kFused};
+                                           /*persistent=*/true};
 
 }  // namespace
 

@@ -42,15 +42,6 @@ using ConvPrepareFn = Status (*)();
 // more blocks per SM (see SyncedConv in cusync/conv/conv.cuh).
 using ConvOccupancyFn = int (*)(bool bounded);
 
-// The whole chain in one persistent kernel (ConvMode::kFused; FusedConvSm90 in cusync/conv/conv_sm90.cuh): its
-// launch (launches[s]: stage s's, as ConvChain::run_fused builds them; `grid` CTAs, all resident at once), the
-// one-time setup, and the CTAs one SM holds at once (0: it cannot run here).
-struct ConvFusedKernel {
-  Status (*launch)(ConvLaunch const* launches, int grid, cudaStream_t stream);
-  ConvPrepareFn prepare;
-  int (*occupancy)();
-};
-
 struct ConvTables {
   int num_stages;
   ConvStageInfo const* stages;
@@ -73,9 +64,6 @@ struct ConvTables {
   // blocks the GPU holds at once, each CTA walking tiles of a queue), which a stage with more tiles than one wave
   // runs (ConvChain::persistent); false: one block per tile always.
   bool persistent = false;
-  // The whole chain in one persistent kernel over these tiles (sm90, where the units hold persistent kernels);
-  // nullptr: none.
-  ConvFusedKernel const* fused = nullptr;
 };
 
 // How run() computes the chain at a batch (mode() picks; set_mode() overrides).
@@ -84,7 +72,6 @@ enum class ConvMode : int {
   kSequential = 1,  // the kernels back to back (run_sequential)
   kOverlap = 2,     // tile-synced (run_overlapped)
   kChained = 3,     // the kernels back to back, each a programmatic dependent launch of the one before (run_chained)
-  kFused = 4,       // every stage in one persistent kernel, each tile waiting for the rows it reads (run_fused)
 };
 
 inline char const* to_string(ConvMode mode) {
@@ -93,7 +80,6 @@ inline char const* to_string(ConvMode mode) {
     case ConvMode::kSequential: return "back-to-back";
     case ConvMode::kOverlap: return "overlap";
     case ConvMode::kChained: return "back-to-back+PDL";
-    case ConvMode::kFused: return "fused";
   }
   return "?";
 }
@@ -197,18 +183,6 @@ class ConvChain {
   // the whole previous kernel with griddepcontrol.wait before its first load, but is already resident when
   // that kernel ends): the launch gap hidden. Elsewhere the same as run_sequential.
   Status run_chained(ConvArguments const& args, cudaStream_t stream);
-  // Every stage in one persistent kernel (where fused(batch)): one launch of one CTA per SM slot, all resident at
-  // once (a cooperative launch); each CTA computes its tiles of stage 0 (tiles b, b + grid, ... in row-major order),
-  // then of stage 1, ..., and each tile waits only for the producer rows its windows read, as in the overlap. A CTA
-  // done with a stage starts the next while others finish it: no launch, ramp or whole-grid wait between stages.
-  // Bitwise the same results as the others. kInvalidArgument where there is no fused kernel for the batch's tiles.
-  Status run_fused(ConvArguments const& args, cudaStream_t stream);
-  // Whether the project holds a fused kernel for `batch`'s tiles that this device can run (see run_fused).
-  bool fused(int batch) const {
-    return at(batch).fused != nullptr && sms_ > 0 && fused_blocks_per_sm_[config(batch)] > 0;
-  }
-  // The fused kernel's CTAs at `batch` (every SM slot it fits in).
-  int fused_grid(int batch) const { return sms_ * fused_blocks_per_sm_[config(batch)]; }
   // One stage alone (its input must be ready), for per-layer timing.
   Status run_stage(int stage, ConvArguments const& args, cudaStream_t stream);
   // kSyncTimeout when a wait of an earlier run gave up (`info` says which); clears the record.
@@ -289,8 +263,7 @@ class ConvChain {
   ConvMode mode(int batch) const;
   char const* mode_reason(int batch) const;  // why mode(batch); valid until the next call
   void set_mode(ConvMode mode) { mode_override_ = mode; }
-  // Times back to back, the overlap, (where programmatic()) back to back chained with PDL and (where fused(batch))
-  // the fused kernel at each of
+  // Times back to back, the overlap and (where programmatic()) back to back chained with PDL at each of
   // batches[0..count) on this GPU (CUDA graphs of args' tensors, `rounds` runs each, round robin, medians)
   // and makes the fastest run()'s choice at that batch. Synchronizes `stream`; args' outputs are overwritten.
   Status autotune(ConvArguments const& args, int const* batches, int count, int rounds, cudaStream_t stream);
@@ -299,7 +272,6 @@ class ConvChain {
  private:
   Status check(ConvArguments const& args);
   bool has_consumer(int stage) const;
-  ConvLaunch make_launch(int stage, ConvArguments const& args, bool synced, bool programmatic) const;
   Status launch_stage(int stage, ConvArguments const& args, bool synced, cudaStream_t stream, bool programmatic);
   Status run_unsynced(ConvArguments const& args, cudaStream_t stream, bool programmatic);
 
@@ -314,7 +286,6 @@ class ConvChain {
   int missing_posts_ = -1;
   int sms_ = 0;
   int occupancy_[kMaxConvConfigs][kMaxConvStages][2] = {};  // blocks per SM: the plain kernel, the bounded one
-  int fused_blocks_per_sm_[kMaxConvConfigs] = {};            // of each configuration's fused kernel (0: none)
   bool use_bounded_ = true;
   unsigned hooks_ = kHooksLean;
   unsigned profile_hooks_ = 0;   // profile_stage: hooks | kHookAssumePosted while it launches
@@ -327,7 +298,7 @@ class ConvChain {
   int tuned_count_ = 0;
   int tuned_batch_[kMaxTunedBatches] = {};
   ConvMode tuned_mode_[kMaxTunedBatches] = {};
-  float tuned_us_[kMaxTunedBatches][4] = {};  // back to back, overlap, back to back + PDL, fused (0: not timed)
+  float tuned_us_[kMaxTunedBatches][3] = {};  // back to back, overlap, back to back + PDL (0: not timed)
   mutable char mode_reason_[256] = {};
   cudaStream_t side_ = nullptr;
   cudaEvent_t fork_ = nullptr;

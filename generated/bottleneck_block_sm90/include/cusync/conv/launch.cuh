@@ -26,17 +26,12 @@ struct ConvLaunch {
 
 // The stage's CUTLASS problem from the table row and the run's batch.
 template <typename Conv, typename Element>
-typename Conv::Problem make_problem(ConvStageInfo const& info, ConvLaunch const& l) {
-  return typename Conv::Problem{l.batch, info.h, info.w, info.c, info.k, info.r, info.s, info.p, info.q,
-                                info.pad, info.stride, info.dilation,
-                                static_cast<Element const*>(l.x), static_cast<Element const*>(l.filter),
-                                static_cast<Element const*>(l.bias), static_cast<Element const*>(l.residual),
-                                static_cast<Element*>(l.y)};
-}
-
-template <typename Conv, typename Element>
 Status launch_conv(ConvStageInfo const& info, ConvLaunch const& l, cudaStream_t stream) {
-  typename Conv::Problem const problem = make_problem<Conv, Element>(info, l);
+  typename Conv::Problem const problem{l.batch, info.h, info.w, info.c, info.k, info.r, info.s, info.p, info.q,
+                                       info.pad, info.stride, info.dilation,
+                                       static_cast<Element const*>(l.x), static_cast<Element const*>(l.filter),
+                                       static_cast<Element const*>(l.bias), static_cast<Element const*>(l.residual),
+                                       static_cast<Element*>(l.y)};
   if constexpr (Conv::kPersistent) {
     return Conv::launch(problem, l.sync, l.waits, l.programmatic, l.grid_limit, stream);
   } else {

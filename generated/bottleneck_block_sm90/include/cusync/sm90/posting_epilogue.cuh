@@ -9,14 +9,6 @@
 // A sink stage (nothing consumes it) posts nothing; it only counts finished tiles, and the last tile
 // of a run opens the next epoch (close_run).
 //
-// kDeferredPost (TMA stores only): the post of a tile waits until the same warp group's next tile has issued its
-// stores; then `cp.async.bulk.wait_group G` (G: the bulk groups one tile commits, one per epilogue subtile, all
-// inside CUTLASS's store()) finds the tile's writes long completed, and the math warp group does not stall on the
-// write round trip before its next tile (in CUTLASS's ping-pong kernel that stall also holds the other group's
-// epilogue behind the ordering barrier). The warp group's last tile is posted when the collective goes out of
-// scope at the end of the kernel body (wait_group 0 first). A tile's post is then one of its group's tiles later:
-// for kernels whose consumers mostly read rows posted long before (the persistent conv kernels).
-//
 // Over an epilogue that stores from registers (GatedEpilogue, through CUTLASS's
 // Sm90TmaWarpSpecializedAdapter: GmemTiledCopyD is void) every math thread wrote part of the tile, so
 // all of them meet at a named barrier (CUTLASS reserves EpilogueBarrier for the epilogue, which this
@@ -38,7 +30,7 @@
 namespace cusync::sm90 {
 
 // params.hooks: this stage's StageSync.
-template <class Base, bool kDeferredPost = false>
+template <class Base>
 struct PostingEpilogue : WithHooks<Base, StageSync> {
   using Hooked = WithHooks<Base, StageSync>;
   using typename Base::LoadPipeline;
@@ -48,24 +40,12 @@ struct PostingEpilogue : WithHooks<Base, StageSync> {
   using typename Base::TensorStorage;
   // TMA stores (CUTLASS's TMA epilogue) or every math thread's own stores (an adapted register epilogue).
   static constexpr bool kTmaStores = !std::is_void_v<typename Base::GmemTiledCopyD>;
-  static_assert(!kDeferredPost || kTmaStores, "a deferred post waits for the tile's TMA store groups");
 
   using typename Hooked::Arguments;
   using typename Hooked::Params;
 
   CUTLASS_HOST_DEVICE PostingEpilogue(Params const& params, TensorStorage& storage)
       : Hooked(params, storage), sync_(params.hooks) {}
-
-  // The deferred post of the warp group's last tile (every thread of the CTA leaves the kernel body here; only the
-  // posting warp has one pending, the same in all its lanes).
-  CUTLASS_DEVICE ~PostingEpilogue() {
-    if constexpr (kDeferredPost) {
-      if (__shfl_sync(0xffffffffu, int(pending_), 0)) {
-        asm volatile("cp.async.bulk.wait_group 0;" : : : "memory");
-        post_completed(pending_tile_);
-      }
-    }
-  }
 
   template <class ProblemShapeMNKL, class TileShapeMNK, class TileCoordMNKL, class AccEngine, class AccLayout,
             class TiledMma>
@@ -95,34 +75,11 @@ struct PostingEpilogue : WithHooks<Base, StageSync> {
     int const posting = __shfl_sync(0xffffffffu, int(sync_.enabled && thread_idx < cutlass::NumThreadsPerWarp), 0);
     if (posting) {
       TileCoord const tile{int32_t(cute::get<0>(tile_coord_mnkl)), int32_t(cute::get<1>(tile_coord_mnkl))};
-      if constexpr (kDeferredPost) {
-        // Every store group but this tile's has completed: the previous tile of this warp group is in memory.
-        constexpr int kGroups = int(cute::size<0>(TileShapeMNK{}) / cute::size<0>(typename Base::EpilogueTile{})) *
-                                int(cute::size<1>(TileShapeMNK{}) / cute::size<1>(typename Base::EpilogueTile{}));
-        static_assert(kGroups >= 1 && kGroups <= 64, "TMA store groups of one tile");
-        if (pending_) {
-          asm volatile("cp.async.bulk.wait_group %0;" : : "n"(kGroups) : "memory");
-          post_completed(pending_tile_);
-        }
-        pending_ = true;
-        pending_tile_ = tile;
-      } else {
-        if constexpr (kTmaStores) {
-          if (sync_.output.enabled()) asm volatile("cp.async.bulk.wait_group 0;" : : : "memory");
-        }
-        post_completed(tile);
-      }
-    }
-    return next;
-  }
-
- private:
-  // The posting warp (all lanes), once the tile's stores have completed: the proxy fence, then one lane's release
-  // post (and a sink's finish count; the run's close in the whole warp).
-  CUTLASS_DEVICE void post_completed(TileCoord tile) {
-    {
       if constexpr (kTmaStores) {
-        if (sync_.output.enabled()) asm volatile("fence.proxy.async.global;" : : : "memory");
+        if (sync_.output.enabled()) {
+          asm volatile("cp.async.bulk.wait_group 0;" : : : "memory");
+          asm volatile("fence.proxy.async.global;" : : : "memory");
+        }
       }
       __syncwarp();
       bool closes = false;  // this lane counted the run's last finished tile
@@ -151,11 +108,11 @@ struct PostingEpilogue : WithHooks<Base, StageSync> {
       if (__any_sync(0xffffffffu, closes)) close_run_lanes(sync_, closes, int(threadIdx.x % 32), 32);
       __syncwarp();
     }
+    return next;
   }
 
+ private:
   StageSync const& sync_;
-  TileCoord pending_tile_{};
-  bool pending_ = false;  // kDeferredPost: pending_tile_ is stored but not yet posted
   uint32_t epoch_ = 0;
   bool have_epoch_ = false;
 };

@@ -100,11 +100,6 @@ Status ConvChain::initialize(int max_batch, cudaStream_t stream) {
       occupancy_[c][s][0] = configs_[c]->occupancy[s](false);
       occupancy_[c][s][1] = configs_[c]->occupancy[s](true);
     }
-    ConvFusedKernel const* fused = configs_[c]->fused;
-    if (fused != nullptr && cc_major_ >= 9) {  // built for sm_90a: nothing to prepare elsewhere
-      status = fused->prepare();
-      if (status == Status::kSuccess) fused_blocks_per_sm_[c] = fused->occupancy();
-    }
   }
   return status;
 }
@@ -122,7 +117,7 @@ Status ConvChain::check(ConvArguments const& a) {
   return Status::kSuccess;
 }
 
-ConvLaunch ConvChain::make_launch(int s, ConvArguments const& a, bool synced, bool programmatic) const {
+Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaStream_t stream, bool programmatic) {
   ConvTables const& t = at(a.batch);  // the tile configuration of this batch
   ConvStageInfo const& info = t.stages[s];
   auto* state = static_cast<ChainState*>(state_);
@@ -192,34 +187,7 @@ ConvLaunch ConvChain::make_launch(int s, ConvArguments const& a, bool synced, bo
     w.residual = make_wait(info.residual);
     w.residual_tiles_m = tiles_m(info.residual, a.batch);
   }
-  return l;
-}
-
-Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaStream_t stream, bool programmatic) {
-  return at(a.batch).launch[s](make_launch(s, a, synced, programmatic), stream);
-}
-
-// Every stage's launch as the overlap builds it on its own stream (waits, posts, the sink's finish count), on the
-// fused kernel's CTAs: each stage persistent, its tiles in static row-major order (CTA b: b, b + grid, ...: every
-// CTA is resident, and each computes all its tiles of a stage before any of the next), no programmatic launch.
-Status ConvChain::run_fused(ConvArguments const& a, cudaStream_t stream) {
-  Status const status = check(a);
-  if (status != Status::kSuccess) return status;
-  if (!fused(a.batch)) {
-    last_error_ = "run_fused: no fused kernel for this batch's tiles on this device (ConvChain::fused)";
-    return Status::kInvalidArgument;
-  }
-  int const grid = fused_grid(a.batch);
-  ConvLaunch launches[kMaxConvStages];
-  for (int s = 0; s < t_->num_stages; ++s) {
-    ConvLaunch& l = launches[s];
-    l = make_launch(s, a, /*synced=*/true, /*programmatic=*/false);
-    l.persistent = true;
-    l.grid_limit = grid;
-    l.sync.dynamic_order = false;
-    l.sync.counts_finish = false;  // the fused kernel's last CTA closes the run
-  }
-  return at(a.batch).fused->launch(launches, grid, stream);
+  return t.launch[s](l, stream);
 }
 
 Status ConvChain::run_unsynced(ConvArguments const& a, cudaStream_t stream, bool programmatic) {
@@ -268,24 +236,20 @@ Status ConvChain::run(ConvArguments const& a, cudaStream_t stream) {
   switch (mode(a.batch)) {
     case ConvMode::kOverlap: return run_overlapped(a, stream);
     case ConvMode::kChained: return run_chained(a, stream);
-    case ConvMode::kFused: return run_fused(a, stream);
     default: return run_sequential(a, stream);
   }
 }
 
 ConvMode ConvChain::mode(int batch) const {
-  if (mode_override_ != ConvMode::kAuto && (mode_override_ != ConvMode::kFused || fused(batch))) {
+  if (mode_override_ != ConvMode::kAuto) {
     std::snprintf(mode_reason_, sizeof(mode_reason_), "set_mode(%s)", to_string(mode_override_));
     return mode_override_;
   }
   for (int i = 0; i < tuned_count_; ++i) {  // ascending batches
-    if (batch <= tuned_batch_[i] && (tuned_mode_[i] != ConvMode::kFused || fused(batch))) {
-      int const n = std::snprintf(mode_reason_, sizeof(mode_reason_),
+    if (batch <= tuned_batch_[i]) {
+      std::snprintf(mode_reason_, sizeof(mode_reason_),
                     "autotune on this GPU at batch %d: back to back %.1f us, overlap %.1f us, back to back + PDL %.1f us",
                     tuned_batch_[i], double(tuned_us_[i][0]), double(tuned_us_[i][1]), double(tuned_us_[i][2]));
-      if (tuned_us_[i][3] > 0.0f && n > 0 && n < int(sizeof(mode_reason_))) {
-        std::snprintf(mode_reason_ + n, sizeof(mode_reason_) - size_t(n), ", fused %.1f us", double(tuned_us_[i][3]));
-      }
       return tuned_mode_[i];
     }
   }
@@ -322,7 +286,8 @@ Status ConvChain::autotune(ConvArguments const& args, int const* batches, int co
   std::sort(sorted, sorted + count);
   int tuned_batch[kMaxTunedBatches];
   ConvMode tuned_mode[kMaxTunedBatches];
-  float tuned_us[kMaxTunedBatches][4];
+  float tuned_us[kMaxTunedBatches][3];
+  int const modes = programmatic() ? 3 : 2;  // 0: back to back, 1: overlap, 2: back to back + PDL
   cudaEvent_t e0 = nullptr, e1 = nullptr;
   Status status = from_cuda(cudaEventCreate(&e0));
   if (status == Status::kSuccess) status = from_cuda(cudaEventCreate(&e1));
@@ -330,28 +295,21 @@ Status ConvChain::autotune(ConvArguments const& args, int const* batches, int co
     ConvArguments a = args;
     a.batch = sorted[i];
     if ((status = check(a)) != Status::kSuccess) break;
-    // 0: back to back, 1: overlap, 2: back to back + PDL (where programmatic()), 3: fused (where fused(batch))
-    bool const timed[4] = {true, true, programmatic(), fused(a.batch)};
-    cudaGraphExec_t exec[4] = {nullptr, nullptr, nullptr, nullptr};
-    for (int m = 0; m < 4 && status == Status::kSuccess; ++m) {
-      if (!timed[m]) continue;
+    cudaGraphExec_t exec[3] = {nullptr, nullptr, nullptr};
+    for (int m = 0; m < modes && status == Status::kSuccess; ++m) {
       cudaGraph_t graph = nullptr;
       status = from_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
       if (status != Status::kSuccess) break;
-      Status const ran = m == 0   ? run_sequential(a, stream)
-                         : m == 1 ? run_overlapped(a, stream)
-                         : m == 2 ? run_chained(a, stream)
-                                  : run_fused(a, stream);
+      Status const ran = m == 0 ? run_sequential(a, stream) : m == 1 ? run_overlapped(a, stream) : run_chained(a, stream);
       status = from_cuda(cudaStreamEndCapture(stream, &graph));
       if (ran != Status::kSuccess) status = ran;
       if (status == Status::kSuccess) status = from_cuda(cudaGraphInstantiate(&exec[m], graph, 0));
       if (graph != nullptr) cudaGraphDestroy(graph);
     }
-    float samples[4][64];
+    float samples[3][64];
     int const n = rounds < 64 ? rounds : 64;
     for (int r = -3; r < n && status == Status::kSuccess; ++r) {  // 3 untimed rounds first
-      for (int m = 0; m < 4 && status == Status::kSuccess; ++m) {
-        if (!timed[m]) continue;
+      for (int m = 0; m < modes && status == Status::kSuccess; ++m) {
         status = from_cuda(cudaEventRecord(e0, stream));
         if (status == Status::kSuccess) status = from_cuda(cudaGraphLaunch(exec[m], stream));
         if (status == Status::kSuccess) status = from_cuda(cudaEventRecord(e1, stream));
@@ -365,11 +323,10 @@ Status ConvChain::autotune(ConvArguments const& args, int const* batches, int co
       if (e != nullptr) cudaGraphExecDestroy(e);
     }
     if (status != Status::kSuccess) break;
-    ConvMode const mode_of[4] = {ConvMode::kSequential, ConvMode::kOverlap, ConvMode::kChained, ConvMode::kFused};
+    ConvMode const mode_of[3] = {ConvMode::kSequential, ConvMode::kOverlap, ConvMode::kChained};
     int best = 0;
-    for (int m = 0; m < 4; ++m) {
-      tuned_us[i][m] = 0.0f;
-      if (!timed[m]) continue;
+    tuned_us[i][2] = 0.0f;
+    for (int m = 0; m < modes; ++m) {
       std::sort(samples[m], samples[m] + n);
       tuned_us[i][m] = samples[m][n / 2];
       if (tuned_us[i][m] < tuned_us[i][best]) best = m;
@@ -387,7 +344,6 @@ Status ConvChain::autotune(ConvArguments const& args, int const* batches, int co
     tuned_us_[i][0] = tuned_us[i][0];
     tuned_us_[i][1] = tuned_us[i][1];
     tuned_us_[i][2] = tuned_us[i][2];
-    tuned_us_[i][3] = tuned_us[i][3];
   }
   tuned_count_ = count;
   return Status::kSuccess;

@@ -30,27 +30,16 @@ struct ConvWindow {
     int32_t const h1 = out_row * stride - pad + (r - 1) * dilation;
     return h1 < h - 1 ? h1 : h - 1;
   }
-  // Producer pixels [first, last] that output pixels [m0, m1) read.
-  __host__ __device__ int64_t first_pixel(int64_t m0) const {
-    int64_t const pq = int64_t(p) * q;
-    int64_t const n = m0 / pq;
-    int32_t const pr = int32_t((m0 % pq) / q);
-    return (n * h + first_row(pr)) * w;
-  }
-  __host__ __device__ int64_t last_pixel(int64_t m1) const {
-    int64_t const pq = int64_t(p) * q;
-    int64_t const n = (m1 - 1) / pq;
-    int32_t const pr = int32_t(((m1 - 1) % pq) / q);
-    return (n * h + last_row(pr)) * w + (w - 1);
-  }
-  // The same where every pixel index is below 2^31 (a run's: ConvChain::initialize keeps them below 2^30).
-  __host__ __device__ int32_t first_pixel32(int32_t m0) const {
+  // Producer pixels [first, last] that output pixels [m0, m1) read. 32-bit arithmetic: every pixel index of a run
+  // is below 2^30 (spec.rules and ConvChain::initialize bound batch * H * W and batch * P * Q), and a 64-bit
+  // division is a long sequence that the 40-register load warp of a persistent sm90 kernel paid on every tile.
+  __host__ __device__ int32_t first_pixel(int32_t m0) const {
     int32_t const pq = p * q;
     int32_t const n = m0 / pq;
     int32_t const pr = (m0 - n * pq) / q;
     return (n * h + first_row(pr)) * w;
   }
-  __host__ __device__ int32_t last_pixel32(int32_t m1) const {
+  __host__ __device__ int32_t last_pixel(int32_t m1) const {
     int32_t const pq = p * q;
     int32_t const n = (m1 - 1) / pq;
     int32_t const pr = (m1 - 1 - n * pq) / q;
@@ -154,8 +143,6 @@ struct ConvWaits {
   // a stride larger than the window's reach leaves producer rows that no window reads, and every producer tile
   // must still be waited for by someone before the run closes (close_run in cusync/stage.cuh bumps the epoch
   // that the producer's posts are tagged with).
-  // In 32-bit arithmetic (every pixel index of a run is below 2^30: ConvChain::initialize): a 64-bit division is
-  // a long call-free sequence that the load warp of a persistent sm90 kernel (40 registers) would pay per tile.
   __device__ __forceinline__ void window_rows(InputWait const& input, TileCoord tile, int32_t& first,
                                               int32_t& last) const {
     int32_t const n_pixels = int32_t(pixels);
@@ -163,10 +150,10 @@ struct ConvWaits {
     int32_t const m1 = m0 + tile_m < n_pixels ? m0 + tile_m : n_pixels;
     int32_t const tiles = (n_pixels + tile_m - 1) / tile_m;
     int32_t const ptm = input.policy.tile_m;
-    first = tile.m == 0 ? 0 : window.first_pixel32(m0) / ptm;
-    last = window.last_pixel32(m1) / ptm;
+    first = tile.m == 0 ? 0 : window.first_pixel(m0) / ptm;
+    last = window.last_pixel(m1) / ptm;
     if (tile.m + 1 < tiles) {
-      int32_t const next = window.first_pixel32(m1) / ptm - 1;
+      int32_t const next = window.first_pixel(m1) / ptm - 1;
       last = next > last ? next : last;
     } else {
       last = producer_tiles_m - 1;

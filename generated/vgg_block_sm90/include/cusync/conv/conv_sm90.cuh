@@ -24,15 +24,11 @@
 #pragma once
 
 #include <cstdint>
-#include <tuple>
 #include <type_traits>
-#include <utility>
 
 #include <cuda_runtime.h>
 
 #include "cute/tensor.hpp"
-#include "cutlass/arch/barrier.h"
-#include "cutlass/arch/reg_reconfig.h"
 #include "cutlass/kernel_hardware_info.h"
 #include "cutlass/conv/collective/collective_builder.hpp"
 #include "cutlass/conv/convnd_problem_shape.hpp"
@@ -46,7 +42,6 @@
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 
 #include "cusync/conv/chain.h"
-#include "cusync/conv/launch.cuh"
 #include "cusync/conv/window.cuh"
 #include "cusync/sm90/collective_hooks.cuh"
 #include "cusync/sm90/posting_epilogue.cuh"
@@ -490,8 +485,7 @@ struct PersistentConvSm90 {
                                                         kPersistentRingBytes>,
       cutlass::conv::collective::KernelScheduleAuto>::CollectiveOp;
   using Mainloop = PersistentConvMainloop<StockMainloop>;
-  // Posts deferred by one tile of the math warp group (PostingEpilogue: no stall on the stores' write round trip).
-  using Epilogue = ResidualWaitingEpilogue<sm90::PostingEpilogue<StockEpilogue, /*kDeferredPost=*/true>>;
+  using Epilogue = ResidualWaitingEpilogue<sm90::PostingEpilogue<StockEpilogue>>;
   using GemmShape = decltype(cutlass::conv::detail::get_linearized_problem_shape_MNKL(typename StockMainloop::ProblemShape{}));
   using Kernel = cutlass::gemm::kernel::GemmUniversal<GemmShape, Mainloop, Epilogue, sm90::TicketScheduler>;
   using Params = typename Kernel::Params;
@@ -515,9 +509,8 @@ struct PersistentConvSm90 {
     return stride;
   }
 
-  // The kernel's parameters for one run of the stage on at most `grid_limit` CTAs.
-  static Status make_params(Problem const& pr, StageSync const& sync, ConvWaits const& waits, int grid_limit,
-                            Params& params) {
+  static Status launch(Problem const& pr, StageSync sync, ConvWaits waits, bool programmatic, int grid_limit,
+                       cudaStream_t stream) {
     if ((kResidual && pr.residual == nullptr) || (kBias && pr.bias == nullptr)) return Status::kInvalidArgument;
     auto const conv = OneTile::problem_shape(pr);
     typename Kernel::Arguments args{};
@@ -529,6 +522,7 @@ struct PersistentConvSm90 {
     set_epilogue<kBias, kResidual>(args.epilogue, pr, rows_stride<typename Kernel::StrideC>(pr),
                                    rows_stride<typename Kernel::StrideD>(pr), sync);
     args.epilogue.conv_waits = waits;
+    int const tiles = sync.tiles_m * sync.tiles_n;
     args.hw_info.sm_count = grid_limit;
     sm90::TileQueue queue{};
     queue.next = &sync.state->queue_next[sync.stage];
@@ -553,167 +547,10 @@ struct PersistentConvSm90 {
     args.scheduler.queue = queue;  // the scheduler (every warp's tiles) and the load warp (publish_next) share it
     args.mainloop.hooks = PersistentConvHooks{sync, waits, queue};
     if (!Kernel::can_implement(args)) return Status::kCutlassError;
-    params = Kernel::to_underlying_arguments(args, nullptr);
-    return Status::kSuccess;
-  }
-
-  static Status launch(Problem const& pr, StageSync sync, ConvWaits waits, bool programmatic, int grid_limit,
-                       cudaStream_t stream) {
-    Params params;
-    if (Status const status = make_params(pr, sync, waits, grid_limit, params); status != Status::kSuccess) return status;
-    int const tiles = sync.tiles_m * sync.tiles_n;
+    Params const params = Kernel::to_underlying_arguments(args, nullptr);
     unsigned const grid = unsigned(tiles < grid_limit ? tiles : grid_limit);
     return launch_stage_kernel(kernel(), dim3(grid), dim3(unsigned(Kernel::MaxThreadsPerBlock)), size_t(kSmemBytes),
                                programmatic, stream, params);
-  }
-};
-
-// ---------------------------------------------------------------------------------------------------------------
-// The whole chain in one persistent kernel (ConvMode::kFused). Each CTA runs the stages' persistent kernels one
-// after the other (CUTLASS's ping-pong GemmUniversal of PersistentConvSm90, whole), taking in each stage the tiles
-// b, b + grid, ... of its row-major order: a CTA done with its tiles of stage s starts its tiles of stage s + 1 while
-// other CTAs still compute stage s, and each of those tiles waits only for the producer rows its windows read (the
-// same waits and posts as the overlap). No launch between stages, no ramp, no tail that waits for a whole grid.
-//
-// The run's epoch closes when the last CTA leaves the kernel (not by the sinks' finish count).
-//
-// Why it cannot deadlock: the launch is cooperative (every CTA resident at once, or the launch fails), and a tile of
-// stage s waits only for tiles of earlier stages, which every CTA computes before any of its own stage-s tiles.
-// Between two stages a CTA hands its registers and shared memory on: every thread has returned from the stage's
-// kernel (its pipelines drained: the producer's load_tail, the TMA stores' completion before each post), the warp
-// groups give back the register split of CUTLASS's ping-pong kernel (40 / 232 per thread) to the launch's even
-// share, and the stage's barrier objects are invalidated before the next stage's kernel initializes its own over the
-// same shared memory (PTX: an mbarrier is invalidated before its memory is reused).
-namespace detail {
-
-template <class Kernel>
-CUTLASS_DEVICE void invalidate_pipeline_barriers(char* smem) {
-  // The ping-pong kernel's pipeline storage is mbarrier objects only (its pipelines' full/empty barriers and its
-  // ordered-sequence barriers; the static tile scheduler has none).
-  auto& pipelines = reinterpret_cast<typename Kernel::SharedStorage*>(smem)->pipelines;
-  auto invalidate = [](auto& storage) {
-    static_assert(sizeof(storage) % sizeof(uint64_t) == 0, "pipeline storage: whole mbarrier objects");
-    uint64_t* barriers = reinterpret_cast<uint64_t*>(&storage);
-    for (int i = int(threadIdx.x); i < int(sizeof(storage) / sizeof(uint64_t)); i += int(blockDim.x)) {
-      cutlass::arch::ClusterBarrier::invalidate(barriers + i);
-    }
-  };
-  invalidate(pipelines.mainloop);
-  invalidate(pipelines.epi_load);
-  invalidate(pipelines.math_wg_order);
-  invalidate(pipelines.load_order);
-}
-
-// Stage I's kernel, then (but after the last) the hand-over to stage I + 1.
-template <int I, int kLast, int kThreadRegisters, class Stage>
-CUTLASS_DEVICE void run_fused_stage(typename Stage::Params const& params, char* smem) {
-  {
-    typename Stage::Kernel op;
-    op(params, smem);
-  }
-  if constexpr (I < kLast) {
-    // Warp group 0 is the producer (40 registers per thread), 1 and 2 the math groups (232).
-    if (cutlass::canonical_warp_group_idx() == 0) {
-      cutlass::arch::warpgroup_reg_alloc<kThreadRegisters>();
-    } else {
-      cutlass::arch::warpgroup_reg_dealloc<kThreadRegisters>();
-    }
-    __syncthreads();  // every role has left the stage: no barrier of it is in use
-    invalidate_pipeline_barriers<typename Stage::Kernel>(smem);
-    __syncthreads();  // invalidated before the next stage initializes
-  }
-}
-
-template <class... Stages>
-struct FusedParams {
-  cute::tuple<typename Stages::Params...> stages;
-};
-
-template <int kThreadRegisters, class... Stages, int... I>
-CUTLASS_DEVICE void run_fused_stages(FusedParams<Stages...> const& params, char* smem,
-                                     std::integer_sequence<int, I...>) {
-  (run_fused_stage<I, int(sizeof...(Stages)) - 1, kThreadRegisters, Stages>(cute::get<I>(params.stages), smem), ...);
-}
-
-}  // namespace detail
-
-template <int kThreads, int kThreadRegisters, class... Stages>
-__global__ void __launch_bounds__(kThreads, 1)
-    fused_conv_sm90_kernel(__grid_constant__ detail::FusedParams<Stages...> const params) {
-  extern __shared__ __align__(128) char cusync_conv_sm90_smem[];
-  detail::run_fused_stages<kThreadRegisters>(params, cusync_conv_sm90_smem,
-                                             std::make_integer_sequence<int, int(sizeof...(Stages))>{});
-  // The last CTA to finish closes the run (no stage counts finishes here: a CTA may still read the epoch at its
-  // first tile of a stage after every sink tile has finished, when no consumer reads that tile's rows). Every
-  // post of this CTA precedes its count (the barrier, then thread 0's fence).
-  StageSync const& sync = cute::get<0>(params.stages).mainloop.hooks.sync;
-  if (!sync.enabled) return;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    ptx::fence_acq_rel_gpu();
-    if (atomicAdd(&sync.state->finished, 1u) == gridDim.x - 1u) close_run_inline(sync);
-  }
-}
-
-// Stages: the chain's PersistentConvSm90 stages, in chain order.
-template <class... Stages>
-struct FusedConvSm90 {
-  static constexpr int kNumStages = int(sizeof...(Stages));
-  static constexpr int kThreads = 384;  // CUTLASS's ping-pong kernel: a producer and two math warp groups
-  static_assert(((int(Stages::Kernel::MaxThreadsPerBlock) == kThreads) && ...), "every stage: the ping-pong kernel");
-  // The launch's even share of the register file per thread (65536 / 384, in steps of 8), which every warp group
-  // gets back between two stages.
-  static constexpr int kThreadRegisters = 65536 / kThreads / 8 * 8;
-  static constexpr int kSmemBytes = cute::max(Stages::kSmemBytes...);
-  using Params = detail::FusedParams<Stages...>;
-
-  static constexpr auto kernel() { return fused_conv_sm90_kernel<kThreads, kThreadRegisters, Stages...>; }
-
-  static Status prepare() {
-    cudaError_t const err = cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-    return err == cudaSuccess ? Status::kSuccess : Status::kCudaError;
-  }
-
-  static int occupancy() {
-    int blocks = 0;
-    cudaError_t const err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel(), kThreads, kSmemBytes);
-    return err == cudaSuccess ? blocks : 0;
-  }
-
-  template <int I>
-  using Stage = std::tuple_element_t<I, std::tuple<Stages...>>;
-
-  template <typename Element, int... I>
-  static Status make_params(ConvStageInfo const* infos, ConvLaunch const* launches, int grid, Params& params,
-                            std::integer_sequence<int, I...>) {
-    Status status = Status::kSuccess;
-    ((status = status != Status::kSuccess
-                   ? status
-                   : Stage<I>::make_params(make_problem<Stage<I>, Element>(infos[I], launches[I]), launches[I].sync,
-                                           launches[I].waits, grid, cute::get<I>(params.stages))),
-     ...);
-    return status;
-  }
-
-  // launches[s]: stage s's launch as ConvChain::run_fused builds it (synchronized, static tile order, its
-  // persistent kernel on `grid` CTAs); infos[s]: its table row.
-  template <typename Element>
-  static Status launch(ConvStageInfo const* infos, ConvLaunch const* launches, int grid, cudaStream_t stream) {
-    Params params;
-    Status const status = make_params<Element>(infos, launches, grid, params,
-                                               std::make_integer_sequence<int, kNumStages>{});
-    if (status != Status::kSuccess) return status;
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(unsigned(grid));
-    config.blockDim = dim3(unsigned(kThreads));
-    config.dynamicSmemBytes = size_t(kSmemBytes);
-    config.stream = stream;
-    cudaLaunchAttribute attribute[1];
-    attribute[0].id = cudaLaunchAttributeCooperative;  // every CTA resident at once, or the launch fails
-    attribute[0].val.cooperative = 1;
-    config.attrs = attribute;
-    config.numAttrs = 1;
-    return cudaLaunchKernelEx(&config, kernel(), params) == cudaSuccess ? Status::kSuccess : Status::kCudaError;
   }
 };
 
