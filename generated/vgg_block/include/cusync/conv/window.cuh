@@ -138,6 +138,11 @@ struct ConvWaits {
     wait_impl<true>(residual, epoch, tile, /*with_window=*/false, /*with_residual=*/true);
   }
 
+  // The tile's output pixels [m0, m1) (the last tile row may be short).
+  __device__ __forceinline__ void tile_pixels(TileCoord tile, int32_t& m0, int32_t& m1) const {
+    m0 = tile.m * tile_m;
+    m1 = m0 + tile_m < int32_t(pixels) ? m0 + tile_m : int32_t(pixels);
+  }
   // The producer tile rows of the tile's window: first..last (empty: last < first). The window's rows, widened
   // to the next tile row's first one (and, for the first and last tile rows, to the producer's first and last):
   // a stride larger than the window's reach leaves producer rows that no window reads, and every producer tile
@@ -145,10 +150,9 @@ struct ConvWaits {
   // that the producer's posts are tagged with).
   __device__ __forceinline__ void window_rows(InputWait const& input, TileCoord tile, int32_t& first,
                                               int32_t& last) const {
-    int32_t const n_pixels = int32_t(pixels);
-    int32_t const m0 = tile.m * tile_m;
-    int32_t const m1 = m0 + tile_m < n_pixels ? m0 + tile_m : n_pixels;
-    int32_t const tiles = (n_pixels + tile_m - 1) / tile_m;
+    int32_t m0, m1;
+    tile_pixels(tile, m0, m1);
+    int32_t const tiles = (int32_t(pixels) + tile_m - 1) / tile_m;
     int32_t const ptm = input.policy.tile_m;
     first = tile.m == 0 ? 0 : window.first_pixel(m0) / ptm;
     last = window.last_pixel(m1) / ptm;
@@ -162,9 +166,8 @@ struct ConvWaits {
   }
   // The residual's tile rows holding the tile's own output pixels.
   __device__ __forceinline__ void residual_rows(TileCoord tile, int32_t& first, int32_t& last) const {
-    int32_t const n_pixels = int32_t(pixels);
-    int32_t const m0 = tile.m * tile_m;
-    int32_t const m1 = m0 + tile_m < n_pixels ? m0 + tile_m : n_pixels;
+    int32_t m0, m1;
+    tile_pixels(tile, m0, m1);
     first = m0 / residual.policy.tile_m;
     last = (m1 - 1) / residual.policy.tile_m;
     last = last < residual_tiles_m - 1 ? last : residual_tiles_m - 1;
