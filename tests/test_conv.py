@@ -305,6 +305,20 @@ def test_defaults() -> None:
     assert st.tile.threadblock == (128, 64, 32) and st.tile.warp == (64, 32, 32) and st.tile.stages == 3
 
 
+def test_sm90_defaults_are_sm90_tiles() -> None:
+    """An sm90 stage without a tile gets one the sm90 kernels take (not sm80's 32-channel K-blocks, which the
+    sm90 rules would then refuse in a field the user never wrote)."""
+    data = _sm90()
+    data["stages"][1]["k"] = 128
+    data["stages"][1].pop("residual")
+    for stage in data["stages"]:
+        stage.pop("tile")
+    spec = parse_spec(data)
+    assert [s.tile.threadblock for s in spec.stages] == [(128, 64, 64), (128, 128, 64)]
+    assert all(s.tile.warp is None and s.tile.stages is None for s in spec.stages)
+    make_conv_plan(spec)
+
+
 @pytest.mark.parametrize("name", EXAMPLES_CONV + EXAMPLES_CONV_SM90)
 def test_goldens_match_the_generator(name: str) -> None:
     generate(EXAMPLES_DIR / f"{name}.yaml", REPO / "generated" / name, check=True)

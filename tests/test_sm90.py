@@ -82,6 +82,19 @@ def test_k_must_tile_on_sm90() -> None:
     assert err.field == "stages[0].tile.threadblock" and "1024" in err.hint
 
 
+def test_hints_for_a_missing_or_short_tile_show_a_hopper_tile() -> None:
+    """A hint that suggests a tile suggests one the arch takes: the sm80 example's K of 32 is refused on sm90."""
+    data = two()
+    del data["stages"][0]["tile"]
+    err = error(data)
+    assert err.field == "stages[0].tile" and "[128, 256, 64]" in err.hint
+    data["stages"][0]["tile"] = {"threadblock": [128, 256]}
+    assert "[128, 256, 64]" in error(data).hint
+    data = two(arch="sm80", target="sm_80")
+    del data["stages"][0]["tile"]
+    assert "[128, 128, 32]" in error(data).hint
+
+
 def test_cluster_and_schedule_are_hopper_only() -> None:
     data = two(arch="sm80", target="sm_80")
     for s in data["stages"]:

@@ -27,6 +27,7 @@ from cusync_gen.spec.model import (
     ChainSpec,
     ConvChainSpec,
     default_sm80_tile,
+    default_sm90_conv_tile,
     resolve_defaults,
 )
 from cusync_gen.spec.rules import check_attention_rules, check_conv_rules, check_rules
@@ -58,7 +59,7 @@ def parse_spec(data: Any, source: str = "<spec>") -> ChainSpec:
     try:
         spec = ChainSpec.model_validate(data)
     except ValidationError as exc:
-        raise with_source(from_validation_error(exc), source) from None
+        raise with_source(from_validation_error(exc, hopper=_hopper(data)), source) from None
     spec = resolve_defaults(spec)
     try:
         check_rules(spec)
@@ -75,8 +76,7 @@ def drop_one_value_fields(data: dict[str, Any]) -> dict[str, Any]:
     stages = data.get("stages")
     if not isinstance(stages, list):
         return data
-    facts = ARCHS.get(Arch(arch)) if (arch := canonical_backend(data.get("arch", DEFAULT_ARCH.value))) in (
-        a.value for a in Arch) else None
+    facts = _arch_facts(data)
     out = []
     for i, stage in enumerate(stages):
         if isinstance(stage, dict) and "split_k" in stage:
@@ -100,6 +100,18 @@ def drop_one_value_fields(data: dict[str, Any]) -> dict[str, Any]:
             stage = {**stage, "tile": {k: v for k, v in tile.items() if k != "cluster"}}
         out.append(stage)
     return {**data, "stages": out}
+
+
+def _arch_facts(data: dict[str, Any]) -> Any:
+    """The facts of the spec data's arch (its default where omitted); None where it names no arch (the model
+    reports that)."""
+    arch = canonical_backend(data.get("arch", DEFAULT_ARCH.value))
+    return ARCHS.get(Arch(arch)) if arch in (a.value for a in Arch) else None
+
+
+def _hopper(data: dict[str, Any]) -> bool:
+    facts = _arch_facts(data)
+    return facts is not None and facts.warp_specialized
 
 
 def _no_attention_cluster(data: dict[str, Any]) -> None:
@@ -130,9 +142,13 @@ def _parse_conv(data: dict[str, Any], source: str) -> ConvChainSpec:
     try:
         spec = ConvChainSpec.model_validate(data)
     except ValidationError as exc:
-        raise with_source(from_validation_error(exc, ConvChainSpec), source) from None
+        raise with_source(from_validation_error(exc, ConvChainSpec, hopper=_hopper(data)), source) from None
     if not ARCHS[spec.arch].warp_specialized:  # sm90 conv tiles are their threadblock alone
         stages = [s.model_copy(update={"tile": default_sm80_tile(s.tile)}) for s in spec.stages]
+        spec = spec.model_copy(update={"stages": stages})
+    elif any("tile" not in s.model_fields_set for s in spec.stages):
+        stages = [s if "tile" in s.model_fields_set else s.model_copy(update={"tile": default_sm90_conv_tile(s.k)})
+                  for s in spec.stages]
         spec = spec.model_copy(update={"stages": stages})
     try:
         check_conv_rules(spec)

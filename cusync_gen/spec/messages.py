@@ -93,6 +93,22 @@ _TRIPLE_EXAMPLES = {
     "instruction": "[16, 8, 16]",
 }
 
+#: The threadblock a hint suggests on the Hopper kernels (K-blocks of 64: spec/rules.py), by the spec's kind.
+_HOPPER_THREADBLOCK = {ChainSpec: "[128, 256, 64]", ConvChainSpec: "[128, 64, 64]"}
+
+
+def _missing_hint(key: str, root: type[BaseModel], hopper: bool) -> str:
+    threadblock = _HOPPER_THREADBLOCK.get(root) if hopper else None
+    if threadblock is not None and key in ("tile", "threadblock"):
+        return f"add tile: {{threadblock: {threadblock}}}" if key == "tile" else f"add threadblock: {threadblock}"
+    return _MISSING_HINTS.get(key, f"add {key}: ...")
+
+
+def _triple_example(key: str, root: type[BaseModel], hopper: bool) -> str:
+    if key in _TRIPLE_EXAMPLES and key != "threadblock":
+        return _TRIPLE_EXAMPLES[key]
+    return (_HOPPER_THREADBLOCK.get(root) if hopper else None) or _TRIPLE_EXAMPLES["threadblock"]
+
 
 def _render_loc(loc: tuple[int | str, ...]) -> str:
     """('stages', 1, 'tile', 'warp') -> 'stages[1].tile.warp'; drops pydantic's internal union tags."""
@@ -134,7 +150,9 @@ def _model_at(loc: tuple[int | str, ...], root: type[BaseModel] = ChainSpec) -> 
     return model
 
 
-def from_validation_error(exc: ValidationError, root: type[BaseModel] = ChainSpec) -> SpecError:
+def from_validation_error(exc: ValidationError, root: type[BaseModel] = ChainSpec, *, hopper: bool = False) -> SpecError:
+    """The first of pydantic's errors as a SpecError naming the field and the fix (`hopper`: the spec's arch
+    runs the Hopper kernels, whose tiles the hints then show)."""
     err = exc.errors(include_url=False)[0]
     loc: tuple[int | str, ...] = tuple(err["loc"])
     field = _render_loc(loc)
@@ -152,7 +170,7 @@ def from_validation_error(exc: ValidationError, root: type[BaseModel] = ChainSpe
         # a short [M, N, K] list is reported per missing element; name the list instead
         field, kind = _render_loc(loc[:-1]), "too_short"
     if kind == "missing":
-        return SpecError(field, f"required key '{key}' is missing", _MISSING_HINTS.get(key, f"add {key}: ..."))
+        return SpecError(field, f"required key '{key}' is missing", _missing_hint(key, root, hopper))
     if kind in ("enum", "literal_error"):
         return SpecError(field, f"{show(value)} is not a valid {key}", f"use one of: {ctx.get('expected', '')}")
     if kind in ("int_type", "int_parsing", "int_from_float"):
@@ -182,7 +200,7 @@ def from_validation_error(exc: ValidationError, root: type[BaseModel] = ChainSpe
             return SpecError(
                 field,
                 f"expected a list of three integers [M, N, K], got {show(value)}",
-                f"write {key}: {_TRIPLE_EXAMPLES.get(key, _TRIPLE_EXAMPLES['threadblock'])}",
+                f"write {key}: {_triple_example(key, root, hopper)}",
             )
         if key == "stages":
             msg = ("needs at least one stage" if kind == "too_short"

@@ -377,7 +377,7 @@ class ConvStageSpec(BaseModel):
     epilogue: Epilogue = Epilogue.IDENTITY           # identity or relu
     sync: Policy | None = None                       # auto (the default with a producer) or none
     order: Order = Order.ROW_MAJOR
-    tile: TileSpec = TileSpec(threadblock=(128, 64, 32))
+    tile: TileSpec = TileSpec(threadblock=(128, 64, 32))  # sm80's; an omitted sm90 tile: default_sm90_conv_tile
 
 
 class ConvTileConfigSpec(BaseModel):
@@ -425,6 +425,12 @@ def default_sm80_tile(tile: TileSpec) -> TileSpec:
         "instruction": tile.instruction if tile.instruction is not None else DEFAULT_INSTRUCTION,
         "stages": tile.stages if tile.stages is not None else DEFAULT_PIPELINE_STAGES,
     })
+
+
+def default_sm90_conv_tile(k: int) -> TileSpec:
+    """An sm90 conv stage's tile where the spec gives none: 128 output pixels by 128 channels from 128 output
+    channels up (half the passes over the image of 64), by 64 below; K-blocks of 64 channels (the only sm90 one)."""
+    return TileSpec(threadblock=(128, 128 if k >= 128 else 64, 64))
 
 
 def resolve_defaults(spec: ChainSpec) -> ChainSpec:
