@@ -58,7 +58,9 @@ struct RowWait {
 // semaphore is complete. Backs off with __nanosleep from 32 ns, doubling up to kMaxSleepNs: short, since
 // a tile row of the producer completes in microseconds, and a long sleep would delay the wake-up by as
 // much. Bounded: after timeout_ns (or once another waiter gave up) the first lane whose semaphore is still
-// short records the tile and that semaphore (the host's describe() names both), and the warp goes on.
+// short records the tile and that semaphore (the host's describe() names both), and the warp goes on. The
+// bound is the whole call's, whatever the number of semaphores (a loader that waits for this warp's count
+// may then bound its own wait by a multiple of timeout_ns).
 // `at(i)` gives wait i of `count`. The caller's barrier then publishes the lanes' acquires to the block.
 constexpr unsigned kMaxSleepNs = 256;
 
@@ -68,6 +70,7 @@ template <bool kInline, typename At>
 __device__ __forceinline__ void wait_rows_warp(int32_t count, At const& at, uint32_t epoch, TileCoord self,
                                                uint64_t timeout_ns, bool assume_posted) {
   unsigned const lane = threadIdx.x % 32;
+  uint64_t start = 0;  // the first time a poll found a semaphore short
   for (int32_t base = 0; base < count; base += 32) {  // warp-uniform trip count
     int32_t const i = base + int32_t(lane);
     bool const mine = i < count;
@@ -78,7 +81,7 @@ __device__ __forceinline__ void wait_rows_warp(int32_t count, At const& at, uint
     uint64_t const* sem = edge.semaphores + index;
     uint64_t seen = mine ? ptx::ld_acquire_gpu(sem) : expected;
     if (__all_sync(0xFFFFFFFFu, seen >= expected)) continue;
-    uint64_t const start = ptx::globaltimer_ns();
+    if (start == 0) start = ptx::globaltimer_ns();
     unsigned sleep_ns = 32;
     while (true) {
       __nanosleep(sleep_ns);
