@@ -65,6 +65,11 @@ def test_sm90_defaults_and_plan_numbers() -> None:
          "schedule: cooperative"),
         (lambda d: d["stages"][0]["tile"].update(schedule="pingpong", threadblock=[256, 128, 64]),
          "stages[0].tile.threadblock", "M in {128}"),
+        # cooperative: two math warp groups hold at most 128 x 256 fp32 outputs (256x256 compiled to a 2 KB stack)
+        (lambda d: d["stages"][0]["tile"].update(threadblock=[256, 256, 64]), "stages[0].tile.threadblock",
+         "[128, 256, 64]"),
+        (lambda d: d["stages"][1]["tile"].update(threadblock=[256, 192, 64]), "stages[1].tile.threadblock",
+         "[128, 192, 64]"),
         (lambda d: d.update(optimizations={"avoid_wait_kernel": True}), "optimizations.avoid_wait_kernel", "remove"),
         (lambda d: d.update(optimizations={"reorder_tile_loads": True}), "optimizations.reorder_tile_loads", "remove"),
     ],

@@ -93,6 +93,9 @@ class ArchFacts:
     schedules: tuple[str, ...]
     pingpong_tile_m: tuple[int, ...]
     pingpong_tile_n: tuple[int, ...]
+    #: Most outputs (M x N) of a cooperative tile: its two math warp groups' fp32 accumulators, at most 128 a
+    #: thread beside the rest of the 168 registers (0: no such limit, the warp tile rules apply).
+    cooperative_tile_mn: int
     #: Consumers start by programmatic dependent launch (else the wait kernel on a second stream).
     dependent_launch: bool
     #: run() picks how to compute the chain by M (dispatch.h's modes: stock kernels, stream-K, cuBLASLt...).
@@ -126,7 +129,7 @@ class ArchFacts:
 
 SM80 = ArchFacts(
     arch=Arch.SM80, targets=TARGETS, cuda_arch_suffix="", warp_specialized=False, gemm_threads=0,
-    tile_m=(), tile_n=(), tile_k=(), schedules=(), pingpong_tile_m=(), pingpong_tile_n=(),
+    tile_m=(), tile_n=(), tile_k=(), schedules=(), pingpong_tile_m=(), pingpong_tile_n=(), cooperative_tile_mn=0,
     dependent_launch=False, run_modes=False, tile_configs=False, dispatch=False, gated_epilogue=False,
     column_banded=False, hosts_attention=True, hosts_fused_attention=False, inapplicable_optimizations=(),
     conv=ConvKernels("conv", "sm80 implicit-GEMM kernels",
@@ -137,11 +140,12 @@ SM80 = ArchFacts(
 #: wgmma N is a multiple of 8 up to 256 (these are the widths CUTLASS's builder tiles well); BLK_K of 64
 #: fp16/bf16 elements is one 128-byte swizzle atom. Ping-pong tiles: one warp group holds a whole tile's
 #: fp32 accumulators, so BLK_M is 128 and BLK_N at most 128 (128 registers a thread; CUTLASS's own
-#: ping-pong configurations stop there too).
+#: ping-pong configurations stop there too). A cooperative tile holds at most 128 x 256 outputs for the same
+#: reason (256 x 256 compiled to a 2 KB stack of spills a thread, 256 x 192 spilled too).
 SM90 = ArchFacts(
     arch=Arch.SM90, targets=("sm_90",), cuda_arch_suffix="a", warp_specialized=True, gemm_threads=384,
     tile_m=(128, 256), tile_n=(64, 128, 192, 256), tile_k=(64,), schedules=tuple(s.value for s in Schedule),
-    pingpong_tile_m=(128,), pingpong_tile_n=(64, 128),
+    pingpong_tile_m=(128,), pingpong_tile_n=(64, 128), cooperative_tile_mn=128 * 256,
     dependent_launch=True, run_modes=True, tile_configs=True, dispatch=True, gated_epilogue=True,
     column_banded=True, hosts_attention=False, hosts_fused_attention=True, inapplicable_optimizations=_WAIT_KERNEL_ONLY,
     conv=ConvKernels("conv_sm90", "sm90 implicit-GEMM kernels (CUTLASS 3.x: TMA im2col loads, wgmma)",

@@ -525,6 +525,16 @@ def _check_sm90_gemm_tile(i: int, stage: StageSpec, facts: ArchFacts) -> None:
                 f"threadblock {dim}={value} is not supported by the sm90 backend",
                 f"use {dim} in {{{', '.join(map(str, allowed))}}}, e.g. threadblock: [128, 256, 64]",
             )
+    if tile.schedule != Schedule.PINGPONG and facts.cooperative_tile_mn and m * n > facts.cooperative_tile_mn:
+        per_thread = m * n // (2 * 128)
+        raise SpecError(
+            f"{base}.threadblock",
+            f"threadblock {m}x{n} is too large for the cooperative schedule: its two math warp groups would hold "
+            f"{per_thread} fp32 accumulators a thread, more than the 128 that fit in registers beside the rest "
+            "(they would spill to local memory)",
+            f"use at most {facts.cooperative_tile_mn} outputs a tile, e.g. threadblock: [128, {min(n, 256)}, 64] "
+            f"or [256, 128, 64]",
+        )
     if stage.k is not None and stage.k % k:
         raise SpecError(
             f"{base}.threadblock",
