@@ -5,7 +5,12 @@
 # First a correctness pass (check-*.jsonl: every M in CHECK_MS, overlap forced on, every policy), then
 # the benchmark (bench-*.jsonl: run() as the library runs it, with all baselines, interleaved timing).
 # Env: EXAMPLES (default: the three sm90 examples), POLICIES (spec,row,tile), BENCH_ARGS (extra flags),
-#      CHECK_MS, SKIP_CHECK=1, SANITIZE=1 (also compute-sanitizer racecheck and memcheck at a small M).
+#      CHECK_MS, SKIP_CHECK=1, SKIP_BENCH=1, SANITIZE=1 (also compute-sanitizer racecheck and memcheck at a
+#      small M), GEN_DIR (where the projects are: generated/ by default; e.g. .gen-odd/ for the residue chain
+#      tests/data/gemm_odd_sm90.yaml, generated there first, since the GPU machine has no pydantic:
+#      cusync-gen generate tests/data/gemm_odd_sm90.yaml -o .gen-odd/gemm_odd_sm90; then
+#      GEN_DIR=.gen-odd EXAMPLES=gemm_odd_sm90 POLICIES=spec,row,tile CHECK_MS=1,3,17,77,100,127,128,255,1000,4097
+#      SKIP_BENCH=1 SANITIZE=1).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -15,7 +20,7 @@ EXAMPLES=${EXAMPLES:-two_gemm_sm90 gpt3_mlp_sm90 llama_mlp_sm90}
 export CUTLASS_DIR=${CUTLASS_DIR:-$PWD/third_party/cutlass}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 for e in $EXAMPLES; do
-  cmake -S generated/$e -B build/gpu/$e -G Ninja -DCUTLASS_DIR="$CUTLASS_DIR" -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null
+  cmake -S "${GEN_DIR:-generated}/$e" -B build/gpu/$e -G Ninja -DCUTLASS_DIR="$CUTLASS_DIR" -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null
 done
 start=$(date +%s)
 for e in $EXAMPLES; do  # the projects build side by side: each has only a few heavy CUTLASS units
@@ -35,7 +40,7 @@ if [ "${SKIP_CHECK:-0}" != 1 ]; then
     echo "check $e exit $?"; head -c 2000 "$OUT/check-$e.err"; [ -s "$OUT/check-$e.err" ] || rm -f "$OUT/check-$e.err"
   done
 fi
-for e in $EXAMPLES; do  # the benchmark: run() as the library does it, all baselines, interleaved timing
+for e in $([ "${SKIP_BENCH:-0}" = 1 ] || echo $EXAMPLES); do  # the benchmark: run() as the library does it, all baselines, interleaved timing
   timeout 900 ./build/gpu/$e/${e}_bench --m "$MS" --policies "$(policies_of $e)" --repeats "$REPEATS" --warmup 5 ${BENCH_ARGS:-} \
     > "$OUT/bench-$e.jsonl" 2> "$OUT/bench-$e.err"
   echo "bench $e exit $?"; head -c 2000 "$OUT/bench-$e.err"; [ -s "$OUT/bench-$e.err" ] || rm -f "$OUT/bench-$e.err"
