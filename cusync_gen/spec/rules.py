@@ -532,7 +532,7 @@ def _check_sm90_gemm_tile(i: int, stage: StageSpec, facts: ArchFacts) -> None:
             f"threadblock {m}x{n} is too large for the cooperative schedule: its two math warp groups would hold "
             f"{per_thread} fp32 accumulators a thread, more than the 128 that fit in registers beside the rest "
             "(they would spill to local memory)",
-            f"use at most {facts.cooperative_tile_mn} outputs a tile, e.g. threadblock: [128, {min(n, 256)}, 64] "
+            f"use at most {facts.cooperative_tile_mn} outputs a tile, e.g. threadblock: [128, {n}, 64] "
             f"or [256, 128, 64]",
         )
     if stage.k is not None and stage.k % k:
