@@ -6,11 +6,12 @@
 # the benchmark (bench-*.jsonl: run() as the library runs it, with all baselines, interleaved timing).
 # Env: EXAMPLES (default: the three sm90 examples), POLICIES (spec,row,tile), BENCH_ARGS (extra flags),
 #      CHECK_MS, SKIP_CHECK=1, SKIP_BENCH=1, SANITIZE=1 (also compute-sanitizer racecheck and memcheck at a
-#      small M), GEN_DIR (where the projects are: generated/ by default; e.g. .gen-odd/ for the residue chain
-#      tests/data/gemm_odd_sm90.yaml, generated there first, since the GPU machine has no pydantic:
-#      cusync-gen generate tests/data/gemm_odd_sm90.yaml -o .gen-odd/gemm_odd_sm90; then
-#      GEN_DIR=.gen-odd EXAMPLES=gemm_odd_sm90 POLICIES=spec,row,tile CHECK_MS=1,3,17,77,100,127,128,255,1000,4097
-#      SKIP_BENCH=1 SANITIZE=1).
+#      small M), GEN_DIR (where the projects are: generated/ by default; e.g. .gen-odd/ for the residue chains
+#      tests/data/gemm_odd_sm90.yaml and gemm_odd.yaml (its sm80 twin, built for 90a too), generated there
+#      first, since the GPU machine has no pydantic:
+#        for n in gemm_odd_sm90 gemm_odd; do cusync-gen generate tests/data/$n.yaml -o .gen-odd/$n; done
+#      then GEN_DIR=.gen-odd EXAMPLES="gemm_odd_sm90 gemm_odd" POLICIES=spec,row,tile SKIP_BENCH=1 SANITIZE=1
+#      CHECK_MS=1,3,17,77,100,127,128,255,1000,4097).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"

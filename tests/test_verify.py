@@ -42,6 +42,22 @@ def test_shipped_examples_are_proved_sound(name: str, m: int) -> None:
     assert "verified at M = " in proof.describe()
 
 
+@pytest.mark.parametrize(("name", "partial"), [("gemm_odd", (64, 8, 64)), ("gemm_odd_sm90", (192, 8, 192))])
+def test_the_residue_chains_plan_and_prove_at_odd_m(name: str, partial: tuple[int, int, int]) -> None:
+    """tests/data/gemm_odd*.yaml, the GPU checks' chains with a partial tile in every dimension they may have
+    (scripts/gpu_check_sm90.sh with GEN_DIR): both stages' last N tiles partial, the consumer's last K chunk a
+    part of a producer tile's columns, under row and tile."""
+    spec = load_spec(REPO / "tests" / "data" / f"{name}.yaml")
+    up, down = make_plan(spec).stages
+    assert (up.n % up.tile.n, down.n % down.tile.n, down.k % up.tile.n) == partial
+    for policy in ("row", "tile"):
+        data = spec.model_dump(mode="json")
+        data["stages"][1]["sync"] = policy
+        plan = make_plan(parse_spec(data))
+        for m in (1, 3, 17, 77, 100, 127, 128, 255, 1000, 4097):
+            verify(plan, m)
+
+
 def test_a_row_wait_value_one_short_is_rejected() -> None:
     plan = example("gpt3_mlp")
     bad = with_edge(plan, 1, wait_value=plan.stages[1].input.wait_value - 1)
