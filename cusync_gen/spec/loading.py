@@ -17,7 +17,7 @@ from cusync_gen import userfile
 from cusync_gen.errors import SpecError, UsageError
 from cusync_gen.spec.limits import MAX_M, MAX_SPEC_BYTES, MAX_SPEC_DEPTH, MAX_SPEC_VALUES
 from cusync_gen.spec.messages import clip, from_validation_error, show, with_source
-from cusync_gen.spec.archs import ARCHS, DEFAULT_ARCH, Arch
+from cusync_gen.spec.archs import ARCHS, DEFAULT_ARCH, Arch, ArchFacts
 from cusync_gen.spec.model import (
     ATTENTION_GEMMS,
     Op,
@@ -102,7 +102,7 @@ def drop_one_value_fields(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "stages": out}
 
 
-def _arch_facts(data: dict[str, Any]) -> Any:
+def _arch_facts(data: dict[str, Any]) -> ArchFacts | None:
     """The facts of the spec data's arch (its default where omitted); None where it names no arch (the model
     reports that)."""
     arch = canonical_backend(data.get("arch", DEFAULT_ARCH.value))
