@@ -15,9 +15,9 @@ from typing import Any
 from cusync_gen.errors import UsageError
 from cusync_gen.plan import DEFAULT_SMS, TilePlan, plan_head, tile_plan
 from cusync_gen.plan_describe import json_identity, tile_json
+from cusync_gen.spec.rules import retarget
 from cusync_gen.spec.model import (
     ATTENTION_GEMMS,
-    TARGETS,
     Arch,
     AttentionSpec,
     BLayout,
@@ -275,10 +275,7 @@ _NOTES: dict[str, tuple[str, str, str]] = {  # summary, wait note, post note
 
 def make_attention_plan(spec: AttentionSpec, target: str | None = None) -> AttentionPlan:
     """Derive the plan; `target` (from --target) overrides spec.target."""
-    if target is not None:
-        if target not in TARGETS:
-            raise UsageError(f"unknown target '{target}'", f"use one of: {', '.join(TARGETS)}")
-        spec = spec.model_copy(update={"target": target})
+    spec = retarget(spec, target)
     gemms = []
     for name in ATTENTION_GEMMS:
         tile = getattr(spec.attention.tiles, name)

@@ -18,7 +18,8 @@ from cusync_gen.attention_plan import AttentionShape
 from cusync_gen.errors import UsageError
 from cusync_gen.plan import DEFAULT_SMS, plan_head
 from cusync_gen.plan_describe import json_identity
-from cusync_gen.spec.model import TARGETS, Arch, AttentionSpec, Dtype
+from cusync_gen.spec.rules import retarget
+from cusync_gen.spec.model import Arch, AttentionSpec, Dtype
 
 #: FMHA tile (query rows x keys) and warp groups: CUTLASS's cooperative configuration for head_dim 128.
 FMHA_TILE_M = 128
@@ -184,10 +185,7 @@ class AttentionSm90Plan:
 
 def make_attention_sm90_plan(spec: AttentionSpec, target: str | None = None) -> AttentionSm90Plan:
     """Derive the plan; `target` (from --target) overrides spec.target."""
-    if target is not None:
-        if target not in TARGETS:
-            raise UsageError(f"unknown target '{target}'", f"use one of: {', '.join(TARGETS)}")
-        spec = spec.model_copy(update={"target": target})
+    spec = retarget(spec, target)
     a = spec.attention
     return AttentionSm90Plan(
         **plan_head(spec),

@@ -175,7 +175,7 @@ def validate(
 ) -> None:
     """Check a spec, print the plan (tiles, grids, semaphores, occupancy) and prove its sync sound per M."""
     from cusync_gen import report
-    from cusync_gen.spec.loading import ignored_fields, parse_spec, read_spec_data
+    from cusync_gen.spec.loading import ignored_fields, parse_spec, read_spec_data, unused_fields
     from cusync_gen.spec.model import ConvChainSpec
 
     ms = parse_ms(m)
@@ -186,6 +186,8 @@ def validate(
         what = "a one-value setting, accepted and ignored; remove it" if len(ignored) == 1 else \
             "one-value settings, accepted and ignored; remove them"
         _out().print(f"note: {', '.join(ignored)}: {what}", markup=False)
+    for note in unused_fields(data) if not as_json else ():
+        _out().print(f"note: {note}", markup=False)
     if isinstance(loaded, ConvChainSpec):  # --batch: the batches to describe (conv chains have no M)
         target = parse_target(target, "--target")
         images = parse_ms(batch, "--batch")

@@ -20,8 +20,8 @@ from typing import Any
 from cusync_gen.errors import UsageError
 from cusync_gen.plan import DEFAULT_SMS, SMEM_PER_SM, TilePlan, occupancy, plan_head, tile_plan
 from cusync_gen.spec.archs import ARCHS, DEPENDENT_LAUNCH_TARGETS, OVERLAP_NEVER, ConvKernels
+from cusync_gen.spec.rules import retarget
 from cusync_gen.spec.model import (
-    TARGETS,
     Arch,
     ConvChainSpec,
     Dtype,
@@ -370,10 +370,7 @@ class ConvPlan:
 
 
 def make_conv_plan(spec: ConvChainSpec, target: str | None = None) -> ConvPlan:
-    if target is not None:
-        if target not in TARGETS:
-            raise UsageError(f"unknown target '{target}'", f"use one of: {', '.join(TARGETS)}")
-        spec = spec.model_copy(update={"target": target})
+    spec = retarget(spec, target)
     names = {"input": INPUT}
     kernels = ARCHS[spec.arch].conv
     assert kernels is not None  # the spec rules refuse conv stages on an arch without conv kernels

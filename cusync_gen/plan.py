@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cusync_gen import dependency, plan_describe, run_modes  # noqa: I001 - dependency imports spec, as this module does
-from cusync_gen.errors import SpecError, UsageError
+from cusync_gen.errors import SpecError
 from cusync_gen.spec.archs import ARCHS, DEFAULT_ARCH, ArchFacts
 from cusync_gen.spec.limits import MAX_M
 from cusync_gen.spec.model import (
-    TARGETS,
     Mode,
     Arch,
     BLayout,
@@ -37,7 +36,7 @@ from cusync_gen.spec.model import (
     stage_index,
 )
 from cusync_gen.spec.policies import POLICIES, one_post
-from cusync_gen.spec.rules import check_rules, policy_problem
+from cusync_gen.spec.rules import check_rules, policy_problem, retarget
 
 #: Usable shared memory per SM in bytes; also the opt-in per-block limit on these parts.
 SMEM_PER_SM: dict[str, int] = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448}
@@ -275,10 +274,7 @@ class ChainPlan:
 
 def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
     """Derive the plan; `target` (from --target) overrides spec.target. Raises SpecError on violations."""
-    if target is not None:
-        if target not in TARGETS:
-            raise UsageError(f"unknown target '{target}'", f"use one of: {', '.join(TARGETS)}")
-        spec = spec.model_copy(update={"target": target})
+    spec = retarget(spec, target)
     spec = resolve_defaults(spec)
     check_rules(spec)
     edges = dependency.describe_edges(spec)  # also checks declared dependencies against the ops

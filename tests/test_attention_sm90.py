@@ -57,6 +57,10 @@ def test_examples_plan_on_the_sm90_backend(name: str) -> None:
     (lambda d: d["attention"].update(rotary_base=0.5), "attention.rotary_base", "greater than 1"),
     (lambda d: d["attention"].update(rotary_base=1e9), "attention.rotary_base", "100000000"),
     (lambda d: d["attention"].update(rotary="yes"), "attention.rotary", "true or false"),
+    (lambda d: d["attention"].update(rotary_base="500000"), "attention.rotary_base", "without quotes"),
+    (lambda d: d["attention"].update(rotary_base=True), "attention.rotary_base", "expected a finite number"),
+    (lambda d: d["attention"].update(rotary_base=float("nan")), "attention.rotary_base", "expected a finite number"),
+    (lambda d: d["attention"].update(rotary_base=1), "attention.rotary_base", "above 1.0"),
     (lambda d: d["attention"].update(kv_heads=0), "attention.kv_heads", "greater than 0"),
     (lambda d: d["attention"].update(hidden=8190), "attention.hidden", "multiple of 8"),
     (lambda d: d["attention"].update(kv_head=1), "attention.kv_head", "did you mean 'kv_heads'"),
@@ -67,6 +71,18 @@ def test_bad_sm90_specs_name_the_field(edit: Any, field: str, words: str) -> Non
     err = rejected(data)
     assert err.field == field, err
     assert words.lower() in f"{err} {err.hint}".lower(), (err, err.hint)
+
+
+def test_the_target_follows_the_arch_and_only_sm_90_builds_it() -> None:
+    # An omitted target was sm_80 (the sm80 default), and the project then failed at CMake configure.
+    data = example_data()
+    del data["target"]
+    assert parse_spec(data).target == "sm_90"
+    err = rejected({**data, "target": "sm_80"})
+    assert err.field == "target" and "builds only for sm_90" in str(err), err
+    spec = load_spec(EXAMPLE_DIR / "llama_attention_sm90.yaml")
+    with pytest.raises(SpecError, match="builds only for sm_90"):  # --target overrides, and is checked too
+        plan_of_spec(spec, "sm_80")
 
 
 def test_gqa_and_mha_and_bf16_plan() -> None:

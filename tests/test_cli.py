@@ -127,6 +127,16 @@ def test_validate_says_where_avoid_wait_kernel_falls_back(tmp_path: Path, capsys
     assert "verified at M = 8192" in out and "run() keeps the wait kernel" in out
 
 
+def test_validate_notes_a_rotary_base_without_rotary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = yaml.safe_load((paths.examples_dir() / "llama3_attention_sm90.yaml").read_text())
+    data["attention"].update(rotary=False, rotary_base=500000.0)
+    spec = tmp_path / "norope.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    code, out, err = cli_run(capsys, "validate", str(spec))
+    assert code == 0, err
+    assert out.startswith("note: attention.rotary_base has no effect without attention.rotary: true")
+
+
 def test_validate_names_the_one_value_settings_it_ignores(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`split_k: 1` and `cluster: [1, 1, 1]` load (old specs keep working); validate names them, and --json
     stays one JSON document."""

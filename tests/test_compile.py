@@ -6,10 +6,12 @@ No GPU needed, so these run in CI. sm80 examples build for sm_80 and sm_90 (abou
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,3 +124,79 @@ def test_a_pingpong_stage_compiles(name: str, stage: str, uniform: bool, tmp_pat
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
     if uniform:
         _assert_uniform_wgmma([build / obj])
+
+
+
+def _accepted(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The one-stage sm80 specs of `stages` that the spec rules accept."""
+    from cusync_gen.errors import SpecError
+    from cusync_gen.spec import parse_spec
+
+    kept = []
+    for stage in stages:
+        try:
+            parse_spec({"name": "t", "arch": "sm80", "stages": [stage]})
+        except SpecError:
+            continue
+        kept.append(stage)
+    return kept
+
+
+def _instantiate_each(tmp_path: Path, cutlass_dir: Path, header: str, kernel: str, args: list[str]) -> None:
+    """One unit that instantiates `kernel` (a type of the template parameters TM TN TK WM WN, and LayoutB where
+    `args` give it) for each of `args`: its mainloop, epilogue and shared storage, where CUTLASS's static
+    assertions on thread maps, warp iterators and shared-memory layouts fire."""
+    params = "typename LayoutB, " if args[0].startswith("cutlass::layout") else ""
+    calls = "".join(f"  s += probe<{a}>();\n" for a in args)
+    unit = tmp_path / "tiles.cu"
+    unit.write_text(f"""#include "{header}"
+template <{params}int TM, int TN, int TK, int WM, int WN>
+int probe() {{
+  using K = typename {kernel}::Kernel;
+  return int(sizeof(typename K::Mma)) + int(sizeof(typename K::Epilogue)) + int(sizeof(typename K::SharedStorage));
+}}
+int every_tile() {{
+  int s = 0;
+{calls}  return s;
+}}
+""")
+    templates = REPO / "templates"
+    cmd = [_tool("nvcc"), "-std=c++17", "-arch=sm_80", "--expt-relaxed-constexpr", "-DNDEBUG",
+           *[arg for d in ("conv", "sm80", "runtime") for arg in ("-I", str(templates / d / "include"))],
+           "-I", str(cutlass_dir / "include"), "-c", str(unit), "-o", str(tmp_path / "tiles.o")]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+
+
+_GRID = list(itertools.product((16, 32, 64, 128, 256), (32, 64, 128, 256), (32, 64), (16, 32, 64), (32, 64)))
+
+
+def test_every_sm80_gemm_tile_the_rules_accept_instantiates(tmp_path: Path, cutlass_dir: Path) -> None:
+    """The sm80 tile rules (spec/rules.py `_check_sm80_gemm_shape`) against CUTLASS itself: the backend's GEMM
+    (cusync::sm80::SyncedGemm, as every sm80 stage unit declares it) for every tile of a grid wide enough to
+    reach each rule's edge that the rules accept, both B layouts. A tile they let through that CUTLASS cannot
+    build fails here, not in a user's build (fuzzing found several: K-blocks of 16, warps 8 or 16 wide)."""
+    stages = [{"name": "g", "op": "gemm", "a": "input", "n": 512, "k": 512, "b_layout": layout,
+               "tile": {"threadblock": [tm, tn, tk], "warp": [wm, wn, tk]}}
+              for tm, tn, tk, wm, wn in _GRID for layout in ("row", "col")]
+    layouts = {"row": "cutlass::layout::RowMajor", "col": "cutlass::layout::ColumnMajor"}
+    args = [", ".join([layouts[s["b_layout"]], *map(str, s["tile"]["threadblock"] + s["tile"]["warp"][:2])])
+            for s in _accepted(stages)]
+    assert len(args) > 150, len(args)  # the grid reaches past every edge; the rules keep most of it
+    _instantiate_each(tmp_path, cutlass_dir, "cusync/sm80/gemm.cuh", "cusync::sm80::SyncedGemm<cutlass::half_t, "
+                      "LayoutB, cutlass::gemm::GemmShape<TM, TN, TK>, cutlass::gemm::GemmShape<WM, WN, TK>, "
+                      "cutlass::gemm::GemmShape<16, 8, 16>, cutlass::epilogue::thread::LinearCombination<cutlass::half_t, "
+                      "8, float, float>, 3>", args)
+
+
+def test_every_sm80_conv_tile_the_rules_accept_instantiates(tmp_path: Path, cutlass_dir: Path) -> None:
+    """The same for the sm80 conv stages (cusync::conv::SyncedConv: CUTLASS's implicit-GEMM fprop with the
+    residual epilogue)."""
+    stages = [{"name": "c1", "op": "conv", "a": "input", "n": 1, "h": 16, "w": 16, "c": 64, "k": 256, "r": 3, "s": 3,
+               "padding": 1, "tile": {"threadblock": [tm, tn, tk], "warp": [wm, wn, tk], "stages": 3}}
+              for tm, tn, tk, wm, wn in _GRID]
+    args = [", ".join(map(str, s["tile"]["threadblock"] + s["tile"]["warp"][:2])) for s in _accepted(stages)]
+    assert len(args) > 60, len(args)
+    _instantiate_each(tmp_path, cutlass_dir, "cusync/conv/conv.cuh", "cusync::conv::SyncedConv<cutlass::half_t, "
+                      "cutlass::gemm::GemmShape<TM, TN, TK>, cutlass::gemm::GemmShape<WM, WN, TK>, "
+                      "cutlass::gemm::GemmShape<16, 8, 16>, 3, cutlass::epilogue::thread::ReLu, true>", args)

@@ -136,8 +136,8 @@ def test_gpt3_tiles() -> None:
         ({"threadblock": [128, 128, 32]}, "sm_90", 128, 49152, 4),  # 232448 // 49152
         ({"threadblock": [256, 128, 32], "warp": [64, 64, 32]}, "sm_80", 256, 73728, 2),
         ({"threadblock": [128, 256, 32], "stages": 4}, "sm_80", 256, 98304, 1),  # 8 warps of 64x64; 4 * (4096 + 8192) * 2
-        ({"threadblock": [16, 16, 16], "warp": [16, 8, 16]}, "sm_80", 64, 3072, 32),  # capped by 32 blocks/SM
-        ({"threadblock": [64, 64, 32], "warp": [32, 32, 16]}, "sm_80", 256, 24576, 6),  # sliced K: 2*2*2 warps
+        ({"threadblock": [16, 32, 32], "warp": [16, 32, 32]}, "sm_80", 32, 9216, 18),  # the smallest tile: one warp
+        ({"threadblock": [64, 64, 32], "warp": [32, 32, 32]}, "sm_80", 128, 24576, 6),
     ],
 )
 def test_occupancy(tile: dict[str, Any], target: str, threads: int, smem: int, occupancy: int) -> None:
@@ -161,7 +161,7 @@ def test_shared_memory_over_the_block_limit() -> None:
 
 
 def test_shared_memory_too_big_even_for_three_stages() -> None:
-    data = chain(gemm("g", "input", 1024, 1024, tb=[256, 256, 64]))
+    data = chain(gemm("g", "input", 1024, 1024, tb=[256, 128, 64]))  # 3 x 48 KiB
     with pytest.raises(SpecError) as info:
         make_plan(parse_spec(data), target="sm_86")
     assert info.value.field == "stages[0].tile.stages" and "smaller threadblock" in info.value.hint
@@ -172,7 +172,7 @@ def test_too_many_threads_per_block() -> None:
     data["stages"][0]["tile"]["warp"] = [32, 32, 32]
     with pytest.raises(SpecError) as info:
         make_plan(parse_spec(data))
-    assert info.value.field == "stages[0].tile.warp" and "2048 threads" in info.value.message and info.value.hint
+    assert info.value.field == "stages[0].tile.warp" and "64 warps; at most 8" in info.value.message and info.value.hint
 
 
 def test_swiglu_tile() -> None:
@@ -229,10 +229,10 @@ def test_tile_policy_semaphores() -> None:
 
 
 def test_row_wait_value_rounds_up_ragged_producer() -> None:
-    # producer n = 1040 = 8 full 128-wide tiles + one 16-wide tile
+    # producer n = 1056 = 8 full 128-wide tiles + one 32-wide tile
     data = chain(
-        gemm("g1", "input", 1040, 512),
-        gemm("g2", "g1", 256, 1040, tb=[128, 128, 16], sync="row"),
+        gemm("g1", "input", 1056, 512),
+        gemm("g2", "g1", 256, 1056, tb=[128, 128, 32], sync="row"),
     )
     g1, g2 = make_plan(parse_spec(data)).stages
     assert g1.grid(128) == (1, 9)

@@ -341,13 +341,36 @@ def test_rules_two_gemm(change: Callable[[dict[str, Any]], None], field: str, wo
     expect_error(with_change(two_gemm, change), field, *words)
 
 
+@pytest.mark.parametrize(("tile", "field", "words"), [
+    # Each passed the divisibility rules and then failed to compile (CUTLASS's static assertions); the sweep
+    # behind model.MIN_WARP_N found where the sm80 GEMM instantiates.
+    ({"threadblock": [128, 128, 16]}, "threadblock", "K-blocks of 32 or 64"),
+    ({"threadblock": [128, 128, 128], "warp": [64, 64, 128]}, "threadblock", "K-blocks of 32 or 64"),
+    ({"threadblock": [64, 64, 64], "warp": [32, 32, 32]}, "warp", "M and N only"),
+    ({"threadblock": [128, 64, 32], "warp": [64, 16, 32]}, "warp", "at least 32 columns"),
+    ({"threadblock": [128, 256, 32], "warp": [32, 64, 32]}, "warp", "16 warps; at most 8"),
+    ({"threadblock": [256, 32, 32], "warp": [32, 32, 32]}, "threadblock", "B's tile (32 x 32) is 128 16-byte vectors"),
+    ({"threadblock": [16, 256, 32], "warp": [16, 32, 32]}, "threadblock", "A's tile (16 x 32)"),
+])
+def test_sm80_gemm_tiles_that_cutlass_cannot_build_name_the_field(tile: dict[str, Any], field: str, words: str) -> None:
+    data = {"name": "c", "arch": "sm80", "stages": [{"name": "g", "op": "gemm", "a": "input", "n": 512, "k": 512,
+                                                     "tile": tile}]}
+    expect_error(data, f"stages[0].tile.{field}", words)
+
+
+def test_a_k_that_no_sm80_k_block_divides_asks_for_padding() -> None:
+    data = {"name": "c", "stages": [{"name": "g", "op": "gemm", "a": "input", "n": 512, "k": 24,
+                                     "tile": {"threadblock": [128, 128, 32]}}]}
+    expect_error(data, "stages[0].tile.threadblock", "pad k to a multiple of 32 (e.g. 32)")
+
+
 def test_tile_policy_needs_consumer_k_to_divide_producer_n() -> None:
     def change(d: dict[str, Any]) -> None:
-        d["stages"][0]["tile"] = {"threadblock": [128, 64, 32]}
-        d["stages"][1].update(sync="tile", tile={"threadblock": [128, 128, 128], "warp": [64, 64, 128]})
+        d["stages"][0]["tile"] = {"threadblock": [128, 32, 32]}
+        d["stages"][1].update(sync="tile", tile={"threadblock": [128, 128, 64], "warp": [64, 64, 64]})
 
     expect_error(
-        with_change(two_gemm, change), "stages[1].tile.threadblock", "sync: tile", "threadblock K (128)", "(64)"
+        with_change(two_gemm, change), "stages[1].tile.threadblock", "sync: tile", "threadblock K (64)", "(32)"
     )
 
 
@@ -488,12 +511,14 @@ def test_strided_needs_n_multiple_of_producer_tile_n() -> None:
     expect_error(with_change(llama, change), "stages[1].n", "multiple of producer 'gemm1' threadblock N (128)")
 
 
-def test_swiglu_reading_input_needs_no_sync() -> None:
+@pytest.mark.parametrize("arch", ["sm80", "sm90"])
+def test_a_swiglu_reads_a_gemm_not_the_chain_input(arch: str) -> None:
+    # It passed validation and then broke generate (its templates name the producing stage).
     data = {
-        "name": "glu_only",
+        "name": "glu_only", "arch": arch,
         "stages": [{"name": "glu", "op": "swiglu", "a": "input", "n": 256, "tile": {"threadblock": [64, 128]}}],
     }
-    assert parse_spec(data).stages[0].k is None
+    expect_error(data, "stages[0].a", "not the chain input", "gate | up")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -571,6 +596,24 @@ def test_load_yaml_duplicate_key_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as info:
         load_spec(path)
     assert "duplicate key 'n'" in info.value.message and "line 15" in info.value.message
+
+
+def test_load_yaml_base_60_number_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "sexagesimal.yaml"  # YAML 1.1 reads 1:08:16 as 4096
+    path.write_text(YAML_TEXT.replace("    n: 2048\n", "    n: 1:08:16\n"))
+    with pytest.raises(UsageError) as info:
+        load_spec(path)
+    assert "base-60" in info.value.message and "decimal" in info.value.hint
+
+
+def test_load_json_duplicate_key_is_an_error(tmp_path: Path) -> None:
+    # json.loads keeps the last value silently; a spec file's keys are unique in YAML and JSON alike.
+    path = tmp_path / "dup.json"
+    path.write_text('{"name": "edge_one", "stages": [{"name": "g", "op": "gemm", "a": "input", "n": 64, "k": 64,'
+                    ' "n": 128}], "name": "edge_two"}')
+    with pytest.raises(UsageError) as info:
+        load_spec(path)
+    assert "key 'n' appears twice" in info.value.message and info.value.hint
 
 
 def test_load_json_syntax_error(tmp_path: Path) -> None:

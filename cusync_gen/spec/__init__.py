@@ -104,6 +104,7 @@ from cusync_gen.spec.rules import (
     check_conv_rules,
     check_rules,
     policy_problem,
+    retarget,
 )
 
 __all__ = [
@@ -118,6 +119,6 @@ __all__ = [
     "PipelineStages", "Policy", "PosInt", "ReadsSpec", "Rows", "Schedule", "SmCount", "StageSpec", "StridedCols", "Target",
     "TileConfigSpec", "TileDim", "TileSpec", "Triple",
     "attention_gemm_shape", "check_attention_rules", "check_conv_rules", "check_rules", "conv_output_size", "consumers_of", "default_warp", "edge_policy",
-    "load_spec", "output_policy", "parse_spec", "policy_problem", "producer_width", "resolve_defaults", "spec_data",
+    "load_spec", "output_policy", "parse_spec", "policy_problem", "producer_width", "resolve_defaults", "retarget", "spec_data",
     "config_spec", "spec_hash", "stage_index", "with_tiles",
 ]

@@ -202,6 +202,15 @@ def ignored_fields(data: Any) -> list[str]:
     return found
 
 
+def unused_fields(data: Any) -> list[str]:
+    """Notes on fields of raw spec data that a valid spec carries without effect (`attention.rotary_base`
+    without `rotary: true`), each naming the field; `validate` prints them."""
+    attention = data.get("attention") if isinstance(data, dict) else None
+    if isinstance(attention, dict) and "rotary_base" in attention and attention.get("rotary") is not True:
+        return ["attention.rotary_base has no effect without attention.rotary: true; remove it or set rotary: true"]
+    return []
+
+
 def read_spec_data(path: Path) -> Any:
     """The raw data of a spec file (what `load_spec` parses), within the limits; `tune` edits it."""
     path = Path(path)
@@ -249,7 +258,10 @@ def _load_json(path: Path, text: str) -> Any:
     if userfile.json_too_deep(text, MAX_SPEC_DEPTH):  # before json.loads recurses once per level
         raise _too_deep(path)
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        raise UsageError(f"{path}: invalid JSON: key {show(exc.key)} appears twice in one object (JSON keeps the "
+                         "last silently)", "keep one of them") from None
     except json.JSONDecodeError as exc:
         raise UsageError(
             f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
@@ -261,6 +273,22 @@ def _load_json(path: Path, text: str) -> Any:
         raise UsageError(f"{path}: too large to parse", "a spec is a few KiB (docs/spec-format.md, Limits)") from None
     except ValueError as exc:  # an integer of more than 4300 digits
         raise UsageError(f"{path}: invalid JSON: {clip(str(exc))}", _NUMBER_HINT) from None
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json.loads' object hook: a key written twice is an error, as in YAML spec files."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
 
 
 _NUMBER_HINT = f"no number in a spec is above {MAX_M} (`cusync-gen docs spec-format`, Limits)"
@@ -383,6 +411,9 @@ _KEY_HINT = "keys are names such as n or stages; quote a key that YAML reads as 
 
 
 def _construct_int(loader: _StrictLoader, node: yaml.ScalarNode) -> int:
+    if ":" in node.value:  # YAML 1.1's base 60: `1:08:16` is 4096
+        raise loader.fail(node, f"{show(node.value)} reads as a base-60 number in YAML 1.1",
+                          "write the number in decimal (e.g. 4096), or quote it if it is text")
     try:
         return loader.construct_yaml_int(node)
     except ValueError:

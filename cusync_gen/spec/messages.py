@@ -176,8 +176,13 @@ def from_validation_error(exc: ValidationError, root: type[BaseModel] = ChainSpe
     if kind in ("int_type", "int_parsing", "int_from_float"):
         return SpecError(field, f"expected an integer, got {show(value)}",
                          "write a whole number without quotes, e.g. 128")
+    if kind in ("float_type", "float_parsing", "finite_number"):
+        return SpecError(field, f"expected a finite number, got {show(value)}",
+                         "write a number without quotes, e.g. 10000.0 or 5.0e5 (YAML reads 5e5, without the dot, as text)")
     if kind == "greater_than":
-        return SpecError(field, f"must be greater than {ctx.get('gt')}, got {show(value)}", "use a positive number")
+        bound = ctx.get("gt")
+        return SpecError(field, f"must be greater than {bound}, got {show(value)}",
+                         "use a positive number" if bound in (0, 0.0) else f"use a number above {bound}")
     if kind == "greater_than_equal":
         return SpecError(field, f"must be at least {ctx.get('ge')}, got {show(value)}", f"use {ctx.get('ge')} or more")
     if kind == "less_than_equal":

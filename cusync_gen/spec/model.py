@@ -161,7 +161,7 @@ SWIGLU_COLS: tuple[int, ...] = (16, 32, 64, 128, 256)
 
 PosInt = Annotated[int, Field(strict=True, gt=0, le=MAX_DIM)]
 #: The rotary embedding's frequency base (LLaMA 1-2: 10000, LLaMA 3: 500000).
-RotaryBase = Annotated[float, Field(gt=1.0, le=MAX_ROTARY_BASE, allow_inf_nan=False)]
+RotaryBase = Annotated[float, Field(strict=True, gt=1.0, le=MAX_ROTARY_BASE, allow_inf_nan=False)]
 TileDim = Annotated[int, Field(strict=True, gt=0, le=MAX_TILE_DIM)]
 Triple = tuple[TileDim, TileDim, TileDim]
 PipelineStages = Annotated[int, Field(strict=True, gt=0, le=MAX_PIPELINE_STAGES)]
@@ -299,6 +299,16 @@ class _SpecHead(BaseModel):
     target: Target = "sm_80"
     dtype: Dtype = Dtype.FP16
 
+    @model_validator(mode="before")
+    @classmethod
+    def _target_of_arch(cls, data: Any) -> Any:  # noqa: ANN401 (the document as parsed)
+        """An omitted target is the arch's first: sm_80 for sm80, sm_90 for sm90 (whose kernels build only there)."""
+        if isinstance(data, dict) and "target" not in data:
+            targets = BACKEND_TARGETS.get(str(canonical_backend(data.get("arch", DEFAULT_ARCH.value))))
+            if targets:
+                data = {**data, "target": targets[0]}
+        return data
+
     @field_validator("arch", mode="before")
     @classmethod
     def _arch_spelling(cls, value: object) -> object:
@@ -408,12 +418,21 @@ ATTENTION_GEMMS: tuple[str, ...] = ("qkv", "scores", "pv", "proj")
 #: a 64x128 warp tile (the old default for a 128x256 threadblock) computed wrong results and a 128x64
 #: one ran 40x slower (register spills); 64x64 is CUTLASS's own choice for its large sm80 tiles.
 MAX_WARP_MN = 64
+#: Narrowest sm80 GEMM warp tile in N, deepest threadblock K, and most warps a threadblock: what CUTLASS
+#: 2.x's sm80 GEMM (DefaultGemmUniversal, 16-bit tensor-op operands) instantiates. Found by compiling the
+#: backend's kernel over a sweep of tiles: narrower warps break its epilogue's and B operand's thread maps,
+#: K above 64 its A/B shared-memory layouts (their crosswise width), and more than 8 warps of 64x64 are more
+#: accumulators than an SM's registers hold (MAX_WARP_MN above).
+MIN_WARP_N = 32
+SM80_GEMM_TILE_K: tuple[int, ...] = (32, 64)
+MAX_GEMM_WARPS = 8
 
 
 def default_warp(threadblock: tuple[int, int, int]) -> tuple[int, int, int]:
-    """Half the threadblock in M and N, at most 64 (4 warps up to 128x128, 8 for 128x256)."""
+    """Half the threadblock in M and N, at most 64 (4 warps up to 128x128, 8 for 128x256), and at least
+    MIN_WARP_N columns where the threadblock has them (the sm80 GEMM's narrowest warp tile)."""
     m, n, k = threadblock
-    return (max(min(m // 2, MAX_WARP_MN), 1), max(min(n // 2, MAX_WARP_MN), 1), k)
+    return (max(min(m // 2, MAX_WARP_MN), 1), max(min(n // 2, MAX_WARP_MN), min(n, MIN_WARP_N), 1), k)
 
 
 def default_sm80_tile(tile: TileSpec) -> TileSpec:

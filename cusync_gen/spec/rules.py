@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
-from cusync_gen.errors import SpecError
+from cusync_gen.errors import SpecError, UsageError
 from cusync_gen.spec.archs import ARCHS, ArchFacts
 from cusync_gen.spec.limits import MAX_DIM
 from cusync_gen.spec import names
@@ -20,12 +21,16 @@ from cusync_gen.spec.model import (
     DEFAULT_INSTRUCTION,
     DEFAULT_PIPELINE_STAGES,
     GATE_GROUP,
+    MAX_GEMM_WARPS,
     MAX_WARP_MN,
+    MIN_WARP_N,
     MIN_PIPELINE_STAGES,
+    SM80_GEMM_TILE_K,
     SM80_INSTRUCTIONS,
     SWIGLU_BLOCK_THREADS,
     SWIGLU_COLS,
     SWIGLU_VECTOR,
+    TARGETS,
     AttentionSpec,
     BLayout,
     ChainSpec,
@@ -101,6 +106,23 @@ def check_rules(spec: ChainSpec) -> None:
     _check_dispatch(spec)
 
 
+def retarget(spec: ChainSpec | AttentionSpec | ConvChainSpec, target: str | None) -> Any:  # noqa: ANN401 (the spec's own type)
+    """`spec` built for `target` (--target overrides the spec's `target:`), with the spec's rules run again:
+    a backend builds for its own targets only, and tiles are checked against the target's limits."""
+    if target is None:
+        return spec
+    if target not in TARGETS:
+        raise UsageError(f"unknown target '{target}'", f"use one of: {', '.join(TARGETS)}")
+    spec = spec.model_copy(update={"target": target})
+    if isinstance(spec, ConvChainSpec):
+        check_conv_rules(spec)
+    elif isinstance(spec, AttentionSpec):
+        check_attention_rules(spec)
+    else:
+        check_rules(spec)
+    return spec
+
+
 def check_attention_rules(spec: AttentionSpec) -> None:
     """The attention chain's cross-field rules, each naming the field to change."""
     _check_chain_name(spec.name)
@@ -125,6 +147,11 @@ def check_attention_rules(spec: AttentionSpec) -> None:
         raise SpecError("attention.heads", f"heads * head_dim = {a.heads} * {a.head_dim} = {d} is above the limit of "
                         f"{MAX_DIM} (D, the width of Q, K, V and O, is a C++ int dimension)",
                         f"use at most {MAX_DIM // a.head_dim} heads of {a.head_dim} (the heads on one GPU)")
+    if a.head_dim % SM80_GEMM_TILE_K[0]:  # scores' K: before the tile rules, whose message would name k
+        raise SpecError("attention.head_dim", f"head_dim={a.head_dim}: the sm80 attention chain's scores GEMM "
+                        f"reduces over head_dim in K-blocks of {' or '.join(map(str, SM80_GEMM_TILE_K))}",
+                        f"use a multiple of {SM80_GEMM_TILE_K[0]}, or arch: sm90 and target: sm_90 (head widths that "
+                        "are multiples of 16 from 32 to 128; remove attention.tiles)")
     for key, value in (("hidden", a.hidden), ("head_dim", a.head_dim)):
         if value % ALIGNMENT:
             raise SpecError(f"attention.{key}", f"{key}={value} is not a multiple of {ALIGNMENT} (16-byte vector accesses)",
@@ -171,6 +198,11 @@ def _check_fused_attention_rules(spec: AttentionSpec) -> None:
     if a.tiles is not None:
         raise SpecError("attention.tiles", "the sm90 attention layer picks its own tiles (cuBLASLt for qkv and proj, "
                         "CUTLASS's 128 x 128 FMHA tile, 128-key decode splits)", "remove attention.tiles")
+    facts = ARCHS[spec.arch]
+    if spec.target not in facts.targets:
+        raise SpecError("target", f"the {facts.arch.value} attention layer (TMA, wgmma) builds only for "
+                        f"{', '.join(facts.targets)}, not {spec.target}",
+                        f"set target: {facts.targets[0]}, or arch: sm80 (with attention.tiles) for {spec.target}")
     if (a.head_dim % _FUSED_HEAD_DIM_STEP or not _FUSED_HEAD_DIM_MIN <= a.head_dim <= _FUSED_HEAD_DIM_MAX):
         raise SpecError("attention.head_dim", f"head_dim={a.head_dim}: the sm90 attention layer takes head widths "
                         f"that are multiples of {_FUSED_HEAD_DIM_STEP} from {_FUSED_HEAD_DIM_MIN} to "
@@ -614,6 +646,10 @@ def _check_widths(spec: ChainSpec, i: int, stage: StageSpec, producer: int | Non
     if stage.op is Op.SWIGLU:
         if stage.k is not None:
             raise SpecError(f"stages[{i}].k", "swiglu takes no k: its input width is always 2*n", "remove k")
+        if producer is None:
+            raise SpecError(f"stages[{i}].a", "a swiglu stage reads the gate | up output of an earlier gemm stage, "
+                            "not the chain input", "put the gemm that computes gate | up (n: 2 x this stage's n) "
+                            "before it and set a: to its name, or on sm90 use epilogue: swiglu on that gemm")
         if producer is not None and stage.b is None:  # with b, _check_second_producer checks both widths
             pn = producer_width(spec, producer)
             if pn != 2 * stage.n:
@@ -688,12 +724,45 @@ def _check_gemm_tile(i: int, stage: StageSpec, base: str | None = None) -> None:
             f"stages={pipe} is below the minimum of {MIN_PIPELINE_STAGES} for sm80 multistage pipelines",
             f"set stages: {MIN_PIPELINE_STAGES} (or omit it)",
         )
+    _check_sm80_gemm_shape(base, tb, warp)
     if stage.k is not None and stage.k % tb[2]:
+        fits = [bk for bk in SM80_GEMM_TILE_K if stage.k % bk == 0]
         raise SpecError(
             f"{base}.threadblock",
             f"k={stage.k} is not a multiple of threadblock K={tb[2]}",
-            f"use a threadblock K that divides {stage.k} (e.g. {math.gcd(stage.k, 32)}), or pad k",
+            f"use threadblock K {fits[-1]}" if fits else
+            f"pad k to a multiple of {SM80_GEMM_TILE_K[0]} (e.g. {_round_up(stage.k, SM80_GEMM_TILE_K[0])}): the sm80 "
+            f"GEMM's K-blocks are {' or '.join(map(str, SM80_GEMM_TILE_K))} deep",
         )
+
+
+def _check_sm80_gemm_shape(base: str, tb: tuple[int, int, int], warp: tuple[int, int, int]) -> None:
+    """What CUTLASS 2.x's sm80 GEMM instantiates for 16-bit operands (model.MIN_WARP_N and its neighbours say
+    how this was found); a tile outside it passes the divisibility rules and then fails to compile."""
+    if tb[2] not in SM80_GEMM_TILE_K:
+        raise SpecError(f"{base}.threadblock", f"threadblock K={tb[2]}: the sm80 GEMM takes K-blocks of "
+                        f"{' or '.join(map(str, SM80_GEMM_TILE_K))} (each warp needs two or more 16-deep MMA steps a "
+                        "block, and CUTLASS's shared-memory layouts for 16-bit operands are at most 64 wide)",
+                        f"use threadblock K {' or '.join(map(str, SM80_GEMM_TILE_K))}")
+    if warp[2] != tb[2]:
+        raise SpecError(f"{base}.warp", f"warp K={warp[2]} differs from threadblock K={tb[2]}: the sm80 backend "
+                        "splits a tile over warps in M and N only", f"set warp K to {tb[2]}")
+    if warp[1] < MIN_WARP_N:
+        raise SpecError(f"{base}.warp", f"warp {_fmt(warp)} is {warp[1]} wide in N: CUTLASS's sm80 epilogue and "
+                        f"B operand tiles need at least {MIN_WARP_N} columns a warp",
+                        f"use warp N {MIN_WARP_N} or {MAX_WARP_MN} (and a threadblock N of at least {MIN_WARP_N})")
+    warps = (tb[0] // warp[0]) * (tb[1] // warp[1])
+    if warps > MAX_GEMM_WARPS:
+        raise SpecError(f"{base}.warp", f"threadblock {_fmt(tb)} over warp {_fmt(warp)} is {warps} warps; at most "
+                        f"{MAX_GEMM_WARPS} (more are more accumulators than an SM's registers hold)",
+                        f"use a larger warp tile (up to [{MAX_WARP_MN}, {MAX_WARP_MN}, {tb[2]}]) or a smaller threadblock")
+    threads = 32 * warps
+    for operand, dim, rows in (("A", "M", tb[0]), ("B", "N", tb[1])):
+        vectors = rows * tb[2] // ALIGNMENT  # ALIGNMENT: the 16-bit elements of one 16-byte vector
+        if vectors < threads:
+            raise SpecError(f"{base}.threadblock", f"{operand}'s tile ({rows} x {tb[2]}) is {vectors} 16-byte vectors, "
+                            f"fewer than the {threads} threads ({warps} warps) that load it",
+                            f"use fewer warps (a larger warp tile) or a larger threadblock {dim}")
 
 
 def _check_swiglu_stage(i: int, stage: StageSpec) -> None:
