@@ -22,6 +22,7 @@
 
 // The library's stream-K scheduler tag: CUTLASS's scheduler with is_last_tile() fixed for GDC builds.
 #include "cusync/sm90/gemm.cuh"
+#include "weights_ahead.cuh"
 
 namespace swap_probe {
 namespace PROBE_NS {
@@ -31,7 +32,9 @@ using cute::Shape; using cute::_1; using cute::_64; using cute::_128; using cute
 // Class template over the layout (at namespace scope the builders' types do not survive nvcc's host stubs).
 // LayoutW: CUTLASS's tag for the swapped A operand W^T[N, K]: RowMajor when W is stored [N, K] (K contiguous),
 // ColumnMajor when W is stored [K, N] (N contiguous: an MN-major wgmma operand).
-template <class LayoutW, class Tile, bool kPacked = false>
+// kAhead: the weights-ahead kernel (weights_ahead.cuh): A and B loaded by two warps, the weights without
+// waiting for the previous grid; its scheduler triggers the next programmatic launch at entry.
+template <class LayoutW, class Tile, bool kPacked = false, bool kAhead = false>
 struct Gemm {
   using Element = cutlass::half_t;
   static constexpr int kAlign = 8;
@@ -41,14 +44,16 @@ struct Gemm {
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster, cutlass::epilogue::collective::EpilogueTileAuto,
       float, float, void, cutlass::layout::ColumnMajor, kAlign, Element, cutlass::layout::ColumnMajor, kAlign,
       cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion>::CollectiveOp;
-  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  using BuiltMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutW, kAlign,
       Element, cutlass::layout::ColumnMajor, kAlign,  // the tokens: A[M, K] row-major is B'[N' = M, K] K-major
       float, Tile, Cluster,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
       cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue,
-                                                      cusync::sm90::StreamKScheduler>;
+  using Mainloop = std::conditional_t<kAhead, WeightsAheadMainloop<BuiltMainloop>, BuiltMainloop>;
+  using Scheduler = std::conditional_t<kAhead, EarlyTriggerStreamKScheduler, cusync::sm90::StreamKScheduler>;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue, Scheduler>;
+  static_assert(!kAhead || Kernel::IsMainloopAuxiliaryLoadNeeded, "the weight warp runs as CUTLASS's MainloopAux");
 
   static typename Kernel::Arguments arguments(Problem const& p, int mode, int splits, int sms) {
     typename Kernel::Arguments args{};
@@ -82,6 +87,7 @@ struct Gemm {
       args.epilogue.dC = cutlass::make_cute_packed_stride(typename Kernel::StrideC{}, make_shape(p.n, p.m, 1));
       args.epilogue.dD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, make_shape(p.n, p.m, 1));
     }
+    if constexpr (kAhead) args.mainloop.l2_blocks = p.ahead_l2;
     args.hw_info.sm_count = sms;
     using Decomposition = cutlass::gemm::kernel::detail::DecompositionMode;
     args.scheduler.splits = mode == 1 ? splits : 1;
@@ -133,6 +139,11 @@ bool launch_any(Problem const& p, int mode, int splits, int sms, void* workspace
                  : Gemm<cutlass::layout::ColumnMajor, TileNT>::launch(p, mode, splits, sms, workspace, clear, programmatic, stream);
 }
 
+bool launch_ahead(Problem const& p, int mode, int splits, int sms, void* workspace, bool clear, bool programmatic, cudaStream_t stream) {
+  return p.b_col ? Gemm<cutlass::layout::RowMajor, TileNT, false, true>::launch(p, mode, splits, sms, workspace, clear, programmatic, stream)
+                 : Gemm<cutlass::layout::ColumnMajor, TileNT, false, true>::launch(p, mode, splits, sms, workspace, clear, programmatic, stream);
+}
+
 // Packed weights (main.cu's pack_weights): one layout whatever W's.
 size_t workspace_packed(Problem const& p, int mode, int splits, int sms) {
   return Gemm<cutlass::layout::ColumnMajor, TileNT, true>::workspace(p, mode, splits, sms);
@@ -140,12 +151,17 @@ size_t workspace_packed(Problem const& p, int mode, int splits, int sms) {
 bool launch_packed(Problem const& p, int mode, int splits, int sms, void* workspace, bool clear, bool programmatic, cudaStream_t stream) {
   return Gemm<cutlass::layout::ColumnMajor, TileNT, true>::launch(p, mode, splits, sms, workspace, clear, programmatic, stream);
 }
+bool launch_packed_ahead(Problem const& p, int mode, int splits, int sms, void* workspace, bool clear, bool programmatic, cudaStream_t stream) {
+  return Gemm<cutlass::layout::ColumnMajor, TileNT, true, true>::launch(p, mode, splits, sms, workspace, clear, programmatic, stream);
+}
 
 }  // namespace PROBE_NS
 
 void PROBE_ADD(std::vector<Kernel>& out) {
-  out.push_back({"swap128x" + std::to_string(PROBE_NT), PROBE_NT, false, &PROBE_NS::workspace_any, &PROBE_NS::launch_any});
-  out.push_back({"pswap128x" + std::to_string(PROBE_NT), PROBE_NT, true, &PROBE_NS::workspace_packed, &PROBE_NS::launch_packed});
+  out.push_back({"swap128x" + std::to_string(PROBE_NT), PROBE_NT, false, &PROBE_NS::workspace_any, &PROBE_NS::launch_any,
+                 &PROBE_NS::launch_ahead});
+  out.push_back({"pswap128x" + std::to_string(PROBE_NT), PROBE_NT, true, &PROBE_NS::workspace_packed,
+                 &PROBE_NS::launch_packed, &PROBE_NS::launch_packed_ahead});
 }
 
 }  // namespace swap_probe

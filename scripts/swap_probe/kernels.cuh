@@ -20,6 +20,7 @@ struct Problem {
   void const* a;
   void const* b;
   void* d;
+  int ahead_l2 = 0; // the weights-ahead kernel: weight boxes its weight warp prefetches into L2 on its first tile
 };
 
 // mode: 0 data-parallel (splits = 1), 1 split-K with `splits`, 2 CUTLASS's stream-K heuristic.
@@ -32,6 +33,9 @@ struct Kernel {
   // !clear: launch only (programmatic: as a dependent launch of the kernel before it).
   bool (*launch)(Problem const&, int mode, int splits, int sms, void* workspace, bool clear, bool programmatic,
                  cudaStream_t);
+  // The same configuration on the weights-ahead kernel (weights_ahead.cuh); the same workspace.
+  bool (*launch_ahead)(Problem const&, int mode, int splits, int sms, void* workspace, bool clear, bool programmatic,
+                       cudaStream_t);
 };
 
 void add_swap_16(std::vector<Kernel>&);

@@ -3,9 +3,13 @@
 // (token tile 16/32/64/128 x data-parallel / split-K S / stream-K heuristic), each output checked against
 // cuBLASLt's and for run-to-run bitwise equality, timed round robin as CUDA graphs of 10 runs (CUDA events, median of --repeats) after
 // a 2 s preheat; then the two-GEMM chain (gemm2 reads gemm1's output; no activation between them) with
-// each side's best: cuBLASLt, and CUTLASS back to back and chained by programmatic dependent launch.
+// each side's best: cuBLASLt, and CUTLASS back to back and chained by programmatic dependent launch; and the
+// same two configurations on the weights-ahead kernel (weights_ahead.cuh: gemm2's weights stream before gemm1
+// ends), back to back and chained, with and without --ahead-l2 boxes prefetched into L2, each checked bitwise
+// against the CUTLASS chain back to back (the same reduction order).
 // One JSON line per variant on stdout.
-// Usage: swap_probe --chains N1:K1:N2:K2[:c][,...] --m 1,16,128 [--repeats 31]
+// Usage: swap_probe --chains N1:K1:N2:K2[:c][,...] --m 1,16,128 [--repeats 31] [--ahead-l2 16] [--only TEXT]
+// (--only: only the CUTLASS configurations whose name contains TEXT, e.g. swap128x16_dp under a sanitizer.)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -177,6 +181,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> chains = {"6144:12288:12288:6144", "5632:8192:8192:2816", "28672:4096:4096:14336"};
   std::vector<int> ms = {1, 2, 4, 8, 16, 32, 64, 128};
   int repeats = 31;
+  int ahead_l2 = 16;
+  std::string only;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--chains")) {
       chains.clear();
@@ -189,6 +195,10 @@ int main(int argc, char** argv) {
       ms = parse_ints(argv[i + 1]);
     } else if (!std::strcmp(argv[i], "--repeats")) {
       repeats = std::atoi(argv[i + 1]);
+    } else if (!std::strcmp(argv[i], "--ahead-l2")) {
+      ahead_l2 = std::max(0, std::atoi(argv[i + 1]));
+    } else if (!std::strcmp(argv[i], "--only")) {
+      only = argv[i + 1];
     }
   }
   int device = 0, sms = 0;
@@ -282,6 +292,7 @@ int main(int argc, char** argv) {
       std::string best_lt[2], best_swap[2];
       Variant best_lt_v[2], best_swap_v[2];
       std::function<bool(bool, bool, cudaStream_t)> best_swap_raw[2];
+      std::function<bool(int, bool, bool, cudaStream_t)> best_ahead_raw[2];  // (l2 boxes, clear, programmatic)
       for (int s = 0; s < 2; ++s) {
         Gemm const& G = g[s];
         Lt const& L = lts[s];
@@ -303,6 +314,7 @@ int main(int argc, char** argv) {
         swap_probe::Problem const p_packed{m, G.n, G.k, b_col, G.a, s == 0 ? wp1 : wp2, G.d};
         void* const ws = s == 0 ? ws1 : ws2;
         std::vector<std::function<bool(bool, bool, cudaStream_t)>> raw(variants.size());
+        std::vector<std::function<bool(int, bool, bool, cudaStream_t)>> raw_ahead(variants.size());
         for (auto const& kern : kernels) {
           if (kern.packed && !packable) continue;
           swap_probe::Problem const p = kern.packed ? p_packed : p_stored;
@@ -317,8 +329,15 @@ int main(int argc, char** argv) {
             if (kern.workspace(p, mode, splits, sms) > ws_bytes) continue;
             auto fn = kern.launch;
             std::string const name = kern.name + (mode == 0 ? "_dp" : mode == 2 ? "_sk" : "_split" + std::to_string(splits));
+            if (!only.empty() && name.find(only) == std::string::npos) continue;
             raw.push_back([=](bool clear, bool programmatic, cudaStream_t st) {
               return fn(p, mode, splits, sms, ws, clear, programmatic, st);
+            });
+            auto fn_ahead = kern.launch_ahead;
+            raw_ahead.push_back([=](int l2, bool clear, bool programmatic, cudaStream_t st) {
+              swap_probe::Problem q = p;
+              q.ahead_l2 = l2;
+              return fn_ahead(q, mode, splits, sms, ws, clear, programmatic, st);
             });
             variants.push_back({name, [=](cudaStream_t st) { return fn(p, mode, splits, sms, ws, true, false, st); }});
           }
@@ -353,6 +372,7 @@ int main(int argc, char** argv) {
             swap_us = us[v];
             best_swap[s] = variants[v].name;
             best_swap_raw[s] = raw[v];
+            best_ahead_raw[s] = raw_ahead[v];
           } else if (!is_swap && us[v] < lt_us) {
             lt_us = us[v];
             best_lt[s] = variants[v].name;
@@ -364,6 +384,7 @@ int main(int argc, char** argv) {
       // The chain: gemm2 reads gemm1's output.
       if (best_lt[0].empty() || best_lt[1].empty() || best_swap[0].empty() || best_swap[1].empty()) continue;
       auto s1 = best_swap_raw[0], s2 = best_swap_raw[1];
+      auto a1 = best_ahead_raw[0], a2 = best_ahead_raw[1];
       Variant l1 = best_lt_v[0], l2 = best_lt_v[1];
       std::vector<Variant> chain = {
           {"chain_lt", [=](cudaStream_t st) { return l1.launch(st) && l2.launch(st); }},
@@ -373,24 +394,44 @@ int main(int argc, char** argv) {
           {"chain_swap_pdl", [=](cudaStream_t st) {
              return s1(true, true, st) && s2(true, true, st) && s1(false, false, st) && s2(false, true, st);
            }},
+          // The weights-ahead kernels in the same configurations: back to back (what the two-warp loads cost
+          // alone), chained (gemm2's weights before gemm1 ends), chained with L2 prefetch in gemm2.
+          {"chain_ahead_b2b", [=](cudaStream_t st) {
+             return a1(0, true, true, st) && a2(0, true, true, st) && a1(0, false, false, st) && a2(0, false, false, st);
+           }},
+          {"chain_ahead_pdl", [=](cudaStream_t st) {
+             return a1(0, true, true, st) && a2(0, true, true, st) && a1(0, false, false, st) && a2(0, false, true, st);
+           }},
+          {"chain_ahead_pdl_l2", [=](cudaStream_t st) {
+             return a1(0, true, true, st) && a2(ahead_l2, true, true, st) && a1(0, false, false, st) &&
+                    a2(ahead_l2, false, true, st);
+           }},
       };
       int64_t const out_n = int64_t(m) * g[1].n;
       std::vector<bool> ok(chain.size(), true);
       std::vector<double> err(chain.size(), 0);
+      std::vector<unsigned> differs(chain.size(), 0);  // elements whose bits differ from chain_swap_b2b's
       chain[0].launch(stream);
       CHECK_CUDA(cudaMemcpyAsync(ref, y, sizeof(__half) * out_n, cudaMemcpyDeviceToDevice, stream));
       for (size_t v = 0; v < chain.size(); ++v) {
         CHECK_CUDA(cudaMemsetAsync(y, 0xFF, sizeof(__half) * out_n, stream));
+        CHECK_CUDA(cudaMemsetAsync(h, 0xFF, sizeof(__half) * int64_t(m) * g[0].n, stream));
         ok[v] = chain[v].launch(stream);
         CHECK_CUDA(cudaGetLastError());
         err[v] = check(y, ref, out_n).first;
+        if (v == 1) CHECK_CUDA(cudaMemcpyAsync(tmp, y, sizeof(__half) * out_n, cudaMemcpyDeviceToDevice, stream));
+        if (v >= 1) {
+          // Twice more: the chain's output must not change from run to run either.
+          ok[v] = ok[v] && chain[v].launch(stream) && chain[v].launch(stream);
+          differs[v] = check(y, tmp, out_n).second;
+        }
       }
       std::vector<double> const us = time_round_robin(chain, ok, repeats, stream);
       for (size_t v = 0; v < chain.size(); ++v) {
         std::printf("{\"chain\": \"%s\", \"gemm\": 0, \"m\": %d, \"variant\": \"%s\", \"parts\": \"%s | %s\", \"ok\": %s, "
-                    "\"us\": %.2f, \"rel_err\": %.2e}\n",
+                    "\"us\": %.2f, \"rel_err\": %.2e, \"differs_from_b2b\": %u}\n",
                     c.c_str(), m, chain[v].name.c_str(), (v == 0 ? best_lt[0] : best_swap[0]).c_str(),
-                    (v == 0 ? best_lt[1] : best_swap[1]).c_str(), ok[v] ? "true" : "false", us[v], err[v]);
+                    (v == 0 ? best_lt[1] : best_swap[1]).c_str(), ok[v] ? "true" : "false", us[v], err[v], differs[v]);
       }
       std::fflush(stdout);
       for (auto& L : lts) L.destroy();
