@@ -10,6 +10,7 @@
 // One JSON line per variant on stdout.
 // Usage: swap_probe --chains N1:K1:N2:K2[:c][,...] --m 1,16,128 [--repeats 31] [--ahead-l2 16] [--only TEXT]
 // (--only: only the CUTLASS configurations whose name contains TEXT, e.g. swap128x16_dp under a sanitizer.)
+// A configuration with a split-reduction workspace is also timed clearing it alone (`<name>_clearonly`).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -340,6 +341,13 @@ int main(int argc, char** argv) {
               return fn_ahead(q, mode, splits, sms, ws, clear, programmatic, st);
             });
             variants.push_back({name, [=](cudaStream_t st) { return fn(p, mode, splits, sms, ws, true, false, st); }});
+            if (kern.workspace(p, mode, splits, sms) > 0) {
+              // What the split reduction's workspace clear alone costs (it precedes every launch above): timed,
+              // never picked (it computes nothing, so its check fails).
+              raw.push_back(nullptr);
+              raw_ahead.push_back(nullptr);
+              variants.push_back({name + "_clearonly", [=](cudaStream_t st) { return fn(p, mode, splits, sms, ws, true, true, st); }});
+            }
           }
         }
         // Reference: cuBLASLt's first algorithm.

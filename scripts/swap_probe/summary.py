@@ -60,3 +60,14 @@ if ahead_ratios:
     g = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))
     print(f"geomean chain cuBLASLt / best weights-ahead chain: {g(ahead_ratios):.3f}x over {len(ahead_ratios)} points")
     print(f"geomean swap PDL / best weights-ahead chain: {g(ahead_gain):.3f}x over {len(ahead_gain)} points")
+clears = []
+for chain, m in sorted({(k[0], k[1]) for k in by}, key=lambda x: (x[0], x[1])):
+    for s in (1, 2):
+        d = by.get((chain, m, s), {})
+        b = best(d, True)
+        c = d.get(b["variant"] + "_clearonly") if b else None
+        if c and c["ok"] and c["us"] > 0:
+            clears.append(f"{chain} M={m} gemm{s} {b['variant']}: {b['us']:.1f} us; the workspace clear alone {c['us']:.1f}")
+if clears:
+    print("split reduction's workspace clear (timed alone; it precedes every launch of the variant):")
+    print("\n".join("  " + c for c in clears))
