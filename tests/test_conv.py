@@ -543,7 +543,7 @@ def test_the_overlap_hooks_and_the_bounded_kernels_are_generated(tmp_path: Path)
     bits = {name: int(value.rstrip("u")) for name, value in
             re.findall(r"(kHook\w+|kHooks\w+) = (\d+u)", chain_h)}
     assert bits["kHooksLean"] == (bits["kHookEpochOnce"] | bits["kHookEarlyFinish"] | bits["kHookOneExitWait"]
-                                  | bits["kHookBlockOrder"])
+                                  | bits["kHookBlockOrder"] | bits["kHookPollAhead"] | bits["kHookFinishOnce"])
     assert bits["kHooksLegacy"] == 0 and bits["kHookAssumePosted"] & bits["kHooksLean"] == 0
     assert "unsigned hooks_ = kHooksLean;" in chain_h
     assert "__launch_bounds__(Kernel::kThreadCount, kMinBlocks)" in conv
@@ -625,8 +625,9 @@ def test_the_sm90_conv_unit_compiles_without_calls_or_spills(tmp_path: Path, cut
         report = stderr[kernel.start():kernel.end()]
         assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report
     # The persistent kernel of the stage's own tiles (more than one wave): CUTLASS's ping-pong GEMM kernel over the
-    # conv mainloop. Its 40-register producer warps hold the window waits and the ticket code: no spills either
-    # since the window's index arithmetic is 32-bit (with 64-bit divisions ptxas spilled there; NOTES c10).
+    # conv mainloop. Its 40-register producer warps hold the window waits (in the load warp, and in the poll warp,
+    # the kernel's auxiliary producer warp) and the ticket code: no spills either since the window's index
+    # arithmetic is 32-bit (with 64-bit divisions ptxas spilled there; NOTES c10).
     persistent = list(re.finditer(r"Compiling entry function '(\w*synced_conv_sm90_kernel\w*GemmUniversal\w*)'.*?Used (\d+) registers",
                                   stderr, re.S))
     assert len(persistent) == 1, stderr[-3000:]
