@@ -9,12 +9,13 @@
 #   san    memcheck and racecheck of conv_mix_sm90_waves at batch 8 (a persistent stage with the poll warp);
 #   prof   each ResNet stage alone, waits satisfied at the first poll (--profile-hooks: lean, lean without the poll
 #          warp, lean with a finish count per tile);
-#   bench  the three examples at batch 1, 8, 32 with the new default hooks (111) and with 15, same binaries.
+#   bench  the three examples at batch 1, 8, 32 with the new default hooks (111) and with 15, same binaries;
+#   torch  cuDNN through PyTorch at the same batches (scripts/conv_torch.py), right after (STEPS=prof,bench,torch).
 # Writes $OUT/log.txt, $OUT/bench-<example>-h<hooks>.txt (6 files) and $OUT/all.tgz (everything, sanitizer logs too).
 set -u
 export OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT/logs"
 L=$OUT/log.txt
-STEPS=${STEPS:-build,check,san,prof,bench}
+STEPS=${STEPS:-build,check,san,prof,bench,torch}
 step() { [[ ",$STEPS," == *",$1,"* ]]; }
 b() { echo "$PWD/build/conv-sm90/$1/build/$1_bench"; }
 r() { local n=$1 t=$2; shift 2; echo "== $n $* ($(date +%T), ${SECONDS}s)" >> "$L"; timeout "$t" "$(b "$n")" "$@" >> "$L" 2>&1; echo "rc=$?" >> "$L"; }
@@ -54,5 +55,10 @@ if step bench; then
     done
   done
 fi
+if step torch; then  # cuDNN through PyTorch right after our benches (the results file's last two lines need it)
+  PHASE=torch BATCHES=1,8,32 REPEATS=${REPEATS:-60} PREHEAT=0.5 bash scripts/gpu_conv_sm90.sh > /dev/null 2>&1
+fi
 echo "== done ($(date +%T), ${SECONDS}s)" >> "$L"
-cd "$OUT" && tar czf all.tgz ./*.txt logs 2>/dev/null; rm -rf logs; tail -c 9000 log.txt
+# Back: log.txt, the six bench files and all.tgz (everything, torch.jsonl and the sanitizer logs too). The table:
+#   python3 scripts/conv_results.py OUTDIR _sm90-h111   (and _sm90-h15), with torch.jsonl unpacked into OUTDIR.
+cd "$OUT" && tar czf all.tgz ./*.txt ./*.jsonl logs 2>/dev/null; rm -rf logs ./*.jsonl; tail -c 9000 log.txt
