@@ -11,6 +11,10 @@
 #          warp, lean with a finish count per tile);
 #   bench  the three examples at batch 1, 8, 32 with the new default hooks (111) and with 15, same binaries;
 #   torch  cuDNN through PyTorch at the same batches (scripts/conv_torch.py), right after (STEPS=prof,bench,torch).
+# Generate here first (the GPU machine has no pydantic), into the non-ignored .gen-conv/ (delete it before a commit):
+#   for f in tests/data/conv_mix_sm90.yaml tests/data/conv_mix_sm90_waves.yaml \
+#            cusync_gen/examples/{resnet,bottleneck,vgg}_block_sm90.yaml; do
+#     cusync-gen generate "$f" -o ".gen-conv/$(basename "$f" .yaml)"; done
 # Writes $OUT/log.txt, $OUT/bench-<example>-h<hooks>.txt (6 files) and $OUT/all.tgz (everything, sanitizer logs too).
 set -u
 export OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT/logs"
