@@ -67,7 +67,7 @@ Options parse(int argc, char** argv) {
       "  --always-wait   launch the wait kernels even where every stage's blocks fit on the GPU at once\n"
       "  --two-streams   overlap on two streams with the wait kernels even where programmatic launch exists\n"
       "  --block-order   the overlap's blocks take tiles in block order, not from the atomic ticket\n"
-      "  --hooks         the overlap's per-tile hooks (ConvHooks bits: 0 as first built, 15 the lean default)\n"
+      "  --hooks         the overlap's per-tile hooks (ConvHooks bits: 0 as first built, 111 the lean default)\n"
       "  --plain-kernels never the kernels bounded for more blocks per SM\n"
       "  --profile-hooks time each stage alone with the overlap's per-tile work taken out part by part\n"
       "  --missing-post  a stage that does not post: expect a sync timeout naming the waiting tile\n"};
@@ -257,6 +257,8 @@ int run(int argc, char** argv) {
         {"no_ticket", true, 0u, 1u, true},       {"no_ticket_no_wait", true, 0u, 3u, true},
         {"no_ticket_no_wait_no_post", true, 0u, 7u, true},
         {"synced_lean", true, cusync::conv::kHooksLean, 1u, true},
+        {"lean_poll_inline", true, cusync::conv::kHooksLean & ~unsigned(cusync::conv::kHookPollAhead), 1u, true},
+        {"lean_finish_per_tile", true, cusync::conv::kHooksLean & ~unsigned(cusync::conv::kHookFinishOnce), 1u, true},
         {"plain_unbounded", false, 0u, 0u, false}, {"no_ticket_unbounded", true, 0u, 1u, false}};
     for (int batch : o.batches) {
       cusync::conv::ConvArguments const seq = arguments(batch, out_seq);

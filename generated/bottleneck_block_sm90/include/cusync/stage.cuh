@@ -116,6 +116,9 @@ struct StageSync {
   int32_t num_stages = 0;
   bool counts_finish = false;          // a sink stage (nothing consumes it): its blocks count `finished`
   uint32_t run_blocks = 0;             // blocks of all sink stages of this run (the last one closes the epoch)
+  int32_t finish_stride = 0;           // sm90 persistent sink in static row-major order: a math warp group's tiles
+                                       // lie this far apart in linear order, and it counts its finished tiles
+                                       // once, after its last (0: each tile counts itself)
   bool trigger_dependents = false;     // sm90: the next stage is a programmatic dependent launch of this one
   bool wait_primary_at_exit = false;   // sm90: end only after the kernel this one was launched behind ended
   uint64_t* trace = nullptr;           // optional: per tile {start ns, end ns, SM} (see TileTrace)

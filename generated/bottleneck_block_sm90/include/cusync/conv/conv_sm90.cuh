@@ -307,8 +307,10 @@ struct SyncedConvSm90 {
 // GEMM's TMA epilogue on those rows. Tiles come from the sm90 GEMMs' ticket scheduler in row-major order
 // (TicketTileScheduler: tickets where the stage waits for a producer, else CTA b takes tiles b, b + grid, ...).
 
-// Shared memory the ticket ring takes after the kernel's SharedStorage, kept out of the mainloop's stage budget.
-constexpr int kPersistentRingBytes = int((sizeof(sm90::detail::TicketRing) + 127) / 128 * 128);
+// Shared memory the ticket ring and the poll warp's count take after the kernel's SharedStorage, kept out of the
+// mainloop's stage budget.
+constexpr uint32_t kPolledAfterRing = uint32_t(sizeof(sm90::detail::TicketRing) + 15) / 16 * 16;
+constexpr int kPersistentRingBytes = int((kPolledAfterRing + 16 + 127) / 128 * 128);
 
 // What the persistent kernel's load warps need: the stage's synchronization, the waits of its tiles and the
 // tile queue.
@@ -318,12 +320,96 @@ struct PersistentConvHooks {
   sm90::TileQueue queue{};
 };
 
+// The GEMM kernel's dispatch reads the schedule from the mainloop's policy; the collective's own code keeps its
+// policy. The policy also gives the kernel its auxiliary load warp (below).
+template <class BasePolicy>
+struct PersistentConvPolicy : BasePolicy {
+  using Schedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+};
+
+}  // namespace cusync::conv
+
+// CUTLASS's ping-pong kernel runs a fourth producer warp, which calls the mainloop's load_auxiliary() once per
+// tile in the same tile sequence as the load warp, where the mainloop's policy says it has one: here it is the
+// poll warp.
+namespace cutlass::gemm::kernel::detail {
+template <class BasePolicy>
+struct HasAuxiliaryLoad<cusync::conv::PersistentConvPolicy<BasePolicy>> : cute::true_type {};
+}  // namespace cutlass::gemm::kernel::detail
+
+namespace cusync::conv {
+
+// The poll warp's count, in dynamic shared memory at `offset` (after the ticket ring): the waits of the CTA's
+// first `count` tiles are satisfied. The poll warp's release of it follows its lanes' acquires of the semaphores
+// (ordered by its warp barrier); a loader's acquire of it, then its fence.proxy.async.global, order them before
+// its TMA reads.
+__device__ __forceinline__ uint32_t* polled_count(uint32_t offset) {
+  extern __shared__ __align__(16) unsigned char cusync_dynamic_smem[];
+  return reinterpret_cast<uint32_t*>(cusync_dynamic_smem + offset);
+}
+
+// The persistent conv kernel's tile scheduler: the sm90 GEMMs' ticket scheduler whose construction (every thread,
+// at kernel entry) also clears the poll warp's count where the launch uses one, behind a barrier. (In the ticket
+// scheduler itself that code cost the GEMM kernels' math warps spills.)
+struct PolledTicketScheduler {};  // the tag that selects it in GemmUniversal
+
+class PolledTicketTileScheduler : public sm90::TicketTileScheduler {
+  using Base = sm90::TicketTileScheduler;
+
+ public:
+  struct Arguments : Base::Arguments {
+    uint32_t polled_at = 0;  // ConvWaits::polled_at (0: no poll warp)
+  };
+  struct Params : Base::Params {
+    uint32_t polled_at = 0;
+  };
+
+  template <class ProblemShapeMNKL, class TileShape, class ClusterShape>
+  static Params to_underlying_arguments(ProblemShapeMNKL problem_shape_mnkl, TileShape tile_shape,
+                                        ClusterShape cluster_shape, cutlass::KernelHardwareInfo const& hw_info,
+                                        Arguments const& arguments, void* workspace = nullptr,
+                                        uint32_t epilogue_subtile = 1, uint32_t ktile_start_alignment_count = 1u) {
+    Params params;
+    static_cast<Base::Params&>(params) = Base::to_underlying_arguments(
+        problem_shape_mnkl, tile_shape, cluster_shape, hw_info, arguments, workspace, epilogue_subtile,
+        ktile_start_alignment_count);
+    params.polled_at = arguments.polled_at;
+    return params;
+  }
+
+  CUTLASS_HOST_DEVICE PolledTicketTileScheduler() {}
+  CUTLASS_DEVICE explicit PolledTicketTileScheduler(Params const& params) : Base(params) {
+    if (params.polled_at != 0u) {
+      if (threadIdx.x == 0) sm90::detail::atom_relaxed_cta_store(reinterpret_cast<int32_t*>(polled_count(params.polled_at)), 0);
+      __syncthreads();
+    }
+  }
+};
+
+}  // namespace cusync::conv
+
+namespace cutlass::gemm::kernel::detail {
+template <class ArchTag, class TileShape, class ClusterShape, uint32_t SchedulerPipelineStageCount>
+struct TileSchedulerSelector<cusync::conv::PolledTicketScheduler, ArchTag, TileShape, ClusterShape,
+                             SchedulerPipelineStageCount> {
+  using Scheduler = cusync::conv::PolledTicketTileScheduler;
+};
+}  // namespace cutlass::gemm::kernel::detail
+
+namespace cusync::conv {
+
+// A loader (the load warp, or the epilogue-load warp for the residual), all lanes: waits until the poll warp has
+// passed the waits of its sequence number `seq`. The poll warp's own waits are bounded by the chain's timeout (it
+// records the tile it gave up on and goes on), so this spin ends; its own bound, twice that, only guards against a
+// broken kernel (a trap, as the ticket ring's handshakes do).
+__device__ __forceinline__ void wait_polled(uint32_t ring_offset, uint32_t seq, uint64_t timeout_ns) {
+  sm90::detail::spin_until_at_least(polled_count(ring_offset), seq + 1u, 2u * timeout_ns);
+  asm volatile("fence.proxy.async.global;" : : : "memory");
+}
+
 template <class Base>  // CUTLASS's sm90 conv collective (built for its non-persistent schedule)
 struct PersistentConvMainloop : Base {
-  // The GEMM kernel's dispatch reads the schedule from here; the collective's own code keeps its policy.
-  struct DispatchPolicy : Base::DispatchPolicy {
-    using Schedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
-  };
+  using DispatchPolicy = PersistentConvPolicy<typename Base::DispatchPolicy>;
   static constexpr int NumProducerThreadEvents = 1;  // one elected lane arrives per stage (TMA transaction bytes)
   using StrideA = cute::Stride<int64_t, cute::_1, cute::_0>;
   using StrideB = cute::Stride<int64_t, cute::_1, cute::_0>;
@@ -373,7 +459,10 @@ struct PersistentConvMainloop : Base {
       if (hooks.waits.wait_primary_first) asm volatile("griddepcontrol.wait;" : : : "memory");
       if (sync.enabled) epoch_ = current_epoch(sync.state);  // fixed for the whole kernel (see close_run)
     }
-    if (sync.enabled && sync.input.enabled) {
+    if (hooks.waits.polled_at != 0u) {
+      // The poll warp has waited for this tile's rows (a tile or more ahead, usually): read its count.
+      wait_polled(hooks.waits.polled_at, tiles_loaded_, hooks.queue.timeout_ns);
+    } else if (sync.enabled && sync.input.enabled) {
       // Every lane polls its share of the window's producer rows with ld.acquire.gpu; the warp barrier orders
       // those acquires before the elected lane's loads, the proxy fence before the TMA (async proxy) reads.
       hooks.waits.wait_window_inline(sync.input, epoch_, tile);
@@ -385,6 +474,35 @@ struct PersistentConvMainloop : Base {
                blk_coord, k_tile_iter, k_tile_count, thread_idx, block_rank_in_cluster, shared_tensors);
     // This tile's loads are issued: the ticket of the warp's next sequence number.
     sm90::TicketTileScheduler::publish_next(hooks.queue, ++tiles_loaded_);
+  }
+
+  // The poll warp (the kernel's auxiliary producer warp, all lanes), once per tile of the same sequence as the
+  // load warp: where the host gave it the waits (ConvWaits::polled_at: static tile order, a synced stage with a
+  // producer), it waits for the tile's window rows and residual rows, one semaphore per lane with ld.acquire.gpu,
+  // and counts the tile as polled. It runs ahead of the load warp by as many tiles as the producers allow, so the
+  // polls' round trips leave the load warp's path. Elsewhere it does nothing (and reads the ticket ring like
+  // the other warps: TileQueue::reader_warps counts it).
+  template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
+  CUTLASS_DEVICE void load_auxiliary(Params const& params, MainloopPipeline, PipelineState,
+                                     cute::tuple<TensorA, TensorB> const&, BlockCoord const& blk_coord,
+                                     KTileIterator, int, int, uint32_t, TensorStorage&) {
+    PersistentConvHooks const& hooks = params.hooks;
+    if (hooks.waits.polled_at == 0u) return;
+    StageSync const& sync = hooks.sync;
+    if (!started_) {
+      started_ = true;
+      epoch_ = current_epoch(sync.state);  // fixed for the whole kernel (see close_run)
+    }
+    TileCoord const tile{int32_t(cute::get<0>(blk_coord)), int32_t(cute::get<1>(blk_coord))};
+    hooks.waits.wait_inline(sync.input, epoch_, tile);  // the window's rows and the residual's
+    __syncwarp();  // every lane's acquires before the elected lane's release
+    if (cute::elect_one_sync()) sm90::detail::red_release_cta_add(polled_count(hooks.waits.polled_at), 1u);
+    __syncwarp();
+  }
+
+  // CUTLASS calls it in the load warp and in the poll warp; only the load warp's pipeline state is its own.
+  CUTLASS_DEVICE void load_tail(MainloopPipeline pipeline, PipelineState smem_pipe_write) {
+    if (cutlass::canonical_warp_idx_sync() % cutlass::NumWarpsPerWarpGroup == 0) Base::load_tail(pipeline, smem_pipe_write);
   }
 
  private:
@@ -443,7 +561,11 @@ struct ResidualWaitingEpilogue : Base {
       if (waits_.wait_primary_first) asm volatile("griddepcontrol.wait;" : : : "memory");
       if (sync_.enabled) epoch_ = current_epoch(sync_.state);
     }
-    if (sync_.enabled && waits_.residual.enabled) {
+    if (waits_.polled_at != 0u) {
+      // The poll warp waited for the residual's rows with the window's: read its count.
+      if (waits_.residual.enabled) wait_polled(waits_.polled_at, tiles_loaded_, waits_.residual.timeout_ns);
+      ++tiles_loaded_;
+    } else if (sync_.enabled && waits_.residual.enabled) {
       TileCoord const tile{int32_t(cute::get<0>(tile_coord_mnkl)), int32_t(cute::get<1>(tile_coord_mnkl))};
       waits_.wait_residual_inline(epoch_, tile);
       __syncwarp();
@@ -457,6 +579,7 @@ struct ResidualWaitingEpilogue : Base {
   ConvWaits const& waits_;
   StageSync const& sync_;
   uint32_t epoch_ = 0;
+  uint32_t tiles_loaded_ = 0;  // load() calls so far: this warp's sequence number
   bool started_ = false;
 };
 
@@ -485,13 +608,15 @@ struct PersistentConvSm90 {
                                                         kPersistentRingBytes>,
       cutlass::conv::collective::KernelScheduleAuto>::CollectiveOp;
   using Mainloop = PersistentConvMainloop<StockMainloop>;
-  using Epilogue = ResidualWaitingEpilogue<sm90::PostingEpilogue<StockEpilogue>>;
+  using Epilogue = ResidualWaitingEpilogue<sm90::PostingEpilogue<StockEpilogue, /*kFinishOnce=*/true>>;
   using GemmShape = decltype(cutlass::conv::detail::get_linearized_problem_shape_MNKL(typename StockMainloop::ProblemShape{}));
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<GemmShape, Mainloop, Epilogue, sm90::TicketScheduler>;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<GemmShape, Mainloop, Epilogue, PolledTicketScheduler>;
+  static_assert(Kernel::IsMainloopAuxiliaryLoadNeeded, "the poll warp is the ping-pong kernel's auxiliary load warp");
   using Params = typename Kernel::Params;
   using Problem = typename OneTile::Problem;
   static constexpr uint32_t kRingOffset = uint32_t(Kernel::SharedStorageSize + 15) / 16 * 16;
-  static constexpr int kSmemBytes = int(kRingOffset) + int(sizeof(sm90::detail::TicketRing));
+  static constexpr uint32_t kPolledOffset = kRingOffset + kPolledAfterRing;  // the poll warp's count
+  static constexpr int kSmemBytes = int(kPolledOffset) + 16;
   static_assert(kSmemBytes <= 227 * 1024, "the persistent conv kernel's shared memory (pipeline, epilogue, ticket ring)");
   static constexpr int kMathWarps = int(Kernel::NumMMAThreads) / 32;  // one math warp group's
 
@@ -519,10 +644,25 @@ struct PersistentConvSm90 {
     args.mainloop.ptr_A = pr.x;
     args.mainloop.ptr_B = pr.filter;
     args.mainloop.conv = conv;
+    int const tiles = sync.tiles_m * sync.tiles_n;
+    unsigned const grid = unsigned(tiles < grid_limit ? tiles : grid_limit);
+    // Tickets where this stage waits on a producer and the chain asks for the ticket order (its CTAs start as
+    // the producer's leave and take the tiles whose inputs are ready first); otherwise CTA b takes tiles b,
+    // b + grid, ... (the one-stream programmatic launch's kHookBlockOrder: every producer CTA is resident before
+    // any of this stage's, and none waits for this stage, so any order completes).
+    bool const waits_on_producer = sync.input.enabled || waits.residual.enabled;
+    bool const dynamic = sync.enabled && sync.dynamic_order && waits_on_producer;
+    // In static order every warp knows the CTA's tiles in advance: the poll warp waits for them ahead of the
+    // loads (kHookPollAhead), and a sink's math warp groups count their finished tiles once (kHookFinishOnce;
+    // a group's tiles are 2 grid apart: the ping-pong groups take alternate ones).
+    waits.polled_at = sync.enabled && !dynamic && waits_on_producer && (waits.hooks & kHookPollAhead) != 0u ? kPolledOffset : 0u;
+    sync.finish_stride = sync.enabled && !dynamic && sync.counts_finish && sync.order == TileOrder::kRowMajor &&
+                                 (waits.hooks & kHookFinishOnce) != 0u
+                             ? int32_t(2u * grid)
+                             : 0;
     set_epilogue<kBias, kResidual>(args.epilogue, pr, rows_stride<typename Kernel::StrideC>(pr),
                                    rows_stride<typename Kernel::StrideD>(pr), sync);
     args.epilogue.conv_waits = waits;
-    int const tiles = sync.tiles_m * sync.tiles_n;
     args.hw_info.sm_count = grid_limit;
     sm90::TileQueue queue{};
     queue.next = &sync.state->queue_next[sync.stage];
@@ -530,14 +670,10 @@ struct PersistentConvSm90 {
     queue.tiles_m = sync.tiles_m;
     queue.tiles_n = sync.tiles_n;
     queue.order = sync.order;
-    // Tickets where this stage waits on a producer and the chain asks for the ticket order (its CTAs start as
-    // the producer's leave and take the tiles whose inputs are ready first); otherwise CTA b takes tiles b,
-    // b + grid, ... (the one-stream programmatic launch's kHookBlockOrder: every producer CTA is resident before
-    // any of this stage's, and none waits for this stage, so any order completes).
-    queue.dynamic = sync.enabled && sync.dynamic_order && (sync.input.enabled || waits.residual.enabled);
-    // The warps that read each sequence number besides the load warp: one math warp group's, and the
-    // epilogue-load warp where the tile loads a residual.
-    queue.reader_warps = kMathWarps + (kResidual ? 1 : 0);
+    queue.dynamic = dynamic;
+    // The warps that read each sequence number besides the load warp: one math warp group's, the poll warp, and
+    // the epilogue-load warp where the tile loads a residual.
+    queue.reader_warps = kMathWarps + 1 + (kResidual ? 1 : 0);
     queue.tiles_at_entry = 2;  // the two math warp groups start on tiles of their own
     if (sync.timeout_ns > queue.timeout_ns) queue.timeout_ns = sync.timeout_ns;
     queue.trigger_dependents = false;   // the entry hook releases the next stage
@@ -545,10 +681,10 @@ struct PersistentConvSm90 {
     queue.ring_offset = kRingOffset;
     queue.trace = sync.trace;
     args.scheduler.queue = queue;  // the scheduler (every warp's tiles) and the load warp (publish_next) share it
+    args.scheduler.polled_at = waits.polled_at;
     args.mainloop.hooks = PersistentConvHooks{sync, waits, queue};
     if (!Kernel::can_implement(args)) return Status::kCutlassError;
     Params const params = Kernel::to_underlying_arguments(args, nullptr);
-    unsigned const grid = unsigned(tiles < grid_limit ? tiles : grid_limit);
     return launch_stage_kernel(kernel(), dim3(grid), dim3(unsigned(Kernel::MaxThreadsPerBlock)), size_t(kSmemBytes),
                                programmatic, stream, params);
   }

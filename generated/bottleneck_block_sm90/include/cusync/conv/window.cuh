@@ -77,9 +77,11 @@ __device__ __forceinline__ void wait_rows_warp(int32_t count, At const& at, uint
     RowWait const w = at(mine ? i : base);
     InputWait const& edge = *w.edge;
     int32_t const index = edge.policy.semaphore_of(w.producer_tile_m, 0);
-    uint64_t const expected = assume_posted ? 0u : tagged(epoch, uint32_t(edge.policy.posts));
     uint64_t const* sem = edge.semaphores + index;
-    uint64_t seen = mine ? ptx::ld_acquire_gpu(sem) : expected;
+    // The load first, then the epoch's use: at a kernel's first tile the caller's epoch load is still in flight,
+    // and both round trips overlap. A lane without a semaphore reads as complete.
+    uint64_t seen = mine ? ptx::ld_acquire_gpu(sem) : ~uint64_t(0);
+    uint64_t const expected = assume_posted ? 0u : tagged(epoch, uint32_t(edge.policy.posts));
     if (__all_sync(0xFFFFFFFFu, seen >= expected)) continue;
     if (start == 0) start = ptx::globaltimer_ns();
     unsigned sleep_ns = 32;
@@ -121,6 +123,9 @@ struct ConvWaits {
   // (and its memory). What it saves is the launch: the blocks are already resident when it ends.
   bool wait_primary_first = false;
   unsigned hooks = 0;                 // ConvHooks bits (cusync/conv/chain.h); 0 where the run is not synced
+  // The sm90 persistent kernel's poll warp (kHookPollAhead): the offset in dynamic shared memory of its count of
+  // tiles whose waits are satisfied (cusync/conv/conv_sm90.cuh); 0: each loader waits itself.
+  uint32_t polled_at = 0;
 
   // Warp 0 of the block (all 32 lanes), before any load of producer data; the caller's barrier publishes
   // the acquires. The producer tile rows of the window, then those of the residual, one lane each.

@@ -147,7 +147,11 @@ enum ConvHooks : unsigned {
                              // at exit (the grid still ends after it); the others give their SM slot back at once
   kHookBlockOrder = 8u,      // on the one-stream programmatic launch, tiles in hardware block order (no ticket):
                              // every producer block has started before a consumer block is scheduled anyway
-  kHooksLean = 15u,          // all of the above: the default
+  kHookPollAhead = 32u,      // sm90 persistent kernels in static tile order: a poll warp of their own waits for each
+                             // tile's rows ahead of the load warps, which only read its count (no round trip)
+  kHookFinishOnce = 64u,     // sm90 persistent sinks in static tile order: a math warp group counts its finished
+                             // tiles once, after its last (one atomic per warp group, not one per tile)
+  kHooksLean = 111u,         // all of the above: the default
   kHookAssumePosted = 16u,   // profiling only (profile_stage): every wait is satisfied at its first poll
 };
 

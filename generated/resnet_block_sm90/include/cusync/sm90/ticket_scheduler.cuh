@@ -311,8 +311,11 @@ class TicketTileScheduler : public cutlass::gemm::kernel::detail::PersistentTile
     bool const in_ring = published > seq;
     int32_t const tile = detail::atom_relaxed_cta_read(&ring.tile[slot]);
     int32_t const linear = in_ring ? tile : -1;
-    // The load warp's own reads are not counted (reader_warps counts the math warps).
-    bool const counted = in_ring && cutlass::canonical_warp_idx_sync() != 0;
+    // The load warp's own reads are not counted (reader_warps counts the other warps), nor reads of the numbers
+    // published at entry: publish_next expects one use fewer of those slots, since the math warp group that
+    // starts on one reads it in initial_work_tile_info, uncounted (a producer warp's count there would let the
+    // slot's next use be overwritten one read early).
+    bool const counted = in_ring && cutlass::canonical_warp_idx_sync() != 0 && seq >= uint32_t(queue_->tiles_at_entry);
     __syncwarp();  // every lane's read of the slot before the release that lets the load warp reuse it
     bool const elected = cute::elect_one_sync();
     if (counted && elected) detail::red_release_cta_add(&ring.reads[slot], 1u);

@@ -29,8 +29,10 @@
 
 namespace cusync::sm90 {
 
-// params.hooks: this stage's StageSync.
-template <class Base>
+// params.hooks: this stage's StageSync. kFinishOnce: a sink may count its finished tiles once per math warp
+// group (StageSync::finish_stride); a template parameter, since the code for it cost the GEMM kernels' math
+// warps spills where they never use it.
+template <class Base, bool kFinishOnce = false>
 struct PostingEpilogue : WithHooks<Base, StageSync> {
   using Hooked = WithHooks<Base, StageSync>;
   using typename Base::LoadPipeline;
@@ -82,6 +84,16 @@ struct PostingEpilogue : WithHooks<Base, StageSync> {
         }
       }
       __syncwarp();
+      // A sink counts its finished tiles: each one with an atomic (its round trip in the math warps' path), or
+      // where the host gave a stride (a persistent kernel's static order) all of the warp group's at once, after
+      // its last tile. Every lane keeps the count, so the branch below stays straight-line code.
+      uint32_t finished = 1;
+      bool last = true;
+      if (kFinishOnce && sync_.finish_stride > 0) {
+        finished = ++unfinished_;
+        last = tile.m * sync_.tiles_n + tile.n + sync_.finish_stride >= sync_.tiles_m * sync_.tiles_n;
+        if (last) unfinished_ = 0;
+      }
       bool closes = false;  // this lane counted the run's last finished tile
       if (cute::elect_one_sync()) {
         if (sync_.output.enabled()) {
@@ -97,9 +109,9 @@ struct PostingEpilogue : WithHooks<Base, StageSync> {
             post_add(sem, epoch_);
           }
         }
-        if (sync_.counts_finish) {
+        if (sync_.counts_finish && last) {
           ptx::fence_acq_rel_gpu();
-          closes = atomicAdd(&sync_.state->finished, 1u) == sync_.run_blocks - 1u;
+          closes = atomicAdd(&sync_.state->finished, finished) + finished == sync_.run_blocks;
         }
       }
       // The elected lane's branch stays straight-line code; the close (loops over the stages and, once
@@ -114,6 +126,7 @@ struct PostingEpilogue : WithHooks<Base, StageSync> {
  private:
   StageSync const& sync_;
   uint32_t epoch_ = 0;
+  uint32_t unfinished_ = 0;  // finish_stride: this warp group's finished tiles not counted yet
   bool have_epoch_ = false;
 };
 
