@@ -400,10 +400,12 @@ namespace cusync::conv {
 
 // A loader (the load warp, or the epilogue-load warp for the residual), all lanes: waits until the poll warp has
 // passed the waits of its sequence number `seq`. The poll warp's own waits are bounded by the chain's timeout (it
-// records the tile it gave up on and goes on), so this spin ends; its own bound, twice that, only guards against a
-// broken kernel (a trap, as the ticket ring's handshakes do).
+// records the tile it gave up on and goes on): at most one timeout for the window and one for the residual
+// (each wait_rows_warp call is bounded as a whole, and after a record the other returns at once), so this spin
+// ends; its own bound, four timeouts, only guards against a broken kernel (a trap, as the ticket ring's
+// handshakes do).
 __device__ __forceinline__ void wait_polled(uint32_t ring_offset, uint32_t seq, uint64_t timeout_ns) {
-  sm90::detail::spin_until_at_least(polled_count(ring_offset), seq + 1u, 2u * timeout_ns);
+  sm90::detail::spin_until_at_least(polled_count(ring_offset), seq + 1u, 4u * timeout_ns);
   asm volatile("fence.proxy.async.global;" : : : "memory");
 }
 
