@@ -378,12 +378,26 @@ class PolledTicketTileScheduler : public sm90::TicketTileScheduler {
   }
 
   CUTLASS_HOST_DEVICE PolledTicketTileScheduler() {}
-  CUTLASS_DEVICE explicit PolledTicketTileScheduler(Params const& params) : Base(params) {
+  CUTLASS_DEVICE explicit PolledTicketTileScheduler(Params const& params)
+      : Base(params), idle_poll_warp_(params.polled_at == 0u && cutlass::canonical_warp_idx_sync() == kPollWarp) {
     if (params.polled_at != 0u) {
       if (threadIdx.x == 0) sm90::detail::atom_relaxed_cta_store(reinterpret_cast<int32_t*>(polled_count(params.polled_at)), 0);
       __syncthreads();
     }
   }
+
+  // Every warp asks once, before the kernel splits into roles. Without waits to poll (ticket order, or a stage that
+  // waits for nothing) the poll warp gets no tile and leaves, instead of following the ticket ring for the whole
+  // kernel with its 32 lanes; TileQueue::reader_warps does not count it.
+  template <class ClusterShape>
+  CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape cluster_shape) {
+    if (idle_poll_warp_) return WorkTileInfo::invalid_work_tile();
+    return Base::initial_work_tile_info(cluster_shape);
+  }
+
+ private:
+  static constexpr int kPollWarp = 3;  // the ping-pong kernel's MainloopAux: the producer warp group's fourth warp
+  bool idle_poll_warp_ = false;
 };
 
 }  // namespace cusync::conv
@@ -482,8 +496,8 @@ struct PersistentConvMainloop : Base {
   // load warp: where the host gave it the waits (ConvWaits::polled_at: static tile order, a synced stage with a
   // producer), it waits for the tile's window rows and residual rows, one semaphore per lane with ld.acquire.gpu,
   // and counts the tile as polled. It runs ahead of the load warp by as many tiles as the producers allow, so the
-  // polls' round trips leave the load warp's path. Elsewhere it does nothing (and reads the ticket ring like
-  // the other warps: TileQueue::reader_warps counts it).
+  // polls' round trips leave the load warp's path. Elsewhere it has left before its first tile
+  // (PolledTicketTileScheduler::initial_work_tile_info).
   template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
   CUTLASS_DEVICE void load_auxiliary(Params const& params, MainloopPipeline, PipelineState,
                                      cute::tuple<TensorA, TensorB> const&, BlockCoord const& blk_coord,
@@ -673,9 +687,9 @@ struct PersistentConvSm90 {
     queue.tiles_n = sync.tiles_n;
     queue.order = sync.order;
     queue.dynamic = dynamic;
-    // The warps that read each sequence number besides the load warp: one math warp group's, the poll warp, and
-    // the epilogue-load warp where the tile loads a residual.
-    queue.reader_warps = kMathWarps + 1 + (kResidual ? 1 : 0);
+    // The warps that read each sequence number besides the load warp, in ticket order: one math warp group's, and
+    // the epilogue-load warp where the tile loads a residual (the poll warp has no waits to poll there and leaves).
+    queue.reader_warps = kMathWarps + (kResidual ? 1 : 0);
     queue.tiles_at_entry = 2;  // the two math warp groups start on tiles of their own
     if (sync.timeout_ns > queue.timeout_ns) queue.timeout_ns = sync.timeout_ns;
     queue.trigger_dependents = false;   // the entry hook releases the next stage
