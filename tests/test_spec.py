@@ -349,6 +349,7 @@ def test_rules_two_gemm(change: Callable[[dict[str, Any]], None], field: str, wo
     ({"threadblock": [64, 64, 64], "warp": [32, 32, 32]}, "warp", "M and N only"),
     ({"threadblock": [128, 64, 32], "warp": [64, 16, 32]}, "warp", "at least 32 columns"),
     ({"threadblock": [128, 256, 32], "warp": [32, 64, 32]}, "warp", "16 warps; at most 8"),
+    ({"threadblock": [256, 256, 32]}, "threadblock", "e.g. [128, 256, 32]"),  # its default warps are the widest
     ({"threadblock": [256, 32, 32], "warp": [32, 32, 32]}, "threadblock", "B's tile (32 x 32) is 128 16-byte vectors"),
     ({"threadblock": [16, 256, 32], "warp": [16, 32, 32]}, "threadblock", "A's tile (16 x 32)"),
 ])

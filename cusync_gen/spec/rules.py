@@ -753,8 +753,12 @@ def _check_sm80_gemm_shape(base: str, tb: tuple[int, int, int], warp: tuple[int,
                         f"use warp N {MIN_WARP_N} or {MAX_WARP_MN} (and a threadblock N of at least {MIN_WARP_N})")
     warps = (tb[0] // warp[0]) * (tb[1] // warp[1])
     if warps > MAX_GEMM_WARPS:
-        raise SpecError(f"{base}.warp", f"threadblock {_fmt(tb)} over warp {_fmt(warp)} is {warps} warps; at most "
-                        f"{MAX_GEMM_WARPS} (more are more accumulators than an SM's registers hold)",
+        widest = warp[0] == MAX_WARP_MN and warp[1] == MAX_WARP_MN  # then only the threadblock can change
+        raise SpecError(f"{base}.threadblock" if widest else f"{base}.warp",
+                        f"threadblock {_fmt(tb)} over warp {_fmt(warp)} is {warps} warps; at most {MAX_GEMM_WARPS} "
+                        "(more are more accumulators than an SM's registers hold)",
+                        f"use a smaller threadblock, e.g. [{min(tb[0], 128)}, {min(tb[1], 256) if tb[0] > 128 else 128}, "
+                        f"{tb[2]}]" if widest else
                         f"use a larger warp tile (up to [{MAX_WARP_MN}, {MAX_WARP_MN}, {tb[2]}]) or a smaller threadblock")
     threads = 32 * warps
     for operand, dim, rows in (("A", "M", tb[0]), ("B", "N", tb[1])):
