@@ -5,7 +5,6 @@ not line up. Each raises the first violation as one SpecError that names the fie
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
@@ -123,6 +122,15 @@ def retarget(spec: ChainSpec | AttentionSpec | ConvChainSpec, target: str | None
     return spec
 
 
+def _check_target(spec: ChainSpec | AttentionSpec | ConvChainSpec, kernels: str, sm80: str = "") -> None:
+    """A backend builds for its own targets only (`kernels`: what it builds, with the verb; `sm80`: what the sm80
+    alternative also needs)."""
+    facts = ARCHS[spec.arch]
+    if spec.target not in facts.targets:
+        raise SpecError("target", f"the {facts.arch.value} {kernels} only for {', '.join(facts.targets)}, not "
+                        f"{spec.target}", f"set target: {facts.targets[0]}, or arch: sm80{sm80} for {spec.target}")
+
+
 def check_attention_rules(spec: AttentionSpec) -> None:
     """The attention chain's cross-field rules, each naming the field to change."""
     _check_chain_name(spec.name)
@@ -198,11 +206,7 @@ def _check_fused_attention_rules(spec: AttentionSpec) -> None:
     if a.tiles is not None:
         raise SpecError("attention.tiles", "the sm90 attention layer picks its own tiles (cuBLASLt for qkv and proj, "
                         "CUTLASS's 128 x 128 FMHA tile, 128-key decode splits)", "remove attention.tiles")
-    facts = ARCHS[spec.arch]
-    if spec.target not in facts.targets:
-        raise SpecError("target", f"the {facts.arch.value} attention layer (TMA, wgmma) builds only for "
-                        f"{', '.join(facts.targets)}, not {spec.target}",
-                        f"set target: {facts.targets[0]}, or arch: sm80 (with attention.tiles) for {spec.target}")
+    _check_target(spec, "attention layer (TMA, wgmma) builds", " (with attention.tiles)")
     if (a.head_dim % _FUSED_HEAD_DIM_STEP or not _FUSED_HEAD_DIM_MIN <= a.head_dim <= _FUSED_HEAD_DIM_MAX):
         raise SpecError("attention.head_dim", f"head_dim={a.head_dim}: the sm90 attention layer takes head widths "
                         f"that are multiples of {_FUSED_HEAD_DIM_STEP} from {_FUSED_HEAD_DIM_MIN} to "
@@ -236,10 +240,7 @@ def check_conv_rules(spec: ConvChainSpec) -> None:
     facts = ARCHS[spec.arch]
     if not facts.hosts_conv:
         raise SpecError("arch", f"conv stages have no {facts.arch.value} kernels", "set arch: sm80 or sm90")
-    if spec.target not in facts.targets:
-        raise SpecError("target", f"the {facts.arch.value} conv kernels (TMA im2col loads, wgmma) build only for "
-                        f"{', '.join(facts.targets)}, not {spec.target}",
-                        f"set target: {facts.targets[0]}, or arch: sm80 for {spec.target}")
+    _check_target(spec, "conv kernels (TMA im2col loads, wgmma) build")
     seen: dict[str, int] = {}
     shapes: dict[str, tuple[int, int, int]] = {}  # tensor name -> (h, w, channels)
     first = spec.stages[0]
@@ -388,10 +389,7 @@ def _check_sm80_conv_tile(i: int, field: str, stage: ConvStageSpec) -> None:
         raise SpecError(f"{field}.tile.schedule", "schedule is a Hopper kernel setting; the sm80 conv stages "
                         "do not have one", "remove schedule (or set arch: sm90)")
     _check_gemm_tile(i, StageSpec(name=stage.name, op=Op.GEMM, a="input", n=ALIGNMENT, tile=tile))
-    bm, bn, bk = tile.threadblock
-    if bk not in (32, 64):
-        raise SpecError(f"{field}.tile.threadblock", f"threadblock K={bk}: the conv mainloop takes 32 or 64 "
-                        "channels per step", f"use [{bm}, {bn}, 32]")
+    bm, bn, bk = tile.threadblock  # bk is 32 or 64: _check_gemm_tile's sm80 shape rules
     warps = (bm // tile.warp[0]) * (bn // tile.warp[1])
     if warps not in (2, 4, 8):
         raise SpecError(f"{field}.tile.warp", f"{warps} warps per thread block; CUTLASS's conv tiles use 2, 4 or 8",
@@ -477,12 +475,7 @@ def _check_arch(spec: ChainSpec) -> None:
     """sm90 kernels use wgmma and TMA: Hopper only, and the sm80-only optimizations do not apply."""
     facts = ARCHS[spec.arch]
     if facts.warp_specialized:
-        if spec.target not in facts.targets:
-            raise SpecError(
-                "target",
-                f"arch: sm90 builds Hopper kernels (TMA, wgmma), which need target sm_90, not {spec.target}",
-                "set target: sm_90, or use arch: sm80 for other GPUs",
-            )
+        _check_target(spec, "GEMM kernels (TMA, wgmma) build")
         opt = spec.optimizations
         for key, why in facts.inapplicable_optimizations:
             if getattr(opt, key):
@@ -650,7 +643,7 @@ def _check_widths(spec: ChainSpec, i: int, stage: StageSpec, producer: int | Non
             raise SpecError(f"stages[{i}].a", "a swiglu stage reads the gate | up output of an earlier gemm stage, "
                             "not the chain input", "put the gemm that computes gate | up (n: 2 x this stage's n) "
                             "before it and set a: to its name, or on sm90 use epilogue: swiglu on that gemm")
-        if producer is not None and stage.b is None:  # with b, _check_second_producer checks both widths
+        if stage.b is None:  # with b, _check_second_producer checks both widths
             pn = producer_width(spec, producer)
             if pn != 2 * stage.n:
                 fix = f"set n: {pn // 2}" if pn % 2 == 0 else f"make producer '{stage.a}' n even"
