@@ -200,3 +200,24 @@ def test_every_sm80_conv_tile_the_rules_accept_instantiates(tmp_path: Path, cutl
     _instantiate_each(tmp_path, cutlass_dir, "cusync/conv/conv.cuh", "cusync::conv::SyncedConv<cutlass::half_t, "
                       "cutlass::gemm::GemmShape<TM, TN, TK>, cutlass::gemm::GemmShape<WM, WN, TK>, "
                       "cutlass::gemm::GemmShape<16, 8, 16>, 3, cutlass::epilogue::thread::ReLu, true>", args)
+
+
+def test_the_decode_probe_v5_kernels_compile(tmp_path: Path) -> None:
+    """The decode probe's v5 chain kernel (scripts/decode_probe/bulk_chain.cuh, NOTES d11: one persistent kernel
+    over both GEMMs, a ring of 1D bulk copies) for each type, M_pad and launch kind, compiled for sm_90a with
+    ptxas's report: it builds without the probe's cuBLAS, and no instantiation spills."""
+    calls = "".join(f"  e = e == cudaSuccess ? cusync::stream::bulk::bulk_prepare<{t}, {m}, {p}>() : e;\n"
+                    for t in ("__half", "__nv_bfloat16") for m in (8, 16, 32, 64) for p in ("false", "true"))
+    unit = tmp_path / "bulk.cu"
+    unit.write_text(f'#include "bulk_chain.cuh"\ncudaError_t prepare_all() {{\n  cudaError_t e = cudaSuccess;\n{calls}  return e;\n}}\n')
+    templates = REPO / "templates"
+    cmd = [_tool("nvcc"), "-std=c++17", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v",
+           "-I", str(REPO / "scripts" / "decode_probe"), "-I", str(templates / "runtime" / "include"),
+           "-I", str(templates / "sm90" / "include"), "-c", str(unit), "-o", str(tmp_path / "bulk.o")]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    report = out.stderr.splitlines()
+    kernels = [i for i, line in enumerate(report) if "Compiling entry function" in line and "bulk_chain_kernel" in line]
+    assert len(kernels) == 16, out.stderr[-4000:]
+    spills = [line for line in report if "spill" in line and not line.strip().startswith("0 bytes stack frame, 0 bytes spill")]
+    assert not spills, "\n".join(spills)

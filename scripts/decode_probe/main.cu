@@ -25,6 +25,7 @@
 #include "cusync/sm90/stream_gemm.cuh"
 #include "cusync/sm90/reg_stream.cuh"
 #include "cusync/sm90/stream_ring.cuh"
+#include "bulk_chain.cuh"
 
 using namespace cusync::stream;
 using cusync::SyncErrorInfo;
@@ -121,8 +122,12 @@ static ErrStat compare(std::vector<uint16_t> const& a, std::vector<uint16_t> con
 
 struct ShapeDef { char const* name; int k1, n1, n2; Act act; bool bf16; };
 
-enum Variant { kB2B = 0, kSync = 1, kPers = 2, kWS = 3, kReg = 4, kRegSync = 5, kRing = 6 };
-static char const* kVarName[] = {"b2b", "sync", "pers", "ws", "reg", "regs", "ring"};
+enum Variant { kB2B = 0, kSync = 1, kPers = 2, kWS = 3, kReg = 4, kRegSync = 5, kRing = 6, kBulk = 7 };
+static char const* kVarName[] = {"b2b", "sync", "pers", "ws", "reg", "regs", "ring", "bulk"};
+// v5 (bulk_chain.cuh, M <= 64): f = 1 the chain in one kernel, 2 the same launched as a programmatic dependent of
+// the previous run, 3 two launches of the same kernel (one GEMM each, no waits; the same reduction order).
+static bool g_bulk_trace = false;         // DECODE_PROBE_BULK_TRACE=1: v5's per-CTA timeline at every point
+static int g_bulk_mode = 0;               // DECODE_PROBE_BULK_MODE=1: consumers only release slots (wrong results)
 static std::vector<std::string> g_variant_filter;
 static int g_reg_cfg = 0;                  // DECODE_PROBE_REG_CFG: v3 shape, see with_wn (0: 1 warp along N)
 static int g_reg_wn = 1;                   // warps side by side along N (1, 2, 4) of that shape
@@ -139,6 +144,7 @@ static bool variant_timed(Variant v) {
 
 struct Row {
   std::string shape; int m; double floor_us, cublas_us, lt_us, b2b_us, sync_us, pers_us, ws_us, reg_us, regs_us, ring_us;
+  double bulk_us, bulkp_us, bulkb_us;
   std::string best_cfg; double best_us; std::string checks; double rel_l2;
 };
 
@@ -153,6 +159,8 @@ struct Probe {
   // v3 (reg_stream.cuh): its own workspaces, counters and semaphores (64-column tiles)
   float *wsr1, *wsr2; int64_t wsr1_floats, wsr2_floats; uint64_t *arrr1, *arrr2, *semr1; int reg_occ = 4;
   std::vector<void*> w1p, w2p;  // packed copies (DECODE_PROBE_REG_PACKED), one per weight set
+  std::vector<void*> w1b, w2b;  // packed with one warp along N, for v5 (bulk)
+  uint64_t* bulk_trace = nullptr;  // v5's timeline buffer while a traced run is launched (else nullptr)
 
   template <typename F>
   static void with_mpad_reg(int mpad, F&& f) {
@@ -172,6 +180,15 @@ struct Probe {
     }
   }
 
+  template <typename F>
+  static void with_mpad_bulk(int mpad, F&& f) {
+    switch (mpad) {
+      case 8: f(std::integral_constant<int, 8>{}); break;
+      case 16: f(std::integral_constant<int, 16>{}); break;
+      case 32: f(std::integral_constant<int, 32>{}); break;
+      default: f(std::integral_constant<int, 64>{}); break;
+    }
+  }
   template <typename F>
   static void with_mpad(int mpad, F&& f) {
     switch (mpad) {
@@ -203,6 +220,15 @@ struct Probe {
         reg::reg_pack_kernel<T><<<2048, 256, 0, st>>>(b, sd.n1, sd.n2, sd.n2, g_reg_wn, static_cast<uint4*>(pb), c2);
         CK(cudaGetLastError());
         w1p.push_back(pa); w2p.push_back(pb);
+      }
+      {
+        int64_t const c1 = reg::reg_packed_chunks(n1w, sd.k1, 1), c2 = reg::reg_packed_chunks(sd.n2, sd.n1, 1);
+        void *pa, *pb;
+        CK(cudaMalloc(&pa, size_t(c1) * 16)); CK(cudaMalloc(&pb, size_t(c2) * 16));
+        reg::reg_pack_kernel<T><<<2048, 256, 0, st>>>(a, sd.k1, n1w, n1w, 1, static_cast<uint4*>(pa), c1);
+        reg::reg_pack_kernel<T><<<2048, 256, 0, st>>>(b, sd.n1, sd.n2, sd.n2, 1, static_cast<uint4*>(pb), c2);
+        CK(cudaGetLastError());
+        w1b.push_back(pa); w2b.push_back(pb);
       }
     }
     CK(cudaMalloc(&x, size_t(128) * sd.k1 * sizeof(T))); init_rand<<<256, 256, 0, st>>>(x, size_t(128) * sd.k1, 7, 1.f);
@@ -245,6 +271,13 @@ struct Probe {
         CK((ws::prepare_chain_ws<T, decltype(mc)::value>()));
         CK((ring::prepare_chain_ring<T, decltype(mc)::value>()));
       });
+    for (int mp : {8, 16, 32, 64})
+      with_mpad_bulk(mp, [&](auto mc) {
+        constexpr int MP = decltype(mc)::value;
+        CK((bulk::bulk_prepare<T, MP, false>())); CK((bulk::bulk_prepare<T, MP, true>()));
+        printf("bulk M_pad %d: %d stages of %d KB, %d B shared memory\n", MP, bulk::BulkCfg<MP>::kStages,
+               bulk::kChunkBytes / 1024, bulk::BulkCfg<MP>::kSmemBytes);
+      });
     CK(cudaStreamSynchronize(st));
   }
   void teardown() {
@@ -252,6 +285,8 @@ struct Probe {
     for (auto p : w2) cudaFree(p);
     for (auto p : w1p) cudaFree(p);
     for (auto p : w2p) cudaFree(p);
+    for (auto p : w1b) cudaFree(p);
+    for (auto p : w2b) cudaFree(p);
     for (void* p : {(void*)x, (void*)bias1, (void*)h, (void*)y, (void*)hc, (void*)h2, (void*)yc, lt_ws, (void*)ws1,
                     (void*)ws2, (void*)arr1, (void*)arr2, (void*)sem1, (void*)state, (void*)err, (void*)wsr1, (void*)wsr2,
                     (void*)arrr1, (void*)arrr2, (void*)semr1})
@@ -345,6 +380,7 @@ struct Probe {
     return a;
   }
   int grid_of(Variant v, int f, int mpad) {
+    if (v == kBulk) return sms;
     if (v == kReg || v == kRegSync) {
       StageArgs a1 = args1(1, 0, false, -1);
       reg::RegStage s; a1.ws = wsr1; a1.ws_slots = wsr1_floats / (reg::cta_n_of(g_reg_wn) * mpad);
@@ -367,6 +403,35 @@ struct Probe {
   }
   void ours(Variant v, int f, int m, int set, bool bias = false, int skip = -1, uint64_t timeout_ns = 2000000000ull) {
     int const mpad = m_pad_for(m);
+    if (v == kBulk) {
+      bool const b2b = f == 3;
+      StageArgs a1 = args1(m, set, bias, skip), a2 = args2(m, set, !b2b);
+      a1.w = w1b[set]; a2.w = w2b[set];
+      a1.ws = ws1; a1.ws_slots = slots1 * kBlkN * 128 / (bulk::kTileN * mpad); a1.arrivals = arrr1; a1.post_sems = semr1;
+      a2.ws = ws2; a2.ws_slots = slots2 * kBlkN * 128 / (bulk::kTileN * mpad); a2.arrivals = arrr2;
+      a2.wait_sems = b2b ? nullptr : semr1; a2.wait_tile_cols = reg::out_tile_cols(int(sd.act), bulk::kTileN);
+      a2.wait_tiles = reg::tiles_of(n1w, bulk::kTileN);
+      bulk::BulkParams p{};
+      char const* why = bulk::bulk_make(a1, mpad, sms, &p.gm[0]);
+      if (!why) why = bulk::bulk_make(a2, mpad, sms, &p.gm[1]);
+      if (why) { fprintf(stderr, "bulk_make: %s\n", why); exit(1); }
+      p.mode = g_bulk_mode;
+      p.grid = sms;
+      p.trace = bulk_trace;
+      with_mpad_bulk(mpad, [&](auto mc) {
+        constexpr int MP = decltype(mc)::value;
+        if (b2b) {
+          p.which = bulk::kOnlyGemm1;
+          CK((bulk::bulk_launch<T, MP>(p, false, state, err, timeout_ns, st)));
+          p.which = bulk::kOnlyGemm2;
+          CK((bulk::bulk_launch<T, MP>(p, false, state, err, timeout_ns, st)));
+        } else {
+          p.which = bulk::kChain;
+          CK((bulk::bulk_launch<T, MP>(p, f == 2, state, err, timeout_ns, st)));
+        }
+      });
+      return;
+    }
     if (v == kReg || v == kRegSync) {
       StageArgs a1 = args1(m, set, bias, skip), a2 = args2(m, set, v == kRegSync);
       int const cta_n = reg::cta_n_of(g_reg_wn);
@@ -504,6 +569,9 @@ struct Probe {
     size_t const ring_i = cfgs.size();  // v4: rounds 1, 2
     cfgs.push_back({kRing, 1});
     cfgs.push_back({kRing, 2});
+    bool const bulk_ok = m <= 64;  // v5 covers M_pad 8..64
+    size_t const bulk_i = cfgs.size();
+    if (bulk_ok) { cfgs.push_back({kBulk, 1}); cfgs.push_back({kBulk, 2}); cfgs.push_back({kBulk, 3}); }
     double worst = 0;
     std::vector<std::vector<uint16_t>> outs(cfgs.size());
     for (size_t i = 0; i < cfgs.size(); ++i) {
@@ -521,6 +589,11 @@ struct Probe {
     // bitwise: b2b == sync at the same grid; pers == b2b when their grids match
     bool bit = outs[0] == outs[2] && outs[1] == outs[3];
     if (reg_ok) bit &= outs[8] == outs[10] && outs[9] == outs[11];
+    if (bulk_ok) {
+      bool const bb = outs[bulk_i] == outs[bulk_i + 1] && outs[bulk_i] == outs[bulk_i + 2];
+      fprintf(log, "%s M=%d bulk chain == chain pdl == two launches: %s\n", sd.name, m, bb ? "yes" : "NO");
+      bit &= bb;
+    }
     if (grid_of(kPers, 1, m_pad_for(m)) == sms) bit &= outs[4] == outs[0];
     if (grid_of(kPers, 2, m_pad_for(m)) == 2 * sms) bit &= outs[5] == outs[1];
     checks += bit ? " bit" : " BIT!";
@@ -534,6 +607,7 @@ struct Probe {
       if (reg_ok) { poison(y, ny); ours(kRegSync, g_reg_f[1], m, 0); det &= fetch(y, ny) == outs[11]; }
       poison(y, ny); ours(kRing, 1, m, 0); det &= fetch(y, ny) == outs[ring_i];  // v4 against itself
       poison(y, ny); ours(kRing, 2, m, 0); det &= fetch(y, ny) == outs[ring_i + 1];
+      if (bulk_ok) { poison(y, ny); ours(kBulk, 2, m, 0); det &= fetch(y, ny) == outs[bulk_i]; }
     }
     checks += det ? " det" : " DET!";
     all_ok &= bit && det;
@@ -581,19 +655,86 @@ struct Probe {
     row.b2b_us = pair_min(2, 3); row.sync_us = pair_min(4, 5); row.pers_us = pair_min(6, 7); row.ws_us = pair_min(8, 9);
     row.reg_us = reg_ok ? pair_min(10, 11) : 0; row.regs_us = reg_ok ? pair_min(12, 13) : 0;
     row.ring_us = pair_min(2 + int(ring_i), 3 + int(ring_i));
+    if (bulk_ok) { row.bulk_us = med[2 + bulk_i]; row.bulkp_us = med[3 + bulk_i]; row.bulkb_us = med[4 + bulk_i]; }
     int best = -1;
     for (int v = 2; v < nv; ++v) if (med[v] > 0 && (best < 0 || med[v] < med[best])) best = v;
     if (best < 0) best = 2;
     row.best_us = med[best];
     row.best_cfg = std::string(kVarName[cfgs[best - 2].v]) + "/G=" + std::to_string(grid_of(cfgs[best - 2].v, cfgs[best - 2].f, m_pad_for(m)));
-    if (cfgs[best - 2].v == kWS || cfgs[best - 2].v == kRing) row.best_cfg += "/R=" + std::to_string(cfgs[best - 2].f);
+    if (cfgs[best - 2].v == kWS || cfgs[best - 2].v == kRing || cfgs[best - 2].v == kBulk) row.best_cfg += "/f=" + std::to_string(cfgs[best - 2].f);
     for (int v = 0; v < nv; ++v)
       fprintf(log, "%s M=%d timing v=%d (%s) median=%.2f us\n", sd.name, m, v,
               v == 0 ? "cublas" : v == 1 ? "lt" : (std::string(kVarName[cfgs[v - 2].v]) + " f=" + std::to_string(cfgs[v - 2].f)).c_str(), med[v]);
     lt_free(lt1); lt_free(lt2);
+    if (bulk_ok && g_bulk_trace) trace_bulk(m, log);
     row.checks = (all_ok ? "PASS " : "FAIL ") + checks;
     rows.push_back(row);
     fflush(log);
+  }
+
+  // v5's timeline at this point: the chain run 5 times, the last one traced; per phase the min / median / max over
+  // CTAs, in us from the first CTA's entry.
+  void trace_bulk(int m, FILE* log) {
+    size_t const words = size_t(sms) * bulk::kTraceWords;
+    uint64_t* buf;
+    CK(cudaMalloc(&buf, words * 8)); CK(cudaMemsetAsync(buf, 0, words * 8, st));
+    for (int r = 0; r < 4; ++r) ours(kBulk, 1, m, r % nsets);
+    bulk_trace = buf; ours(kBulk, 1, m, 0); bulk_trace = nullptr;
+    std::vector<uint64_t> h(words);
+    CK(cudaStreamSynchronize(st)); CK(cudaMemcpy(h.data(), buf, words * 8, cudaMemcpyDeviceToHost)); CK(cudaFree(buf));
+    uint64_t t0 = ~0ull;
+    for (int c = 0; c < sms; ++c) if (h[size_t(c) * bulk::kTraceWords]) t0 = std::min(t0, h[size_t(c) * bulk::kTraceWords]);
+    static char const* names[] = {"entry", "issued1", "issued", "data", "done1", "ready2", "done"};
+    std::string line = std::string("bulk trace ") + sd.name + " M=" + std::to_string(m) + " (us, min/med/max):";
+    for (int at = 0; at < 7; ++at) {
+      std::vector<double> v;
+      for (int c = 0; c < sms; ++c) {
+        uint64_t const x = h[size_t(c) * bulk::kTraceWords + at];
+        if (x) v.push_back((double(x) - double(t0)) * 1e-3);
+      }
+      if (v.empty()) continue;
+      std::sort(v.begin(), v.end());
+      char b[96];
+      snprintf(b, sizeof(b), " %s %.1f/%.1f/%.1f", names[at], v.front(), v[v.size() / 2], v.back());
+      line += b;
+    }
+    printf("%s\n", line.c_str());
+    fprintf(log, "%s\n", line.c_str());
+  }
+
+  // v5 alone on a shape the other variants do not take (DECODE_PROBE_SHAPES=odd): partial tiles, a K tail of 8,
+  // copies under 16 KB, fewer chunks than CTAs. Every M: chain, chain under PDL and two launches bitwise equal,
+  // 5 reruns equal, within tolerance of cuBLAS, a host fp32 check with bias; then a missing post.
+  std::string bulk_only_checks(FILE* log) {
+    bool ok = true;
+    for (int m : {1, 3, 8, 17, 33, 64}) {
+      size_t const ny = size_t(m) * sd.n2;
+      poison(yc, ny); cublas_chain(m, 0); auto ref = fetch(yc, ny);
+      std::vector<uint16_t> first;
+      bool same = true, good = true;
+      for (int f : {1, 2, 3, 2, 2, 2, 2, 2}) {
+        poison(y, ny); ours(kBulk, f, m, 0); auto got = fetch(y, ny);
+        ErrStat e = compare(got, ref, ny);
+        good &= e.nans == 0 && e.rel_l2 < tol() && sync_error_clear();
+        if (first.empty()) first = got; else same &= got == first;
+        fprintf(log, "%s bulk M=%d f=%d rel_l2=%.3e nans=%zu\n", sd.name, m, f, e.rel_l2, e.nans);
+      }
+      poison(y, ny); ours(kBulk, 1, m, 0, true); auto got = fetch(y, ny);
+      double const r = host_check(m, true, {0, m - 1}, 48, got);
+      good &= r < 2e-2 && sync_error_clear();
+      fprintf(log, "%s bulk M=%d bitwise %s, host fp32 with bias max_rel=%.3e %s\n", sd.name, m, same ? "yes" : "NO", r,
+              good && same ? "ok" : "FAIL");
+      ok &= good && same;
+    }
+    std::string s = ok ? "bulk odd shape ok" : "bulk odd shape FAIL";
+    int const skip = reg::tiles_of(n1w, bulk::kTileN) - 1;
+    ours(kBulk, 1, 4, 0, false, skip, 50000000ull);
+    SyncErrorInfo e; sync_error_clear(&e);
+    bool const neg = e.flag == 1 && e.producer_tile_n == skip && e.stage == 1;
+    fprintf(log, "%s bulk negative: flag=%u producer_tile=%d (skipped %d) %s\n", sd.name, e.flag, e.producer_tile_n, skip,
+            neg ? "ok" : "FAIL");
+    CK(cudaMemset(err, 0, sizeof(SyncErrorInfo)));
+    return std::string(ok && neg ? "PASS " : "FAIL ") + s + (neg ? ", neg ok" : ", neg FAIL");
   }
 
   // odd M for every variant and config, bias path vs the host reference, negative test
@@ -602,9 +743,10 @@ struct Probe {
     for (int m : {1, 3, 17, 100, 127}) {
       size_t const ny = size_t(m) * sd.n2;
       poison(yc, ny); cublas_chain(m, 0); auto ref = fetch(yc, ny);
-      for (Variant v : {kB2B, kSync, kPers, kWS, kReg, kRegSync, kRing})
-        for (int f : {1, 2}) {
+      for (Variant v : {kB2B, kSync, kPers, kWS, kReg, kRegSync, kRing, kBulk})
+        for (int f : {1, 2, 3}) {
           if ((v == kReg || v == kRegSync) && m > 32) continue;
+          if (v == kBulk ? m > 64 : f == 3) continue;
           poison(y, ny); ours(v, f, m, 0); auto got = fetch(y, ny);
           ErrStat e = compare(got, ref, ny);
           bool good = e.nans == 0 && e.rel_l2 < tol() && sync_error_clear();
@@ -627,14 +769,19 @@ struct Probe {
       poison(y, size_t(m) * sd.n2); ours(kRing, 2, m, 0, true); got = fetch(y, size_t(m) * sd.n2);
       double r5 = host_check(m, true, {1, 4}, 48, got);
       fprintf(log, "%s host fp32 ref: ring+bias max_rel=%.3e\n", sd.name, r5);
-      bool good = r1 < 2e-2 && r2 < 2e-2 && r3 < 2e-2 && r4 < 2e-2 && r5 < 2e-2 && sync_error_clear();
+      poison(y, size_t(m) * sd.n2); ours(kBulk, 2, m, 0, true); got = fetch(y, size_t(m) * sd.n2);
+      double r6 = host_check(m, true, {0, 2}, 48, got);
+      fprintf(log, "%s host fp32 ref: bulk+bias max_rel=%.3e\n", sd.name, r6);
+      bool good = r1 < 2e-2 && r2 < 2e-2 && r3 < 2e-2 && r4 < 2e-2 && r5 < 2e-2 && r6 < 2e-2 && sync_error_clear();
       fprintf(log, "%s host fp32 ref: sync+bias max_rel=%.3e pers max_rel=%.3e ws+bias max_rel=%.3e %s\n", sd.name, r1, r2,
               r3, good ? "ok" : "FAIL");
       s += good ? ", host ok" : ", host FAIL"; ok &= good;
     }
     // negative: gemm1's last tile never posts -> gemm2 must time out, record it and return
-    for (Variant v : {kSync, kPers, kWS, kRegSync, kRing}) {
-      int const skip = v == kRegSync ? reg::tiles_of(n1w, reg::cta_n_of(g_reg_wn)) - 1 : tiles_of(n1w) - 1;
+    for (Variant v : {kSync, kPers, kWS, kRegSync, kRing, kBulk}) {
+      int const skip = v == kRegSync ? reg::tiles_of(n1w, reg::cta_n_of(g_reg_wn)) - 1
+                       : v == kBulk  ? reg::tiles_of(n1w, bulk::kTileN) - 1
+                                     : tiles_of(n1w) - 1;
       auto t0 = std::chrono::steady_clock::now();
       ours(v, 1, 4, 0, false, skip, 50000000ull);  // 50 ms
       SyncErrorInfo e; sync_error_clear(&e);
@@ -683,7 +830,8 @@ int main(int argc, char** argv) {
 
   std::vector<ShapeDef> shapes = {{"gpt3", 12288, 6144, 12288, Act::kGelu, false},
                                   {"llama65", 8192, 2816, 8192, Act::kSwiglu, true},
-                                  {"llama3-8b", 4096, 14336, 4096, Act::kSwiglu, true}};
+                                  {"llama3-8b", 4096, 14336, 4096, Act::kSwiglu, true},
+                                  {"odd", 1352, 200, 72, Act::kSwiglu, true}};  // v5 only (bulk_only_checks)
   std::vector<int> ms = quick ? std::vector<int>{1, 16, 128} : std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128};
   // DECODE_PROBE_SHAPES=gpt3,llama65 and DECODE_PROBE_MS=1,64 pick points (e.g. for ncu);
   // DECODE_PROBE_NO_EXTRA=1 skips the odd-M, host-reference and negative checks.
@@ -707,6 +855,8 @@ int main(int argc, char** argv) {
   g_reg_packed = getenv("DECODE_PROBE_REG_PACKED") != nullptr;
   g_reg_persist = getenv("DECODE_PROBE_REG_PERSIST") != nullptr;
   if (char const* env = getenv("DECODE_PROBE_RING_MODE")) g_ring_mode = std::atoi(env);
+  if (char const* env = getenv("DECODE_PROBE_BULK_MODE")) g_bulk_mode = std::atoi(env);
+  g_bulk_trace = getenv("DECODE_PROBE_BULK_TRACE") != nullptr;
   if (char const* env = getenv("DECODE_PROBE_REG_F")) {
     auto v = csv_list(env);
     if (v.size() == 2) { g_reg_f[0] = std::max(1, std::atoi(v[0].c_str())); g_reg_f[1] = std::max(1, std::atoi(v[1].c_str())); }
@@ -715,8 +865,8 @@ int main(int argc, char** argv) {
          g_reg_g1_split_major ? "split-major" : "tile-major", g_reg_f[0], g_reg_f[1], g_reg_packed ? "packed" : "row-major");
   if (g_reg_persist) printf("v3: regs = one persistent kernel (reg_chain_kernel), %s\n", "static units");
   std::vector<Row> rows; std::vector<std::string> extras;
-  if (char const* env = getenv("DECODE_PROBE_SHAPES")) {
-    auto want = csv_list(env);
+  {
+    auto want = csv_list(getenv("DECODE_PROBE_SHAPES") ? getenv("DECODE_PROBE_SHAPES") : "gpt3,llama65,llama3-8b");
     std::vector<ShapeDef> kept;
     for (auto const& sd : shapes)
       for (auto const& w : want) if (w == sd.name) kept.push_back(sd);
@@ -726,6 +876,11 @@ int main(int argc, char** argv) {
     build_tables(sd.bf16);
     auto run = [&](auto probe) {
       probe.sd = sd; probe.sms = sms; probe.quick = quick; probe.setup();
+      if (std::string(sd.name) == "odd") {
+        extras.push_back(std::string(sd.name) + ": " + probe.bulk_only_checks(log));
+        probe.teardown();
+        return;
+      }
       if (!no_extra) extras.push_back(std::string(sd.name) + ": " + probe.extra_checks(log));
       for (int m : ms) probe.point(m, rows, log);
       probe.teardown();
@@ -736,27 +891,29 @@ int main(int argc, char** argv) {
 
   FILE* csv = fopen((out + "/decode_probe.csv").c_str(), "w");
   FILE* js = fopen((out + "/decode_probe.json").c_str(), "w");
-  if (csv) fprintf(csv, "shape,M,floor_us,cublas_us,lt_us,ours_b2b_us,ours_sync_us,ours_pers_us,ours_ws_us,ours_reg_us,ours_regs_us,ours_ring_us,best_cfg,best_us,x_floor,speedup_vs_cublas,rel_l2,checks\n");
+  if (csv) fprintf(csv, "shape,M,floor_us,cublas_us,lt_us,ours_b2b_us,ours_sync_us,ours_pers_us,ours_ws_us,ours_reg_us,ours_regs_us,ours_ring_us,ours_bulk_us,ours_bulkp_us,ours_bulkb_us,best_cfg,best_us,x_floor,speedup_vs_cublas,rel_l2,checks\n");
   if (js) fprintf(js, "{\"stream_read_tbps\": %.4f, \"extra_checks\": [", bw / 1e12);
   for (size_t i = 0; js && i < extras.size(); ++i) fprintf(js, "%s\"%s\"", i ? ", " : "", extras[i].c_str());
   if (js) fprintf(js, "], \"rows\": [\n");
   printf("\nstream-read %.2f TB/s; floor = bytes / 4.8 TB/s; speedup = min(cublas, lt) / best ours\n", bw / 1e12);
   for (auto& e : extras) printf("%s\n", e.c_str());
-  printf("%-10s %4s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %-14s %6s %6s  %s\n", "shape", "M", "floor", "cublas", "lt", "b2b", "sync",
-         "pers", "ws", "reg", "regs", "ring", "best", "xfloor", "speedup", "checks");
+  printf("%-10s %4s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %-14s %6s %6s  %s\n", "shape", "M", "floor", "cublas", "lt", "b2b", "sync",
+         "pers", "ws", "reg", "regs", "ring", "bulk", "bulkp", "bulkb", "best", "xfloor", "speedup", "checks");
   for (size_t i = 0; i < rows.size(); ++i) {
     Row& r = rows[i];
     double peer = r.lt_us > 0 ? std::min(r.cublas_us, r.lt_us) : r.cublas_us;
     double xf = r.best_us / r.floor_us, sp = peer / r.best_us;
-    printf("%-10s %4d %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %-14s %6.2f %6.2f  %s\n", r.shape.c_str(), r.m, r.floor_us,
-           r.cublas_us, r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.ws_us, r.reg_us, r.regs_us, r.ring_us, r.best_cfg.c_str(), xf, sp, r.checks.c_str());
-    if (csv) fprintf(csv, "%s,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%s,%.3f,%.4f,%.4f,%.3e,%s\n", r.shape.c_str(), r.m, r.floor_us, r.cublas_us,
-                     r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.ws_us, r.reg_us, r.regs_us, r.ring_us, r.best_cfg.c_str(), r.best_us, xf, sp, r.rel_l2, r.checks.c_str());
+    printf("%-10s %4d %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %-14s %6.2f %6.2f  %s\n", r.shape.c_str(), r.m, r.floor_us,
+           r.cublas_us, r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.ws_us, r.reg_us, r.regs_us, r.ring_us, r.bulk_us, r.bulkp_us, r.bulkb_us,
+           r.best_cfg.c_str(), xf, sp, r.checks.c_str());
+    if (csv) fprintf(csv, "%s,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%s,%.3f,%.4f,%.4f,%.3e,%s\n", r.shape.c_str(), r.m, r.floor_us, r.cublas_us,
+                     r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.ws_us, r.reg_us, r.regs_us, r.ring_us, r.bulk_us, r.bulkp_us, r.bulkb_us,
+                     r.best_cfg.c_str(), r.best_us, xf, sp, r.rel_l2, r.checks.c_str());
     if (js) fprintf(js, "%s{\"shape\":\"%s\",\"M\":%d,\"floor_us\":%.3f,\"cublas_us\":%.3f,\"lt_us\":%.3f,\"b2b_us\":%.3f,"
-                    "\"sync_us\":%.3f,\"pers_us\":%.3f,\"ws_us\":%.3f,\"reg_us\":%.3f,\"regs_us\":%.3f,\"ring_us\":%.3f,\"best\":\"%s\",\"best_us\":%.3f,\"x_floor\":%.4f,\"speedup\":%.4f,"
+                    "\"sync_us\":%.3f,\"pers_us\":%.3f,\"ws_us\":%.3f,\"reg_us\":%.3f,\"regs_us\":%.3f,\"ring_us\":%.3f,\"bulk_us\":%.3f,\"bulkp_us\":%.3f,\"bulkb_us\":%.3f,\"best\":\"%s\",\"best_us\":%.3f,\"x_floor\":%.4f,\"speedup\":%.4f,"
                     "\"rel_l2\":%.3e,\"checks\":\"%s\"}",
                     i ? ",\n" : "", r.shape.c_str(), r.m, r.floor_us, r.cublas_us, r.lt_us, r.b2b_us, r.sync_us, r.pers_us,
-                    r.ws_us, r.reg_us, r.regs_us, r.ring_us, r.best_cfg.c_str(), r.best_us, xf, sp, r.rel_l2, r.checks.c_str());
+                    r.ws_us, r.reg_us, r.regs_us, r.ring_us, r.bulk_us, r.bulkp_us, r.bulkb_us, r.best_cfg.c_str(), r.best_us, xf, sp, r.rel_l2, r.checks.c_str());
   }
   if (js) { fprintf(js, "\n]}\n"); fclose(js); }
   if (csv) fclose(csv);

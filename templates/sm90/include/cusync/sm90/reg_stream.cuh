@@ -98,6 +98,69 @@ __device__ __forceinline__ uint32_t ld_cg_32(void const* p) {
   return v;
 }
 
+// One k-step of a warp: w, the lane's four 16-byte weight chunks (rows k+2t, k+2t+1, k+2t+8, k+2t+9; columns
+// n0+8g .. +8), byte-permuted into the A fragments of 4 mma tiles, times kMSub B fragments x (n8 batch tiles).
+template <typename T, int kMSub>
+__device__ __forceinline__ void mma_packed(uint4 const (&w)[4], uint32_t const (&x)[kMSub][2], float (&acc)[4][kMSub][4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    uint32_t const lo0 = (&w[0].x)[j], lo1 = (&w[1].x)[j];  // rows 2t, 2t+1: columns 2j, 2j+1
+    uint32_t const hi0 = (&w[2].x)[j], hi1 = (&w[3].x)[j];  // rows 2t+8, 2t+9
+    uint32_t const af[4] = {__byte_perm(lo0, lo1, 0x5410), __byte_perm(lo0, lo1, 0x7632),
+                            __byte_perm(hi0, hi1, 0x5410), __byte_perm(hi0, hi1, 0x7632)};
+#pragma unroll
+    for (int mb = 0; mb < kMSub; ++mb) cusync::stream::detail::Mma<T>::run(acc[j][mb], af, x[mb][0], x[mb][1]);
+  }
+}
+
+// A warp's accumulators as its (M_pad, 64) fp32 partial: batch row m, weight column c at dst[m * ld + c].
+template <int kMSub>
+__device__ __forceinline__ void store_partial(float const (&acc)[4][kMSub][4], float* dst, int ld, int lane) {
+  int const g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int mb = 0; mb < kMSub; ++mb) {
+      int const c = 8 * g + 2 * j, m = mb * 8 + 2 * t;
+      dst[m * ld + c] = acc[j][mb][0];
+      dst[(m + 1) * ld + c] = acc[j][mb][1];
+      dst[m * ld + c + 1] = acc[j][mb][2];
+      dst[(m + 1) * ld + c + 1] = acc[j][mb][3];
+    }
+}
+
+// The epilogue of the tile of tile_n weight columns at n0, by threads tid, tid + threads, ... of the caller's
+// group: for each row and 8 outputs (16 columns, gate and up, for SwiGLU), sum(v, u, m, col) adds the partials
+// in its fixed order, then the bias, the activation and one 16-byte store.
+template <typename T, typename Sum>
+__device__ __forceinline__ void tile_epilogue(StageArgs const& a, int n0, int tile_n, int tid, int threads, Sum&& sum) {
+  bool const swiglu = a.act == int(Act::kSwiglu);
+  int const groups = swiglu ? tile_n / 16 : tile_n / 8;  // 8 outputs per item
+  T const* bias = static_cast<T const*>(a.bias);
+  T* out = static_cast<T*>(a.out);
+  for (int i = tid; i < a.m * groups; i += threads) {
+    int const m = i / groups, gi = i - m * groups;
+    int const col = swiglu ? gi * 16 : gi * 8;
+    if (n0 + col >= a.n) continue;
+    float v[8], u[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = u[j] = 0.f;
+    sum(v, u, m, col);
+    int const out_col = swiglu ? n0 / 2 + gi * 8 : n0 + gi * 8;
+    cusync::stream::detail::finish_8<T>(a.act, bias, n0 + col, v, u, out + int64_t(m) * a.ldo + out_col);
+  }
+}
+
+template <int kMSub>
+__device__ __forceinline__ void zero(float (&acc)[4][kMSub][4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int mb = 0; mb < kMSub; ++mb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][mb][e] = 0.f;
+}
+
 }  // namespace detail
 
 template <typename T, int kMPad, int kWarpsN>
@@ -149,39 +212,19 @@ struct RegGemm {
     }
   }
   static __device__ __forceinline__ void mma_step(Step const& s, float (&acc)[4][kMSub][4]) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      uint32_t const lo0 = (&s.w[0].x)[j], lo1 = (&s.w[1].x)[j];  // rows 2t, 2t+1: columns 2j, 2j+1
-      uint32_t const hi0 = (&s.w[2].x)[j], hi1 = (&s.w[3].x)[j];  // rows 2t+8, 2t+9
-      uint32_t const af[4] = {__byte_perm(lo0, lo1, 0x5410), __byte_perm(lo0, lo1, 0x7632),
-                              __byte_perm(hi0, hi1, 0x5410), __byte_perm(hi0, hi1, 0x7632)};
-#pragma unroll
-      for (int mb = 0; mb < kMSub; ++mb) cusync::stream::detail::Mma<T>::run(acc[j][mb], af, s.x[mb][0], s.x[mb][1]);
-    }
+    detail::mma_packed<T, kMSub>(s.w, s.x, acc);
   }
 
   // The sum of the tile's split partials in split order (or the CTA's own sum in shared memory), then
   // bias, activation, store; returns after a barrier.
   static __device__ __forceinline__ void epilogue(StageArgs const& a, int tile, int splits, float const* own) {
     bool const swiglu = a.act == int(Act::kSwiglu);
-    int const n0 = tile * kCtaN;
-    int const groups = swiglu ? kCtaN / 16 : kCtaN / 8;  // 8 outputs per item
-    T const* bias = static_cast<T const*>(a.bias);
-    T* out = static_cast<T*>(a.out);
-    for (int i = int(threadIdx.x); i < a.m * groups; i += kThreads) {
-      int const m = i / groups, gi = i - m * groups;
-      int const col = swiglu ? gi * 16 : gi * 8;
-      if (n0 + col >= a.n) continue;
-      float v[8], u[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = u[j] = 0.f;
+    detail::tile_epilogue<T>(a, tile * kCtaN, kCtaN, int(threadIdx.x), kThreads, [&](float (&v)[8], float (&u)[8], int m, int col) {
       for (int sp = 0; sp < splits; ++sp)  // split order, whoever arrived last
         cusync::stream::detail::add_8(
             v, u, splits == 1 ? own + m * kCtaN + col : a.ws + (int64_t(tile) * splits + sp) * kSlot + m * kCtaN + col,
             swiglu, splits > 1);
-      int const out_col = swiglu ? n0 / 2 + gi * 8 : n0 + gi * 8;
-      cusync::stream::detail::finish_8<T>(a.act, bias, n0 + col, v, u, out + int64_t(m) * a.ldo + out_col);
-    }
+    });
     __syncthreads();  // every thread's stores of the tile, before a release by thread 0
   }
 
@@ -219,12 +262,7 @@ struct RegGemm {
     };
 
     float acc[4][kMSub][4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int mb = 0; mb < kMSub; ++mb)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[j][mb][e] = 0.f;
+    detail::zero(acc);
 
     Step buf[kDepth];
 #pragma unroll
@@ -246,19 +284,7 @@ struct RegGemm {
     float* red = reinterpret_cast<float*>(smem);
     constexpr int kSlots = kWarpsK + (kWarpsK > 1 ? 1 : 0);
     int* last_flag = reinterpret_cast<int*>(smem + kFlagOffset);
-    {
-      float* mine = red + wk * kSlot + wn * kWarpN;
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int mb = 0; mb < kMSub; ++mb) {
-          int const c = 8 * g + 2 * j, m = mb * 8 + 2 * t;
-          mine[m * kCtaN + c] = acc[j][mb][0];
-          mine[(m + 1) * kCtaN + c] = acc[j][mb][1];
-          mine[m * kCtaN + c + 1] = acc[j][mb][2];
-          mine[(m + 1) * kCtaN + c + 1] = acc[j][mb][3];
-        }
-    }
+    detail::store_partial(acc, red + wk * kSlot + wn * kWarpN, kCtaN, lane);
     __syncthreads();
     float* own = red + (kSlots - 1) * kSlot;
     float* slot = a.ws + (int64_t(tile) * st.splits + split) * kSlot;

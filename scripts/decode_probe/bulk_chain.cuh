@@ -1,0 +1,415 @@
+// decode probe v5 ("bulk", NOTES d11): the whole two-GEMM chain Y = act(X @ W1 [+ b1]) @ W2 in one persistent,
+// warp-specialized kernel whose weight stream is a ring of 1D bulk copies (cp.async.bulk) over weights packed
+// once so that every 16 KB copy is one contiguous range.
+//
+// WHY. Every earlier variant (d1-d10) lands at 0.90-0.93x of cuBLASLt's chain at decode sizes. Two measured
+// facts point here: packed weights (d7) lifted the register stream from ~3.8 to ~4.25 TB/s (DRAM locality), and
+// v4's TMA ring of 2D boxes (64 rows x 128 B, rows 12-24 KB apart) ran slower than cuBLASLt with no compute at
+// all (d6). A 1D bulk copy of a packed chunk reads 16 KB of consecutive bytes, the ring keeps 192 KB per SM in
+// flight without registers, and the producer warp never waits on anything but a free slot, so gemm2's weights
+// stream while gemm1's last tiles are reduced (the ring holds ~5 us of the stream).
+//
+// LAYOUT. W is packed by reg::reg_pack_kernel with one warp along N (reg_stream.cuh, PACKED WEIGHTS): 64-column
+// tiles, each tile's k-steps (16 rows, 2 KB) consecutive, each k-step in the order in which lane (g, t) reads its
+// four 16-byte A-fragment chunks. A chunk is kChunkSteps (8) k-steps of one tile: 16 KB, or less at the tile's K
+// end. GEMM g has Q = tiles x chunks-per-tile chunks; CTA c of G = min(grid, Q) takes chunks [cQ/G, (c+1)Q/G)
+// (stream-K in tile-major order, every CTA the same bytes). A CTA's range is one or more pieces (runs of one tile);
+// only its first and last can be shared with other CTAs.
+//
+// WARPS. Warp 4 is the producer: one lane walks the CTA's chunks of gemm1 then gemm2, waits for a free slot
+// (mbarrier, count 4) and issues one bulk copy with complete_tx on the slot's full barrier (L2 evict_first).
+// Warps 0-3 consume: each takes k-steps w and w + 4 of every chunk, reads its A fragments with ld.shared.v4 (a
+// warp instruction reads 512 consecutive bytes: no bank conflict), X's B fragments from global memory one chunk
+// ahead (ld.global.cg), and runs mma.sync m16n8k16 (swap-AB: 64 weight columns x M_pad batch rows per warp).
+//
+// PIECE END, DETERMINISTIC. The 4 warps' partials go to shared memory and are summed in warp order. A tile of one
+// piece is finished at once; otherwise the sum goes to workspace slot 2c (the CTA's first piece) or 2c + 1 (its
+// last), the CTA arrives on the tile's epoch-tagged counter, and the last arriver sums the tile's slots in CTA
+// order (fixed by arithmetic, whoever arrives last), adds the bias, applies the activation (identity, relu,
+// gelu-erf, SwiGLU on gate|up interleaved in groups of 8), stores and posts the tile (gemm1). Same G => bitwise
+// the same result; the two-launch mode (one GEMM per launch, no waits) has the same order, so the chain equals it.
+//
+// TILE SYNC (K-range). A consumer warp waits for gemm1's tile k / wait_tile_cols before loading the H fragments
+// of k-step k (bounded spin, lane 0, then an acquire by every lane; a timeout is recorded with the producer tile
+// and the kernel goes on). A CTA finishes all its gemm1 pieces before its first gemm2 wait, and the grid is one
+// co-resident wave (one CTA per SM by shared memory), so every awaited tile is produced.
+//
+// ACROSS RUNS (kPdl). The kernel executes griddepcontrol.launch_dependents at entry. Launched as a programmatic
+// dependent of the previous run, its producer streams W1 at once, while its consumers execute
+// griddepcontrol.wait before reading the epoch, X or the workspace. The contract: the kernel before it must not
+// write the weights, and a programmatic dependent of this kernel must wait (griddepcontrol.wait) before it reads
+// H, Y or the run state.
+#pragma once
+
+#include "cusync/sm90/reg_stream.cuh"
+#include "cusync/sm90/stream_chain_ws.cuh"
+
+namespace cusync::stream::bulk {
+
+constexpr int kConsumerWarps = 4;
+constexpr int kConsumerThreads = 32 * kConsumerWarps;
+constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
+constexpr int kTileN = 64;                       // weight columns per tile (one warp along N, packed)
+constexpr int kStepBytes = 2048;                 // one packed k-step of a tile
+#ifndef CUSYNC_BULK_CHUNK_STEPS
+#define CUSYNC_BULK_CHUNK_STEPS 8
+#endif
+constexpr int kChunkSteps = CUSYNC_BULK_CHUNK_STEPS;  // k-steps per bulk copy (8: 16 KB; a build option)
+constexpr int kChunkBytes = kChunkSteps * kStepBytes;
+constexpr int kStepsPerWarp = kChunkSteps / kConsumerWarps;  // k-steps w, w + 4, ... of a chunk
+static_assert(kChunkSteps % kConsumerWarps == 0, "whole k-steps per consumer warp");
+constexpr int kNamedBar = 1;
+constexpr int kMaxSmem = 227 * 1024;
+
+enum : int { kChain = 0, kOnlyGemm1 = 1, kOnlyGemm2 = 2 };          // which GEMMs a launch runs
+enum : int { kModeFull = 0, kModeRingOnly = 1 };                    // consumers: compute, or only release slots
+
+struct BulkGemm {
+  StageArgs a;   // a.w: the packed weights
+  int tiles;     // ceil(n / 64)
+  int ksteps;    // ceil(k / 16)
+  int chunks;    // chunks per tile: ceil(ksteps / 8)
+  int64_t q;     // tiles x chunks
+  int g;         // CTAs with work: min(grid, q)
+};
+
+struct BulkParams {
+  BulkGemm gm[2];
+  int grid;      // the grid that bulk_make split the work for (the launch grid: one co-resident wave)
+  int which;     // kChain, kOnlyGemm1, kOnlyGemm2
+  int mode;      // kModeFull, kModeRingOnly
+  uint64_t* trace;  // optional (nullptr: off): kTraceWords %globaltimer stamps per CTA, see TraceAt
+};
+
+// The per-CTA timeline (p.trace): when each phase of the run happened, in %globaltimer ns.
+enum TraceAt : int {
+  kAtEntry = 0,        // barriers initialized
+  kAtIssuedGemm1 = 1,  // the producer issued gemm1's last copy
+  kAtIssuedAll = 2,    // the producer issued its last copy
+  kAtFirstData = 3,    // the consumers' first chunk landed
+  kAtDoneGemm1 = 4,    // the consumers finished gemm1 (its last piece reduced, or handed on)
+  kAtGemm2Ready = 5,   // gemm2's first H fragments loaded (its first waits satisfied)
+  kAtDone = 6,         // the consumers finished
+  kTraceWords = 8
+};
+
+template <int kMPad>
+struct BulkCfg {
+  static constexpr int kMSub = kMPad / 8;
+  static constexpr int kSlot = kTileN * kMPad;                       // floats of one partial (M_pad, 64)
+  static constexpr int kScratchBytes = kConsumerWarps * kSlot * 4;
+  static constexpr int kRingMax = (kMaxSmem - kScratchBytes - 1024) / kChunkBytes;
+  static constexpr int kStages = kRingMax < 12 * 8 / kChunkSteps ? kRingMax : 12 * 8 / kChunkSteps;  // <= 192 KB
+  static constexpr int kBarOff = kStages * kChunkBytes + kScratchBytes;
+  static constexpr int kSmemBytes = kBarOff + 2 * kStages * 8 + 16;
+  static_assert(kMPad == 8 || kMPad == 16 || kMPad == 32 || kMPad == 64, "M_pad 8..64");
+  static_assert(kSmemBytes <= kMaxSmem && kStages * kChunkSteps >= 64, "shared memory");
+};
+
+namespace detail {
+
+__device__ __forceinline__ void stamp(BulkParams const& p, int at) {
+  if (p.trace != nullptr) p.trace[int64_t(blockIdx.x) * kTraceWords + at] = ptx::globaltimer_ns();
+}
+__device__ __forceinline__ void consumer_bar() {
+  asm volatile("bar.sync %0, %1;" ::"n"(kNamedBar), "n"(kConsumerThreads) : "memory");
+}
+__device__ __forceinline__ void bulk_load(uint32_t dst, void const* src, uint32_t bytes, uint32_t bar, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+      : "memory");
+}
+__device__ __forceinline__ uint4 lds_16(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// CTA c's chunks of a GEMM: [lo, hi) (empty when c >= g).
+__device__ __forceinline__ void range_of(BulkGemm const& b, int c, int64_t& lo, int64_t& hi) {
+  if (c >= b.g) { lo = hi = 0; return; }
+  lo = int64_t(c) * b.q / b.g;
+  hi = int64_t(c + 1) * b.q / b.g;
+}
+// The CTA that owns chunk q: the largest c with c q_total / g <= q.
+__device__ __forceinline__ int owner_of(BulkGemm const& b, int64_t q) { return int(((q + 1) * b.g - 1) / b.q); }
+// The workspace slot of CTA c's piece of tile t: 2c for the CTA's first tile, 2c + 1 for its last.
+__device__ __forceinline__ int64_t slot_of(BulkGemm const& b, int c, int t) {
+  int64_t lo, hi;
+  range_of(b, c, lo, hi);
+  return 2 * int64_t(c) + (lo / b.chunks == t ? 0 : 1);
+}
+
+}  // namespace detail
+
+template <typename T, int kMPad>
+struct BulkChain {
+  using C = BulkCfg<kMPad>;
+  static constexpr int kMSub = C::kMSub;
+
+  struct XFrag { uint32_t x[kStepsPerWarp][kMSub][2]; };  // B fragments of the warp's k-steps of a chunk
+
+  // B fragments of k-steps (w, w + 4) of chunk q (tile-major) of GEMM b; waits first when b reads the producer.
+  static __device__ __forceinline__ void load_x(BulkGemm const& b, RunCtx const& ctx, int64_t q, int w, int lane,
+                                                int& waited_p, XFrag& f) {
+    StageArgs const& a = b.a;
+    int const tile = int(q / b.chunks), cc = int(q - int64_t(tile) * b.chunks);
+    int const g = lane >> 2, t = lane & 3;
+    T const* x = static_cast<T const*>(a.x);
+#pragma unroll
+    for (int h = 0; h < kStepsPerWarp; ++h) {
+      int const s = cc * kChunkSteps + w + kConsumerWarps * h;
+      int const k = s * reg::kStepK;
+      bool const in = s < b.ksteps;
+      if (in && a.wait_sems != nullptr) {
+        int const p = k / a.wait_tile_cols;
+        if (p != waited_p) {
+          StreamGemm<T, 8>::warp_wait(a, ctx, p, tile);
+          waited_p = p;
+        }
+      }
+#pragma unroll
+      for (int mb = 0; mb < kMSub; ++mb) {
+        int const m = mb * 8 + g;
+        T const* row = x + int64_t(m) * a.ldx + k + 2 * t;
+        bool const ok = in && m < a.m;
+        f.x[h][mb][0] = ok && k + 2 * t < a.k ? reg::detail::ld_cg_32(row) : 0u;
+        f.x[h][mb][1] = ok && k + 2 * t + 8 < a.k ? reg::detail::ld_cg_32(row + 8) : 0u;
+      }
+    }
+  }
+
+  // The piece of tile t that this CTA (c) has just finished: warp partials in shared memory, summed in warp
+  // order; then either the epilogue (one piece) or the workspace + arrival, the last arriver finishing the tile.
+  static __device__ __forceinline__ void finish_piece(BulkGemm const& b, RunCtx const& ctx, int c, int t,
+                                                      float (&acc)[4][kMSub][4], float* scratch, int* flag) {
+    StageArgs const& a = b.a;
+    int const tid = int(threadIdx.x);
+    reg::detail::store_partial(acc, scratch + (tid >> 5) * C::kSlot, kTileN, tid & 31);
+    detail::consumer_bar();
+    int const c_first = detail::owner_of(b, int64_t(t) * b.chunks);
+    int const c_last = detail::owner_of(b, int64_t(t + 1) * b.chunks - 1);
+    bool const single = c_first == c_last;
+    float* slot = a.ws + detail::slot_of(b, c, t) * C::kSlot;
+    for (int i = tid * 4; i < a.m * kTileN; i += kConsumerThreads * 4) {
+      float4 s = *reinterpret_cast<float4 const*>(scratch + i);
+#pragma unroll
+      for (int ww = 1; ww < kConsumerWarps; ++ww) {
+        float4 const p = *reinterpret_cast<float4 const*>(scratch + ww * C::kSlot + i);
+        s.x += p.x; s.y += p.y; s.z += p.z; s.w += p.w;
+      }
+      if (single)
+        *reinterpret_cast<float4*>(scratch + i) = s;
+      else
+        __stcg(reinterpret_cast<float4*>(slot + i), s);
+    }
+    detail::consumer_bar();  // the slot's stores (or the sum in place) before thread 0's release
+    if (!single) {
+      if (tid == 0) {
+        uint32_t const before = cusync::stream::detail::arrive(a.arrivals + t, ctx.epoch);
+        bool const last = before == uint32_t(c_last - c_first);
+        if (last) ptx::fence_acq_rel_gpu();  // acquire: the other pieces' slots
+        *flag = last ? 1 : 0;
+      }
+      detail::consumer_bar();
+      if (!*flag) return;
+    }
+    // Epilogue: the pieces in CTA order, bias, activation, 16-byte stores.
+    bool const swiglu = a.act == int(Act::kSwiglu);
+    reg::detail::tile_epilogue<T>(a, t * kTileN, kTileN, tid, kConsumerThreads, [&](float (&v)[8], float (&u)[8], int m, int col) {
+      if (single)
+        cusync::stream::detail::add_8(v, u, scratch + m * kTileN + col, swiglu, false);
+      else
+        for (int cc = c_first; cc <= c_last; ++cc)
+          cusync::stream::detail::add_8(v, u, a.ws + detail::slot_of(b, cc, t) * C::kSlot + m * kTileN + col, swiglu,
+                                        true);
+    });
+    detail::consumer_bar();  // every thread's stores of the tile, and the scratch reads, before the post
+    if (a.post_sems != nullptr && tid == 0 && t != a.skip_post_tile) post_store(a.post_sems + t, ctx.epoch);
+  }
+
+  static __device__ void producer(BulkParams const& p, char* smem) {
+    uint32_t const ring = cusync::stream::detail::smem_u32(smem);
+    uint32_t const bars = ring + C::kBarOff;
+    uint64_t const policy = cusync::stream::detail::policy_evict_first();
+    int slot = 0;
+    uint32_t phase = 0;
+    int const c = int(blockIdx.x);
+    for (int gi = 0; gi < 2; ++gi) {
+      if ((gi == 0 && p.which == kOnlyGemm2) || (gi == 1 && p.which == kOnlyGemm1)) continue;
+      BulkGemm const& b = p.gm[gi];
+      int64_t lo, hi;
+      detail::range_of(b, c, lo, hi);
+      char const* w = static_cast<char const*>(b.a.w);
+      for (int64_t q = lo; q < hi; ++q) {
+        int const tile = int(q / b.chunks), cc = int(q - int64_t(tile) * b.chunks);
+        int const s0 = cc * kChunkSteps;
+        int const steps = b.ksteps - s0 < kChunkSteps ? b.ksteps - s0 : kChunkSteps;
+        uint32_t const bytes = uint32_t(steps) * kStepBytes;
+        ws::dev::mbar_wait(bars + (C::kStages + slot) * 8, phase ^ 1u);  // empty
+        uint32_t const full = bars + slot * 8;
+        ws::dev::mbar_expect_tx(full, bytes);
+        detail::bulk_load(ring + slot * kChunkBytes, w + (int64_t(tile) * b.ksteps + s0) * kStepBytes, bytes, full,
+                          policy);
+        if (++slot == C::kStages) { slot = 0; phase ^= 1u; }
+      }
+      detail::stamp(p, gi == 0 ? kAtIssuedGemm1 : kAtIssuedAll);
+    }
+  }
+
+  static __device__ void consumers(BulkParams const& p, RunCtx const& ctx, char* smem) {
+    uint32_t const ring = cusync::stream::detail::smem_u32(smem);
+    uint32_t const bars = ring + C::kBarOff;
+    float* scratch = reinterpret_cast<float*>(smem + C::kStages * kChunkBytes);
+    int* flag = reinterpret_cast<int*>(smem + C::kBarOff + 2 * C::kStages * 8);
+    int const lane = int(threadIdx.x) & 31, w = int(threadIdx.x) >> 5;
+    int const c = int(blockIdx.x);
+    bool const full_mode = p.mode == kModeFull;
+    int slot = 0;
+    uint32_t phase = 0;
+    for (int gi = 0; gi < 2; ++gi) {
+      if ((gi == 0 && p.which == kOnlyGemm2) || (gi == 1 && p.which == kOnlyGemm1)) continue;
+      BulkGemm const& b = p.gm[gi];
+      int64_t lo, hi;
+      detail::range_of(b, c, lo, hi);
+      if (lo >= hi) continue;
+      int waited_p = -1;
+      float acc[4][kMSub][4];
+      reg::detail::zero(acc);
+      XFrag cur, nxt;
+      if (full_mode) load_x(b, ctx, lo, w, lane, waited_p, cur);
+      if (gi == 1 && threadIdx.x == 0) detail::stamp(p, kAtGemm2Ready);
+      for (int64_t q = lo; q < hi; ++q) {
+        int const tile = int(q / b.chunks), cc = int(q - int64_t(tile) * b.chunks);
+        bool const piece_end = q + 1 == hi || (q + 1) % b.chunks == 0;
+        if (full_mode && q + 1 < hi) {
+          if ((q + 1) % b.chunks == 0) waited_p = -1;  // a new tile restarts at k = 0
+          load_x(b, ctx, q + 1, w, lane, waited_p, nxt);
+        }
+        int const steps = b.ksteps - cc * kChunkSteps < kChunkSteps ? b.ksteps - cc * kChunkSteps : kChunkSteps;
+        ws::dev::mbar_wait(bars + slot * 8, phase);  // full
+        if (gi == 0 && q == lo && threadIdx.x == 0) detail::stamp(p, kAtFirstData);
+        if (full_mode) {
+#pragma unroll
+          for (int h = 0; h < kStepsPerWarp; ++h) {
+            int const s = w + kConsumerWarps * h;
+            if (s < steps) {
+              uint32_t const base = ring + slot * kChunkBytes + s * kStepBytes + lane * 16;
+              uint4 wv[4];
+#pragma unroll
+              for (int i = 0; i < 4; ++i) wv[i] = detail::lds_16(base + i * 512);
+              reg::detail::mma_packed<T, kMSub>(wv, cur.x[h], acc);
+            }
+          }
+        }
+        __syncwarp();
+        if (lane == 0) ws::dev::mbar_arrive(bars + (C::kStages + slot) * 8);  // empty
+        if (++slot == C::kStages) { slot = 0; phase ^= 1u; }
+        if (full_mode) {
+          if (q + 1 < hi) cur = nxt;
+          if (piece_end) {
+            finish_piece(b, ctx, c, tile, acc, scratch, flag);
+            reg::detail::zero(acc);
+          }
+        }
+      }
+      if (threadIdx.x == 0) detail::stamp(p, gi == 0 ? kAtDoneGemm1 : kAtDone);
+    }
+  }
+};
+
+template <typename T, int kMPad, bool kPdl>
+__global__ void __launch_bounds__(kThreads, 1)
+    bulk_chain_kernel(BulkParams const __grid_constant__ p, StreamState* state, SyncErrorInfo* error,
+                      uint64_t timeout_ns) {
+  using C = BulkCfg<kMPad>;
+  extern __shared__ __align__(1024) char smem[];
+  if (kPdl) cusync::stream::detail::griddep_launch_dependents();
+  uint32_t const bars = cusync::stream::detail::smem_u32(smem) + C::kBarOff;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < C::kStages; ++i) {
+      ws::dev::mbar_init(bars + i * 8, 1);                                   // full: the producer's arrive + tx
+      ws::dev::mbar_init(bars + (C::kStages + i) * 8, kConsumerWarps);       // empty: one arrive per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    detail::stamp(p, kAtEntry);
+  }
+  __syncthreads();
+  int const warp = int(threadIdx.x) >> 5;
+  uint32_t epoch = 0;
+  if (warp == kConsumerWarps) {
+    if ((threadIdx.x & 31) == 0) BulkChain<T, kMPad>::producer(p, smem);
+    __syncwarp();
+  } else {
+    if (kPdl) detail::griddep_wait();  // the previous run (epoch, X, workspace) is complete and visible
+    epoch = ptx::ld_relaxed_gpu(&state->epoch);
+    RunCtx const ctx{epoch, error, timeout_ns};
+    BulkChain<T, kMPad>::consumers(p, ctx, smem);
+  }
+  // close_run: the last CTA of the run opens the next epoch (one thread per CTA, after every warp is done).
+  __syncthreads();
+  if (threadIdx.x == 0 && p.which != kOnlyGemm1) {
+    uint32_t const before = cusync::stream::detail::arrive(&state->done, epoch);
+    if (before == gridDim.x - 1) cusync::stream::detail::st_relaxed_gpu(&state->epoch, epoch + 1u);
+  }
+}
+
+// ---- host side ----
+
+// Fills one GEMM of the chain (a.w must be the weights packed by reg_pack_kernel with warps_n = 1); nullptr, or
+// what is wrong.
+inline char const* bulk_make(StageArgs const& a, int m_pad, int grid, BulkGemm* out) {
+  auto misaligned = [](void const* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) != 0; };
+  if (m_pad != 8 && m_pad != 16 && m_pad != 32 && m_pad != 64) return "M_pad must be 8, 16, 32 or 64";
+  if (a.m < 1 || a.m > m_pad) return "m must be in 1..M_pad";
+  if (a.n % 8 || a.k % 8 || a.ldx % 8 || a.ldo % 8) return "n, k, ldx and ldo must be multiples of 8";
+  if (a.ldx < a.k) return "ldx >= k is required";
+  if (a.act < 0 || a.act > 3) return "act must be identity, relu, gelu or swiglu";
+  if (a.act == int(Act::kSwiglu) ? (a.n % 16 != 0 || a.ldo < a.n / 2) : a.ldo < a.n)
+    return "SwiGLU needs n % 16 == 0 and ldo >= n/2; other acts need ldo >= n";
+  if (misaligned(a.x) || misaligned(a.w) || misaligned(a.out) || misaligned(a.bias) || misaligned(a.ws))
+    return "x, w, bias, out and ws must be 16-byte aligned";
+  if (a.wait_sems != nullptr) {
+    if (a.wait_tile_cols % reg::kStepK != 0) return "producer tile width must be a multiple of 16";
+    if (int64_t(a.wait_tiles) * a.wait_tile_cols < a.k) return "producer tiles do not cover k";
+  }
+  BulkGemm b{};
+  b.a = a;
+  b.tiles = reg::tiles_of(a.n, kTileN);
+  b.ksteps = int(reg::reg_ksteps(a.k));
+  b.chunks = (b.ksteps + kChunkSteps - 1) / kChunkSteps;
+  b.q = int64_t(b.tiles) * b.chunks;
+  b.g = int(b.q < grid ? b.q : grid);
+  if (a.ws == nullptr || a.arrivals == nullptr) return "workspace and arrival counters are required";
+  if (a.ws_slots < 2 * int64_t(b.g)) return "workspace needs 2 x grid slots of 64 x M_pad floats";
+  *out = b;
+  return nullptr;
+}
+
+template <typename T, int kMPad, bool kPdl>
+inline cudaError_t bulk_prepare() {
+  return cudaFuncSetAttribute(bulk_chain_kernel<T, kMPad, kPdl>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              BulkCfg<kMPad>::kSmemBytes);
+}
+
+// grid: at most the SM count (one CTA per SM: the kernel's shared memory allows no second one), so the grid is
+// co-resident. pdl: launched as a programmatic dependent of the previous kernel in the stream.
+template <typename T, int kMPad>
+inline cudaError_t bulk_launch(BulkParams const& p, bool pdl, StreamState* state, SyncErrorInfo* error,
+                               uint64_t timeout_ns, cudaStream_t stream) {
+  int const grid = p.grid;
+  int device = 0, sms = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (e != cudaSuccess) return e;
+  // Every chunk belongs to a CTA of p.grid, and all of them must be resident at once (one per SM).
+  if (grid < 1 || grid > sms || p.gm[0].g > grid || p.gm[1].g > grid) return cudaErrorInvalidConfiguration;
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t const cfg = launch_config(grid, kThreads, BulkCfg<kMPad>::kSmemBytes, stream, pdl, &attr);
+  if (pdl) return cudaLaunchKernelEx(&cfg, bulk_chain_kernel<T, kMPad, true>, p, state, error, timeout_ns);
+  return cudaLaunchKernelEx(&cfg, bulk_chain_kernel<T, kMPad, false>, p, state, error, timeout_ns);
+}
+
+}  // namespace cusync::stream::bulk
