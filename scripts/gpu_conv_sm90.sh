@@ -8,14 +8,15 @@
 # reference conv; one stream with programmatic launch and two streams with the wait kernels; a missing post
 # times out naming the tile; memcheck and racecheck at a small shape), then time the examples (ours, all
 # modes, one binary each) and cuDNN / torch.compile through PyTorch right after (scripts/conv_torch.py).
-# Env: PROJECTS, BATCHES (1,8,32), REPEATS (100), PREHEAT (1.0 s), JOBS (16), PHASE (build,check,bench,torch,compile),
+# Env: PROJECTS, BATCHES (1,8,32), REPEATS (100), PREHEAT (1.0 s), JOBS (16), PHASE (build,check,sanitize,bench,torch,compile),
+# SAN_RUNS (the sanitizer's project:batch list),
 # BENCHES (the projects timed), TORCH_CHAINS (the PyTorch blocks timed), BUILD (build/conv-sm90).
 # Writes $OUT/log.txt, $OUT/bench-*.txt, $OUT/torch.jsonl, $OUT/compile.jsonl; build logs in $OUT/logs/.
 set -u
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT/logs"
 PROJECTS=${PROJECTS:-$PWD/.gen-conv}
 BATCHES=${BATCHES:-1,8,32}; REPEATS=${REPEATS:-100}; PREHEAT=${PREHEAT:-1.0}; JOBS=${JOBS:-16}
-PHASE=${PHASE:-build,check,bench,torch,compile}
+PHASE=${PHASE:-build,check,sanitize,bench,torch,compile}
 B=${BUILD:-$PWD/build/conv-sm90}   # kept between calls on a warm machine (an ignored folder)
 CUT=${CUTLASS_DIR:-$PWD/third_party/cutlass}
 LOG=$OUT/log.txt
@@ -55,20 +56,21 @@ if has check; then
     run conv_mix_sm90_waves 120 --batch 3,24 --check-only --two-streams
     run conv_mix_sm90_waves 60 --batch 24 --missing-post s2
   fi
-  if command -v compute-sanitizer > /dev/null; then
-    for tool in memcheck racecheck; do
-      say "$tool conv_mix_sm90 (batch 1)"
-      timeout 150 compute-sanitizer --tool $tool --print-limit 10 "$(bin conv_mix_sm90)" --batch 1 --check-only \
-        > "$OUT/logs/san-$tool.log" 2>&1
-      echo "rc=$?: $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/logs/san-$tool.log" | tr '\n' ' ')" | tee -a "$LOG"
-      if [ -x "$(bin conv_mix_sm90_waves)" ]; then
-        say "$tool conv_mix_sm90_waves (batch 8: a persistent stage)"
-        timeout 200 compute-sanitizer --tool $tool --print-limit 10 "$(bin conv_mix_sm90_waves)" --batch 8 --check-only \
-          > "$OUT/logs/san-w-$tool.log" 2>&1
-        echo "rc=$?: $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/logs/san-w-$tool.log" | tr '\n' ' ')" | tee -a "$LOG"
-      fi
+fi
+# memcheck and racecheck on each built project of $SAN_RUNS ("name:batch ..."): one-tile stages (conv_mix_sm90 at
+# batch 1), a persistent stage (the waves chain at batch 8), and persistent consumers whose poll warp polls
+# (the waves chain at batch 24, resnet_block_sm90 at batch 8).
+if has sanitize && command -v compute-sanitizer > /dev/null; then
+  for tool in memcheck racecheck; do
+    for r in ${SAN_RUNS:-conv_mix_sm90:1 conv_mix_sm90_waves:8 conv_mix_sm90_waves:24 resnet_block_sm90:8}; do
+      n=${r%%:*} batch=${r#*:}
+      [ -x "$(bin "$n")" ] || continue
+      say "$tool $n (batch $batch)"
+      timeout 200 compute-sanitizer --tool $tool --print-limit 10 "$(bin "$n")" --batch "$batch" --check-only \
+        > "$OUT/logs/san-$n-$batch-$tool.log" 2>&1
+      echo "rc=$?: $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/logs/san-$n-$batch-$tool.log" | tr '\n' ' ')" | tee -a "$LOG"
     done
-  fi
+  done
 fi
 if has bench; then
   for n in ${BENCHES:-vgg_block_sm90 vgg_block_sm90_t64 vgg_block_sm90_n256 vgg_block resnet_block_sm90 resnet_block}; do
