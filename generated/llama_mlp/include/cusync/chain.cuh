@@ -25,6 +25,7 @@ inline ChainBase::~ChainBase() {
 inline void ChainBase::swap_base(ChainBase& other) noexcept {
   using std::swap;
   swap(sms_, other.sms_);
+  swap(device_, other.device_);
   swap(single_stream_, other.single_stream_);
   swap(missing_posts_stage_, other.missing_posts_stage_);
   swap(timeout_ns_, other.timeout_ns_);
@@ -47,6 +48,7 @@ inline void ChainBase::take_state(Workspace& w, int64_t words) {
 inline Status ChainBase::allocate_state(int64_t words, cudaStream_t stream, Workspace* carve) {
   Status status = Status::kSuccess;
   if ((status = device_sms(&sms_)) != Status::kSuccess) return status;
+  if ((status = from_cuda(cudaGetDevice(&device_))) != Status::kSuccess) return status;
   words = std::max<int64_t>(words, 1);
   if (carve != nullptr) {  // the same pieces, in the same order, as take_state
     owns_memory_ = false;

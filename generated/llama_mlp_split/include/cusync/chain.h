@@ -158,6 +158,12 @@ class ChainBase {
   Status set_epoch_for_testing(uint32_t epoch, cudaStream_t stream);
   bool initialized() const { return state_ != nullptr; }
   int sms() const { return sms_; }
+  // Whether the current device is the one initialize() ran on (the SM count, the kernels' attributes, the
+  // state and cuBLASLt's handle all belong to it).
+  bool on_own_device() const {
+    int device = -1;
+    return cudaGetDevice(&device) == cudaSuccess && device == device_;
+  }
 
  protected:
   void swap_base(ChainBase& other) noexcept;
@@ -169,6 +175,7 @@ class ChainBase {
   static Status device_sms(int* sms);
 
   int sms_ = 0;
+  int device_ = -1;                            // the device initialize() ran on
   bool single_stream_ = false;
   int missing_posts_stage_ = -1;
   uint64_t timeout_ns_ = 2000000000ull;

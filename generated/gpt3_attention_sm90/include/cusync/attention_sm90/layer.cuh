@@ -192,6 +192,17 @@ struct Layer {
     return Status::kSuccess;
   }
 
+  Status check_buffers(Shape const& s, Buffers const& b) const {
+    bool const step = s.new_tokens == 1 && s.new_tokens_of == nullptr && step_mode_;
+    void const* const needed[] = {b.x, b.w_qkv, b.w_o, b.qkv, b.q, b.k_cache, b.v_cache, b.o, b.y, b.cache_len};
+    for (void const* p : needed) {
+      if (p == nullptr) return Status::kInvalidArgument;
+    }
+    if (s.new_tokens_of != nullptr && b.seq_start == nullptr) return Status::kInvalidArgument;
+    if (step ? (b.o_part == nullptr || b.ml_part == nullptr) : b.lse == nullptr) return Status::kInvalidArgument;
+    return Status::kSuccess;
+  }
+
   static Status check(Shape const& s, int capacity) {
     if (s.batch < 1 || s.new_tokens < 1 || s.cache_tokens < 0) return Status::kInvalidArgument;
     for (int i = 0; i < s.batch; ++i) {
@@ -368,7 +379,12 @@ struct Layer {
     return e == cudaSuccess ? Status::kSuccess : Status::kCudaError;
   }
 
+  // kInvalidArgument (nothing launched) for a shape the buffers cannot hold (a sequence's cache plus its new
+  // tokens past `capacity`, no rows) or a buffer that is null: a write past a sequence's cache slot would land
+  // in the next sequence's cache.
   Status run(Shape const& s, Buffers const& b, cudaStream_t stream) {
+    if (Status st = check(s, b.capacity); st != Status::kSuccess) return st;
+    if (Status st = check_buffers(s, b); st != Status::kSuccess) return st;
     for (StageId id : {StageId::kQkv, StageId::kRope, StageId::kAttention, StageId::kProj}) {
       Status st = stage(id, s, b, stream);
       if (st != Status::kSuccess) return st;

@@ -141,7 +141,19 @@ inline Status Chain::refresh_weights(cudaStream_t stream) {
 }
 
 inline Status Chain::prepare_run(cudaStream_t stream) {
-  return weights_stale_ ? refresh_weights(stream) : Status::kSuccess;
+  if (!on_own_device()) {
+    return invalid("the current device is not the one initialize() ran on (device %d): cudaSetDevice(%d) first, or "
+                   "initialize a chain on this device", device_, device_);
+  }
+  if (!weights_stale_) return Status::kSuccess;
+  // Under stream capture the copy is only recorded into the caller's graph: an eager run before that graph
+  // is replayed must still copy, so the weights stay stale until a run that executes.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) return Status::kCudaError;
+  bool const stale = capture != cudaStreamCaptureStatusNone;
+  Status const status = refresh_weights(stream);
+  weights_stale_ = weights_stale_ || stale;
+  return status;
 }
 
 inline bool Chain::cublaslt_available() const { return kHaveCublasLt; }
@@ -196,6 +208,11 @@ inline Mode Chain::mode() const {
 
 inline Status Chain::autotune(int const* ms, int count, cudaStream_t stream, int rounds) {
   if (state_ == nullptr) return Status::kNotInitialized;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) return Status::kCudaError;
+  if (capture != cudaStreamCaptureStatusNone) {  // before anything is launched into the caller's graph
+    return invalid("autotune() on a capturing stream: it times and synchronizes; call it before the capture");
+  }
   ChainPointers const saved = args_;
   int const earlier = tuned_entries_;
   DispatchEntry table[kMaxTunedMs];

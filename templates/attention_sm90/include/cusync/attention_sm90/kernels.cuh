@@ -77,6 +77,8 @@ __global__ void rope_append(T const* __restrict__ qkv, T* __restrict__ q, T* __r
   int const b = sequence_of_row(row, new_tokens, seq_start, batch);
   int const t = seq_start == nullptr ? row % new_tokens : row - seq_start[b];
   int const pos = cache_len[b] + t;
+  bool const is_cache = slot >= heads;
+  if (is_cache && (pos < 0 || pos >= capacity)) return;  // past the sequence's slot: never into the next one's
   T const* src = qkv + int64_t(row) * slots * kHeadDim + int64_t(slot) * kHeadDim;
   uint4 lo = *reinterpret_cast<uint4 const*>(src + pair), hi = *reinterpret_cast<uint4 const*>(src + pair + kHalf);
   bool const is_v = slot >= heads + kv_heads;
