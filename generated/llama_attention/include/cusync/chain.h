@@ -31,6 +31,8 @@ namespace cusync {
 constexpr int kMaxChainStages = 16;   // = kMaxStages (stage.cuh), checked there; spec.limits.MAX_STAGES
 constexpr int kMaxConfigs = 8;        // spec.limits.MAX_TILE_CONFIGS
 constexpr int kLdAlignment = 8;       // leading dimensions are multiples of 8 elements (16 bytes of fp16 / bf16)
+constexpr int kElementBytes = 2;      // every matrix of a chain is fp16 or bf16
+constexpr int64_t kMaxLd = (int64_t(1) << 40) / kElementBytes - kLdAlignment;  // elements: TMA strides < 2^40 bytes
 
 // What the chain knows of one stage in one tile configuration: every number is emitted by the plan
 // (cusync_gen/plan.py) into src/<name>_stages.h; nothing here is derived again at run time.
@@ -230,6 +232,7 @@ class StagedChain : public ChainBase {
   void swap_staged(StagedChain& other) noexcept;
   // kInvalidArgument with last_error() naming the field, or kSuccess (and last_error() cleared).
   Status check_arguments(ChainPointers const& args);
+  Status check_overlaps(ChainPointers const& args);  // part of check_arguments()
   Status invalid(char const* format, ...);
   int config_for(int m) const;
   StageInfo const& info(int stage) const { return t_->at(config_, stage); }

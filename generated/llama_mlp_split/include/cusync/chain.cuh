@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include "cusync/chain.h"
@@ -215,11 +216,47 @@ inline Status StagedChain::check_arguments(ChainPointers const& a) {
         return invalid("%s_ld = %lld is below its row width %d: pass 0 (dense) or at least %d", field(o.name),
                        (long long)o.ld, o.cols, o.cols);
       }
+      if (o.ld > kMaxLd) {
+        return invalid("%s_ld = %lld is above %lld elements (a TMA stride is below 2^40 bytes): pass a smaller "
+                       "leading dimension", field(o.name), (long long)o.ld, (long long)kMaxLd);
+      }
       if (o.ld % kLdAlignment != 0) {
         return invalid("%s_ld = %lld is not a multiple of %d elements (16-byte rows for TMA and vector access): "
                        "pad it to %lld", field(o.name), (long long)o.ld, kLdAlignment,
                        (long long)((o.ld + kLdAlignment - 1) / kLdAlignment * kLdAlignment));
       }
+    }
+  }
+  return check_overlaps(a);
+}
+
+// A GEMM's output may not share memory with any other GEMM operand of M rows (its own input, another GEMM's
+// input or output): the kernels would read what they, or a stage running beside them, already overwrote.
+// Operands named by one Arguments field are one buffer (a consumer's input is its producer's output). Only
+// extents known exactly are compared: M rows of A and of the output, in 2-byte elements.
+inline Status StagedChain::check_overlaps(ChainPointers const& a) {
+  struct Range { uintptr_t begin, end; char const* field; bool output; };
+  Range ranges[2 * kMaxChainStages];
+  int count = 0;
+  auto add = [&](void const* p, int64_t ld, int cols, char const* field, bool output) {
+    int64_t const row = ld != 0 ? ld : cols;
+    uintptr_t const begin = reinterpret_cast<uintptr_t>(p);
+    ranges[count++] = {begin, begin + uintptr_t((int64_t(a.m - 1) * row + cols) * kElementBytes), field, output};
+  };
+  for (int s = 0; s < t_->num_stages; ++s) {
+    if (!a.b_required[s]) continue;  // GEMM stages only
+    add(a.a[s], a.lda[s], a.a_cols[s], a.a_field[s], false);
+    add(a.d[s], a.ldd[s], a.d_cols[s], a.d_field[s], true);
+  }
+  auto same = [](char const* x, char const* y) { return x != nullptr && y != nullptr && std::strcmp(x, y) == 0; };
+  for (int i = 0; i < count; ++i) {
+    for (int j = 0; j < count; ++j) {
+      Range const& o = ranges[i];
+      Range const& r = ranges[j];
+      if (!o.output || i == j || same(o.field, r.field) || o.begin >= r.end || r.begin >= o.end) continue;
+      return invalid("%s and %s overlap in memory: give each its own buffer (a GEMM's output must not share memory "
+                     "with its input or another stage's operand)", o.field != nullptr ? o.field : "an output",
+                     r.field != nullptr ? r.field : "an operand");
     }
   }
   return Status::kSuccess;

@@ -1,0 +1,91 @@
+// Misuse of a generated sm90 library (the two_gemm_sm90 golden) that must come back as kInvalidArgument with
+// last_error() naming the fields, before anything is launched; and the right uses next to each, accepted.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "two_gemm_sm90.h"
+
+extern int g_device, g_capturing, g_launches;
+using namespace two_gemm_sm90;
+using cusync::Status;
+
+static int failures = 0;
+static void expect(bool ok, char const* what, char const* detail = "") {
+  std::printf("%s: %s %s\n", ok ? "ok" : "FAIL", what, detail);
+  failures += ok ? 0 : 1;
+}
+
+int main() {
+  constexpr int kM = 256, kK = 4096, kN = 4096;
+  auto buf = [](size_t elems) { return static_cast<Element*>(aligned_alloc(256, elems * 2)); };
+  Element *x = buf(2 * kM * kK), *w1 = buf(size_t(kK) * kN), *y1 = buf(kM * kN), *w2 = buf(size_t(kN) * kN),
+          *y2 = buf(kM * kN);
+  auto good = [&] {
+    Arguments a;
+    a.m = kM, a.input = x, a.gemm1_weight = w1, a.gemm1_out = y1, a.gemm2_weight = w2, a.gemm2_out = y2;
+    return a;
+  };
+  auto refused = [&](Arguments a, char const* what, char const* names) {
+    TwoGemmSm90 c;
+    g_launches = 0;
+    Status const s = c.initialize(a, kM);
+    expect(s == Status::kInvalidArgument && std::strstr(c.last_error(), names) != nullptr && g_launches == 0, what,
+           c.last_error());
+  };
+  {
+    TwoGemmSm90 c;
+    g_launches = 0;
+    bool const ok = c.initialize(good(), kM) == Status::kSuccess && c.run(nullptr) == Status::kSuccess;
+    expect(ok && g_launches == 2, "separate buffers: initialize() and run() launch both GEMMs");
+  }
+  Arguments a = good();
+  a.gemm1_out = x;
+  refused(a, "gemm1_out == input", "overlap");
+  a = good();
+  a.gemm2_out = y1;
+  refused(a, "gemm2_out == gemm1_out", "overlap");
+  a = good();
+  a.gemm1_out = x + 8 * kK;
+  refused(a, "gemm1_out 8 rows into input", "overlap");
+  {
+    TwoGemmSm90 c;
+    a = good();
+    a.gemm1_out = x + size_t(kM) * kK;  // right after input's M rows: touching, not overlapping
+    expect(c.initialize(a, kM) == Status::kSuccess, "gemm1_out right after input's rows", c.last_error());
+  }
+  a = good();
+  a.input_ld = int64_t(1) << 40;
+  refused(a, "input_ld of 2^40 elements", "input_ld");
+  {
+    TwoGemmSm90 c;
+    a = good();
+    a.input_ld = 2 * kK;
+    a.m = kM / 2;
+    expect(c.initialize(a, kM) == Status::kSuccess, "input_ld of two rows", c.last_error());
+  }
+  {
+    TwoGemmSm90 c;
+    expect(c.initialize(good(), kM) == Status::kSuccess, "initialize on device 0");
+    g_device = 1;
+    g_launches = 0;
+    Status const s = c.run(nullptr);
+    g_device = 0;
+    expect(s == Status::kInvalidArgument && g_launches == 0 && std::strstr(c.last_error(), "device") != nullptr,
+           "run() on another device", c.last_error());
+    expect(c.run(nullptr) == Status::kSuccess, "run() back on device 0");
+  }
+  {
+    TwoGemmSm90 c;
+    expect(c.initialize(good(), kM) == Status::kSuccess, "initialize for autotune");
+    int const ms[] = {1, 64};
+    g_capturing = 1;
+    g_launches = 0;
+    Status const s = c.autotune(ms, 2, nullptr);
+    g_capturing = 0;
+    expect(s == Status::kInvalidArgument && g_launches == 0, "autotune() on a capturing stream launches nothing",
+           c.last_error());
+  }
+  std::printf("%d failure(s)\n", failures);
+  return failures == 0 ? 0 : 1;
+}
