@@ -29,7 +29,7 @@ from cusync_gen.errors import (
     ToolError,
     UsageError,
 )
-from cusync_gen.paths import default_cutlass_dir, example_names
+from cusync_gen.paths import default_cutlass_dir, example_names, unsafe_build_char
 from cusync_gen.spec.archs import facts_named
 
 TAIL_LINES = 40                       # lines of output kept in a ToolError
@@ -97,6 +97,10 @@ def find_tool(name: str) -> str:
     raise ToolError(f"{name} not found on PATH", hint=hint)
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}")
+_CUDA_ARCH = re.compile(r"[0-9]{2,3}[a-z]?")
+
+
 def cuda_arch(target: str) -> str:
     """CMAKE_CUDA_ARCHITECTURES value for a target: "sm_90" -> "90", "sm_90a" -> "90a"."""
     match = _TARGET.match(target.strip())
@@ -141,6 +145,16 @@ def read_manifest(project: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or not isinstance(manifest.get("name"), str):
         raise CusyncError(f"{path} has no project name",
                           hint="regenerate the project with `cusync-gen generate`")
+    # What reaches CMake or is executed: a plain file name, a plain architecture (a `;`, a space or a
+    # path there would pass other options to CMake or run a program outside the project).
+    bench = manifest.get("bench")
+    bench = bench.get("executable") or bench.get("name") if isinstance(bench, dict) else bench
+    checks = (("name", manifest["name"], _PLAIN_NAME), ("bench", bench, _PLAIN_NAME),
+              ("cuda_arch", manifest.get("cuda_arch"), _CUDA_ARCH))
+    for key, value, pattern in checks:
+        if value not in (None, "") and not (isinstance(value, str) and pattern.fullmatch(value)):
+            raise CusyncError(f"{path}: {key} {value!r} is not a plain {'architecture' if key == 'cuda_arch' else 'file name'}",
+                              hint="regenerate the project with `cusync-gen generate`")
     return manifest
 
 
@@ -237,6 +251,11 @@ def build(project: Path, target: str | None = None, jobs: int | None = None, bui
     project = Path(project).resolve()
     manifest = read_manifest(project)
     cutlass = find_cutlass(cutlass_dir)
+    for path, what in ((project, "the project folder"), (cutlass, "the CUTLASS folder")):
+        bad = unsafe_build_char(path)
+        if bad is not None:
+            raise UsageError(f"{what} {path} has the character {bad!r}, which CMake, nvcc or ninja would read as syntax",
+                             hint="move it to a path without ; $ ` \" ' \\ or line breaks")
     cmake = find_tool("cmake")
     nvcc = find_tool("nvcc")
     build_dir = project / BUILD_DIR

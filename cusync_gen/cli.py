@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -46,12 +47,21 @@ app = typer.Typer(
 _state = {"verbose": False}
 
 
+def _width() -> int | None:
+    """A terminal width of COLUMNS=0 (or 1..19) made rich print nothing at all: such a width becomes 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        return None
+    return 80 if columns < 20 else None
+
+
 def _out() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    return Console(highlight=False, soft_wrap=True, width=_width())
 
 
 def _err() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, soft_wrap=True, width=_width())
 
 
 def _warn(message: str) -> None:
@@ -386,6 +396,12 @@ def tune_cmd(
     tune.save_rows(raw, out_dir / f"tune-{loaded.name}.jsonl")
     rows = tune.medians(raw)
     winners = tune.choose(rows)
+    if not winners:  # nothing to choose from, nothing to write
+        no_device = bool(failures) and all("no CUDA device" in line for line in failures)
+        error = NoGpuError if no_device else ToolError
+        raise error("no variant produced a usable time at any M", hint="see the failures above"
+                    + ("; tune needs a CUDA device it can run on (check CUDA_VISIBLE_DEVICES and the driver)"
+                       if no_device else ""))
     _out().print(tune.winners_table(loaded.name, rows, winners))
     gpu = rows[0].get("gpu", "GPU") if rows else "GPU"
     png = tune.write_plot(rows, out_dir / f"tune-{loaded.name}.png", f"{loaded.name} on {gpu}")

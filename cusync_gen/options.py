@@ -167,8 +167,18 @@ def parse_policies(text: str | None, kind: str | None = None) -> list[str] | Non
     return policies
 
 
-def check_output_file(path: Path | None, option: str, example: str) -> Path | None:
-    """A file the command will write: not a folder, not under a file. Checked before any work."""
+def _project_holding(path: Path) -> Path | None:
+    """The generated project (a folder with our manifest.json and CMakeLists.txt) that `path` lies in, if any."""
+    for parent in Path(os.path.abspath(path)).parents:
+        if (parent / "manifest.json").is_file() and (parent / "CMakeLists.txt").is_file():
+            return parent
+    return None
+
+
+def check_output_file(path: Path | None, option: str, example: str, keep: tuple[Path, ...] = ()) -> Path | None:
+    """A file the command will write: not a folder, not under a file, not something that is no regular file
+    (a FIFO, a device), not one of `keep` (the command's own input and outputs), not an existing file of a
+    generated project. Checked before any work."""
     if path is None:
         return None
     if "\0" in str(path):
@@ -180,6 +190,17 @@ def check_output_file(path: Path | None, option: str, example: str) -> Path | No
         if parent.exists() and not parent.is_dir():
             raise UsageError(f"{option} {path}: {parent} is a file, not a folder",
                              hint=f"pass a path in a folder for {option}")
+    if path.exists() and not path.is_file():
+        raise UsageError(f"{option} {path} already exists (not a regular file)", hint=f"pass another file for {option}")
+    for other in keep:
+        if path.exists() and other.exists() and os.path.samefile(path, other) or \
+                os.path.abspath(path) == os.path.abspath(other):
+            raise UsageError(f"{option} {path} is {other}, which this command reads or writes itself",
+                             hint=f"pass another file for {option}")
+    project = _project_holding(path)
+    if project is not None and (path.exists() or path.name == "manifest.json"):
+        raise UsageError(f"{option} {path} is a file of the generated project {project}",
+                         hint=f"pass a new file for {option} (one the project does not have), or a path outside it")
     return path
 
 
@@ -189,7 +210,12 @@ def check_output_dir(path: Path | None, option: str) -> Path | None:
     if path is None:
         return None
     from cusync_gen import fsio
+    from cusync_gen.paths import unsafe_build_char
 
+    bad = unsafe_build_char(path)
+    if bad is not None:
+        raise UsageError(f"{option} {shown(str(path))} has the character {bad!r}, which CMake, nvcc or ninja would "
+                         "read as syntax", hint=f"pass a folder whose path has no ; $ ` \" ' \\ or line breaks for {option}")
     fsio.check_target(path, option)
     return path
 
@@ -415,7 +441,8 @@ def run_options(target: str, m: str | None, policies: str | None, batch: str | N
     check_range(autotune, "--autotune", 0, MAX_AUTOTUNE)
     arch = parse_target(arch, option)
     backend = parse_backend(backend)
-    check_output_file(results, "--results", "results.json")
+    spec_file = Path(target)
+    check_output_file(results, "--results", "results.json", keep=(spec_file,) if spec_file.is_file() else ())
     if m is not None:
         parse_ms(m)  # the syntax now; which default applies depends on the chain's kind
     for flag, value in (("--batch", batch), ("--cache", cache)):
@@ -657,7 +684,8 @@ def tune_options(spec: str, m: str, tiles: list[str] | None, orders: str | None,
                              f"use some of: {','.join(tune.orders(loaded.arch))}")
     dest = write or (spec_path.with_name(spec_path.stem + ".tuned.yaml") if Path(spec).exists()
                      else Path(f"{loaded.name}.tuned.yaml"))
-    check_output_file(dest, "--write", f"{loaded.name}.tuned.yaml")
+    own = (spec_path, work_dir / f"tune-{loaded.name}.png", work_dir / f"tune-{loaded.name}.jsonl")
+    check_output_file(dest, "--write", f"{loaded.name}.tuned.yaml", keep=own)
     tune.check_choices(loaded, choices)  # stage names and the number of combinations, before any work
     return TuneOptions(spec_path, loaded, choices, tuple(ms), m, order_list, repeats, warmup, rounds, work_dir,
                        dest, arch, jobs, cutlass_dir)

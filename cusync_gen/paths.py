@@ -76,3 +76,17 @@ def default_cutlass_dir() -> Path:
         return root / "third_party" / "cutlass"
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "cusync-gen" / "cutlass"
+
+
+# Characters a build cannot take in a path: CMake splits lists at `;` (a project under "a;b" configured into
+# a sibling "a"), and the generators pass paths to shells, nvcc and ninja, where quotes, `$`, backquotes,
+# backslashes and line breaks are syntax. Spaces and other printable characters are fine.
+UNSAFE_BUILD_CHARS = frozenset(';$`"\'\\') | frozenset(chr(c) for c in range(32)) | {"\x7f"}
+
+
+def unsafe_build_char(path: Path | str) -> str | None:
+    """The first character of `path` (made absolute) that breaks a CMake/nvcc/ninja build, or None."""
+    for ch in os.path.abspath(os.fspath(path)):
+        if ch in UNSAFE_BUILD_CHARS:
+            return ch
+    return None

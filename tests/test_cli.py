@@ -483,3 +483,64 @@ def test_docs_lists_and_prints_the_shipped_docs(capsys: pytest.CaptureFixture[st
     assert code == 0 and out == (paths.docs_dir() / "spec-format.md").read_text()
     code, _, err = cli_run(capsys, "docs", "nope")
     assert code == 2 and "no doc named 'nope'" in err and "spec-format" in err
+
+
+# ---- outputs that would destroy the command's own input, paths a build cannot take, manifest values ----
+
+def test_run_results_never_overwrites_the_spec_or_a_project_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "my.yaml"
+    spec.write_text((paths.examples_dir() / "two_gemm.yaml").read_text())
+    before = spec.read_text()
+    code, _, err = cli_run(capsys, "run", str(spec), "--project", str(tmp_path / "p"), "--results", str(spec))
+    assert code == 2 and "reads or writes itself" in err and spec.read_text() == before, err
+    project = tmp_path / "p1"
+    assert cli_run(capsys, "generate", str(spec), "-o", str(project))[0] == 0
+    manifest = (project / "manifest.json").read_text()
+    for target in (project / "manifest.json", project / "CMakeLists.txt"):
+        code, _, err = cli_run(capsys, "run", str(project), "--results", str(target))
+        assert code == 2 and "a file of the generated project" in err, err
+    assert (project / "manifest.json").read_text() == manifest
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_results_to_a_fifo_is_refused_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    code, _, err = cli_run(capsys, "run", "two_gemm", "--project", str(tmp_path / "p"), "--results", str(fifo))
+    assert code == 2 and "not a regular file" in err, err
+    assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("name", ["a;b", "a$b", "a`b", 'a"b', "a'b", "a\\b", "a\nb"])
+def test_a_project_path_a_build_cannot_take_is_refused(tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`;` splits CMake lists (a project under "x;y" configured into a sibling "x"); quotes, `$`, backquotes,
+    backslashes and line breaks broke nvcc and ninja after generate had succeeded."""
+    target = tmp_path / name
+    code, _, err = cli_run(capsys, "generate", "two_gemm", "-o", str(target))
+    assert code == 2 and "would read as syntax" in err, err
+    assert not target.exists() and not (tmp_path / "a").exists()
+
+
+def test_manifest_values_that_reach_cmake_or_exec_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    project = tmp_path / "p"
+    assert cli_run(capsys, "generate", "two_gemm", "-o", str(project))[0] == 0
+    good = json.loads((project / "manifest.json").read_text())
+    for key, value in (("cuda_arch", "80;90"), ("cuda_arch", "80 -DX=1"), ("bench", "../../evil.sh"), ("bench", "/bin/sh"),
+                       ("name", "../x")):
+        (project / "manifest.json").write_text(json.dumps({**good, key: value}))
+        with pytest.raises(Exception) as info:
+            build.read_manifest(project)
+        assert key in str(info.value) and "plain" in str(info.value)
+    (project / "manifest.json").write_text(json.dumps(good))
+    assert build.read_manifest(project)["name"] == good["name"]
+
+
+def test_a_zero_terminal_width_still_prints(tmp_path: Path) -> None:
+    """COLUMNS=0 made every message, errors included, vanish."""
+    env = {**os.environ, "COLUMNS": "0", "PYTHONPATH": str(Path(cli.__file__).resolve().parents[1])}
+    bad = subprocess.run([sys.executable, "-m", "cusync_gen.cli", "validate", "nope"], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=120)
+    assert bad.returncode == 2 and "unknown example" in bad.stderr, bad.stderr
+    good = subprocess.run([sys.executable, "-m", "cusync_gen.cli", "validate", "two_gemm"], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=120)
+    assert good.returncode == 0 and "OK" in good.stdout, good.stdout + good.stderr

@@ -14,7 +14,7 @@ from conftest import REPO
 from cusync_gen import build as builder
 from cusync_gen import tune
 from cusync_gen.cli import main
-from cusync_gen.errors import UsageError
+from cusync_gen.errors import NoGpuError, UsageError
 from cusync_gen.plan import make_plan
 from cusync_gen.spec import load_spec
 
@@ -230,3 +230,30 @@ def test_dispatch_table_script_rewrites_only_the_dispatch_block(tmp_path: Path) 
     tuned = load_spec(spec)
     assert tuned.dispatch is not None
     assert [(e.m_max, e.mode.value) for e in tuned.dispatch.modes] == [(512, "cublaslt"), (4096, "pingpong")]
+
+
+def test_tune_where_every_variant_fails_stops_with_a_message(tmp_path: Path, fake_gpu: dict[str, Any],
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A GPU that nvidia-smi lists but CUDA cannot use: every variant fails, so there is nothing to choose and
+    nothing is written (it ended in a ZeroDivisionError)."""
+    def no_device(*args: Any, **kwargs: Any) -> list[dict]:
+        raise NoGpuError("no CUDA device found")
+
+    monkeypatch.setattr(builder, "run", no_device)
+    dest = tmp_path / "tuned.yaml"
+    code = cli(["tune", "two_gemm", "--m", "256", "-o", str(tmp_path / "t"), "--write", str(dest)])
+    err = capsys.readouterr().err
+    assert code == 3 and "no variant produced a usable time" in err and "Traceback" not in err, err
+    assert not dest.exists()
+
+
+def test_tune_never_writes_over_its_spec_or_its_own_outputs(tmp_path: Path, fake_gpu: dict[str, Any],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "my.yaml"
+    spec.write_text((REPO / "cusync_gen" / "examples" / "two_gemm.yaml").read_text())
+    for write in (spec, tmp_path / "t" / "tune-two_gemm.png", tmp_path / "t" / "tune-two_gemm.jsonl"):
+        code = cli(["tune", str(spec), "--m", "256", "-o", str(tmp_path / "t"), "--write", str(write)])
+        err = capsys.readouterr().err
+        assert code == 2 and "--write" in err and "reads or writes itself" in err, err
+    assert not fake_gpu["built"]  # refused before any work

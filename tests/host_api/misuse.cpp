@@ -86,6 +86,15 @@ int main() {
     expect(s == Status::kInvalidArgument && g_launches == 0, "autotune() on a capturing stream launches nothing",
            c.last_error());
   }
+  {
+    TwoGemmSm90 c;
+    g_capturing = 1;
+    Status const s = c.initialize(good(), kM);
+    g_capturing = 0;
+    expect(s == Status::kInvalidArgument, "initialize() on a capturing stream", c.last_error());
+    expect(c.initialize(good(), kM) == Status::kSuccess && c.run(nullptr) == Status::kSuccess,
+           "initialize() again after it failed, then run()", c.last_error());
+  }
   std::printf("%d failure(s)\n", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -18,7 +18,10 @@
 //
 // Embedding: Arguments' optional fields (0 = as generated) give each GEMM's N and K, checked against the
 // generated kernels, and each matrix's leading dimension; initialize() and update() refuse what the
-// kernels cannot run (kInvalidArgument) and last_error() names the field and the fix.
+// kernels cannot run (kInvalidArgument) and last_error() names the field and the fix: a GEMM output that
+// overlaps its input or another GEMM's operand among them. A chain runs on the device it was initialized
+// on (kInvalidArgument elsewhere); initialize() and autotune() are refused on a capturing stream, and an
+// initialize() that fails leaves the object as it was, to be initialized again.
 #pragma once
 
 #include <cstdint>

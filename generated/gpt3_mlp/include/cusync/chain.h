@@ -169,6 +169,8 @@ class ChainBase {
 
  protected:
   void swap_base(ChainBase& other) noexcept;
+  // Frees the state and the semaphores (unless they are the caller's) and leaves the object uninitialized.
+  void release_base();
   // The device's SM count, the state and a pool of `words` semaphores, zeroed on `stream` (synchronized):
   // cudaMalloc'ed, or carved from `carve` (the caller's workspace; then never freed here).
   Status allocate_state(int64_t words, cudaStream_t stream, Workspace* carve = nullptr);
@@ -233,6 +235,7 @@ class StagedChain : public ChainBase {
   // kInvalidArgument with last_error() naming the field, or kSuccess (and last_error() cleared).
   Status check_arguments(ChainPointers const& args);
   Status check_overlaps(ChainPointers const& args);  // part of check_arguments()
+  Status check_device();  // kInvalidArgument (last_error() says why) off the device of initialize()
   Status invalid(char const* format, ...);
   int config_for(int m) const;
   StageInfo const& info(int stage) const { return t_->at(config_, stage); }

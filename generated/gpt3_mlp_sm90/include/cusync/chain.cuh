@@ -17,10 +17,16 @@ namespace cusync {
 // ------------------------------------------------------------------------------------------------
 // ChainBase
 
-inline ChainBase::~ChainBase() {
-  if (!owns_memory_) return;  // the caller's workspace
-  if (semaphores_ != nullptr) cudaFree(semaphores_);
-  if (state_ != nullptr) cudaFree(state_);
+inline ChainBase::~ChainBase() { release_base(); }
+
+inline void ChainBase::release_base() {
+  if (owns_memory_) {  // else the caller's workspace
+    if (semaphores_ != nullptr) cudaFree(semaphores_);
+    if (state_ != nullptr) cudaFree(state_);
+  }
+  semaphores_ = nullptr;
+  state_ = nullptr;
+  owns_memory_ = true;
 }
 
 inline void ChainBase::swap_base(ChainBase& other) noexcept {
@@ -290,6 +296,11 @@ inline size_t StagedChain::workspace_size(int max_m) const {
 
 inline Status StagedChain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller) {
   if (state_ != nullptr) return invalid("initialize() was already called: use update(), or a new object");
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) return Status::kCudaError;
+  if (capture != cudaStreamCaptureStatusNone) {  // its uploads and synchronization would break the capture
+    return invalid("initialize() on a capturing stream: call it once before capturing run()");
+  }
   Status status = check_arguments(args);
   if (status != Status::kSuccess) return status;
   if (max_m > t_->max_m) return invalid("max_m = %d is above %d (the spec's MAX_M): pass at most %d", max_m, t_->max_m, t_->max_m);
@@ -447,8 +458,15 @@ inline Status StagedChain::launch_stage(int s, bool synced, cudaStream_t stream,
   return t_->launch[s](launch, stream);
 }
 
+inline Status StagedChain::check_device() {
+  if (on_own_device()) return Status::kSuccess;
+  return invalid("the current device is not the one initialize() ran on (device %d): cudaSetDevice(%d) first, or "
+                 "initialize a chain on this device", device_, device_);
+}
+
 inline Status StagedChain::run_sequential(cudaStream_t stream) {
   if (state_ == nullptr) return Status::kNotInitialized;
+  if (Status const status = check_device(); status != Status::kSuccess) return status;
   if (Status const status = prepare_run(stream); status != Status::kSuccess) return status;
   for (int s = 0; s < t_->num_stages; ++s) {
     Status const status = launch_stage(s, /*synced=*/false, stream);

@@ -79,7 +79,24 @@ inline void Chain::take_backend(Workspace& w, int max_m, int sms) const {
   if (int64_t const gated = gated_bytes(nullptr); gated > 0) w.take(size_t(gated));
 }
 
+// A failed initialize() gives back whatever it took, so that the object is as before (not initialized, its
+// settings kept) and initialize() may be called again; last_error() still says why.
 inline Status Chain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller) {
+  bool const fresh = state_ == nullptr;
+  Status const status = initialize_steps(args, max_m, stream, caller);
+  if (status != Status::kSuccess && fresh) {
+    if (streamk_workspace_ != nullptr && owns_memory_) cudaFree(streamk_workspace_);
+    if (gated_weights_ != nullptr && owns_memory_) cudaFree(gated_weights_);
+    streamk_workspace_ = gated_weights_ = nullptr;
+    destroy_lt_context(static_cast<LtContext*>(lt_));
+    lt_ = nullptr;
+    weights_stale_ = false;
+    release_base();
+  }
+  return status;
+}
+
+inline Status Chain::initialize_steps(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller) {
   Status status = StagedChain::initialize(args, max_m, stream, caller);
   if (status != Status::kSuccess) return status;
   for (int s = 0; s < t_->num_stages; ++s) {
@@ -141,10 +158,7 @@ inline Status Chain::refresh_weights(cudaStream_t stream) {
 }
 
 inline Status Chain::prepare_run(cudaStream_t stream) {
-  if (!on_own_device()) {
-    return invalid("the current device is not the one initialize() ran on (device %d): cudaSetDevice(%d) first, or "
-                   "initialize a chain on this device", device_, device_);
-  }
+  if (Status const status = check_device(); status != Status::kSuccess) return status;
   if (!weights_stale_) return Status::kSuccess;
   // Under stream capture the copy is only recorded into the caller's graph: an eager run before that graph
   // is replayed must still copy, so the weights stay stale until a run that executes.

@@ -24,15 +24,18 @@ inline void Chain::swap(Chain& other) noexcept {
   swap_staged(other);
 }
 
+// A failed initialize() gives back the state it took (the object is not initialized, and may be again).
 inline Status Chain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller) {
+  bool const fresh = state_ == nullptr;
   Status status = StagedChain::initialize(args, max_m, stream, caller);
-  if (status != Status::kSuccess) return status;
-  if ((status = streams_.create()) != Status::kSuccess) return status;
-  for (int s = 0; s < t_->num_stages && t_->has_unsynced_edge; ++s) {
-    if ((status = from_cuda(cudaEventCreateWithFlags(&done_[s], cudaEventDisableTiming))) != Status::kSuccess) return status;
+  if (status == Status::kSuccess && streams_.side() == nullptr) status = streams_.create();
+  for (int s = 0; s < t_->num_stages && t_->has_unsynced_edge && status == Status::kSuccess; ++s) {
+    if (done_[s] == nullptr) status = from_cuda(cudaEventCreateWithFlags(&done_[s], cudaEventDisableTiming));
   }
   // Only the stream the state was uploaded on, never the whole device: the chain may run on any stream next.
-  return from_cuda(cudaStreamSynchronize(stream));
+  if (status == Status::kSuccess) status = from_cuda(cudaStreamSynchronize(stream));
+  if (status != Status::kSuccess && fresh) release_base();
+  return status;
 }
 
 // Back to back unless some producer has more tiles than fit at once (more than one wave): when all its
@@ -49,6 +52,7 @@ inline bool Chain::overlaps() const {
 
 inline Status Chain::run(cudaStream_t stream) {
   if (state_ == nullptr) return Status::kNotInitialized;
+  if (Status const status = check_device(); status != Status::kSuccess) return status;
   if (!overlaps()) return run_sequential(stream);
   auto* state = static_cast<ChainState*>(state_);
   cudaStream_t streams[2] = {stream, single_stream_ ? stream : streams_.side()};

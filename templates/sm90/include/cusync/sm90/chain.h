@@ -91,6 +91,7 @@ class Chain : public StagedChain {
   // Bytes of the gated GEMMs' interleaved weights; each stage's offset.
   int64_t gated_bytes(int64_t* offset) const;
   Status run_cutlass(cudaStream_t stream, bool programmatic, Mode kernels);
+  Status initialize_steps(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller);
   Status run_overlapped(cudaStream_t stream);
 
   BaselineTables const* b_;
