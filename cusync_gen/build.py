@@ -29,7 +29,7 @@ from cusync_gen.errors import (
     ToolError,
     UsageError,
 )
-from cusync_gen.paths import default_cutlass_dir, example_names, unsafe_build_char
+from cusync_gen.paths import check_build_path, default_cutlass_dir, example_names
 from cusync_gen.spec.archs import facts_named
 
 TAIL_LINES = 40                       # lines of output kept in a ToolError
@@ -251,11 +251,8 @@ def build(project: Path, target: str | None = None, jobs: int | None = None, bui
     project = Path(project).resolve()
     manifest = read_manifest(project)
     cutlass = find_cutlass(cutlass_dir)
-    for path, what in ((project, "the project folder"), (cutlass, "the CUTLASS folder")):
-        bad = unsafe_build_char(path)
-        if bad is not None:
-            raise UsageError(f"{what} {path} has the character {bad!r}, which CMake, nvcc or ninja would read as syntax",
-                             hint="move it to a path without ; $ ` \" ' \\ or line breaks")
+    check_build_path(project, "the project folder")
+    check_build_path(cutlass, "the CUTLASS folder")
     cmake = find_tool("cmake")
     nvcc = find_tool("nvcc")
     build_dir = project / BUILD_DIR

@@ -167,10 +167,14 @@ def parse_policies(text: str | None, kind: str | None = None) -> list[str] | Non
     return policies
 
 
-def _project_holding(path: Path) -> Path | None:
-    """The generated project (a folder with our manifest.json and CMakeLists.txt) that `path` lies in, if any."""
-    for parent in Path(os.path.abspath(path)).parents:
-        if (parent / "manifest.json").is_file() and (parent / "CMakeLists.txt").is_file():
+def _project_owning(path: Path) -> Path | None:
+    """The generated project whose manifest.json is `path` or lists it among its files, if any."""
+    from cusync_gen.render import read_old_project
+
+    path = Path(os.path.abspath(path))
+    for parent in path.parents:
+        old = read_old_project(parent)
+        if old is not None and (path == parent / "manifest.json" or path.relative_to(parent).as_posix() in old.files):
             return parent
     return None
 
@@ -197,10 +201,10 @@ def check_output_file(path: Path | None, option: str, example: str, keep: tuple[
                 os.path.abspath(path) == os.path.abspath(other):
             raise UsageError(f"{option} {path} is {other}, which this command reads or writes itself",
                              hint=f"pass another file for {option}")
-    project = _project_holding(path)
-    if project is not None and (path.exists() or path.name == "manifest.json"):
+    project = _project_owning(path)
+    if project is not None:
         raise UsageError(f"{option} {path} is a file of the generated project {project}",
-                         hint=f"pass a new file for {option} (one the project does not have), or a path outside it")
+                         hint=f"pass a file the project does not have for {option}, or a path outside it")
     return path
 
 
@@ -210,12 +214,7 @@ def check_output_dir(path: Path | None, option: str) -> Path | None:
     if path is None:
         return None
     from cusync_gen import fsio
-    from cusync_gen.paths import unsafe_build_char
-
-    bad = unsafe_build_char(path)
-    if bad is not None:
-        raise UsageError(f"{option} {shown(str(path))} has the character {bad!r}, which CMake, nvcc or ninja would "
-                         "read as syntax", hint=f"pass a folder whose path has no ; $ ` \" ' \\ or line breaks for {option}")
+    paths.check_build_path(path, option)
     fsio.check_target(path, option)
     return path
 

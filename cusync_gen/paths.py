@@ -84,9 +84,12 @@ def default_cutlass_dir() -> Path:
 UNSAFE_BUILD_CHARS = frozenset(';$`"\'\\') | frozenset(chr(c) for c in range(32)) | {"\x7f"}
 
 
-def unsafe_build_char(path: Path | str) -> str | None:
-    """The first character of `path` (made absolute) that breaks a CMake/nvcc/ninja build, or None."""
+def check_build_path(path: Path | str, what: str) -> None:
+    """A UsageError naming `what` (an option, or "the project folder") if `path`, made absolute, has a
+    character that breaks a CMake/nvcc/ninja build."""
+    from cusync_gen.errors import UsageError
+
     for ch in os.path.abspath(os.fspath(path)):
         if ch in UNSAFE_BUILD_CHARS:
-            return ch
-    return None
+            raise UsageError(f"{what} {os.fspath(path)!r} has the character {ch!r}, which CMake, nvcc or ninja would "
+                             "read as syntax", hint="use a path without ; $ ` \" ' \\ or line breaks")
