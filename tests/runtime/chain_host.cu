@@ -56,7 +56,10 @@ struct Probe : cusync::sm80::Chain {
 // Pointers the chain never dereferences on the host (argument checks only), with the emitted row widths
 // and field names of the table above: g1 = input [M, 256] x w1 [256, 1000], g2 = g1_out x w2 [1000, 512].
 cusync::ChainPointers shaped(int m) {
-  alignas(16) static uint16_t fake[8];
+  // One fake buffer per Arguments field (input, g1_weight, g1_out, g2_weight, g2_out), never dereferenced, far
+  // enough apart for 16 rows of the widest leading dimension used here: outputs may not overlap other operands.
+  alignas(16) static uint16_t fake[5][16 * 4096 + 8];
+  int const a_buf[2] = {0, 2}, b_buf[2] = {1, 3}, d_buf[2] = {2, 4};
   cusync::ChainPointers p;
   p.m = m;
   char const* a_field[2] = {"input", "g1_out"};
@@ -64,9 +67,9 @@ cusync::ChainPointers shaped(int m) {
   char const* d_field[2] = {"g1_out", "g2_out"};
   int const a_cols[2] = {256, 1000}, d_cols[2] = {1000, 512};
   for (int s = 0; s < 2; ++s) {
-    p.a[s] = fake;
-    p.b[s] = fake;
-    p.d[s] = fake;
+    p.a[s] = fake[a_buf[s]];
+    p.b[s] = fake[b_buf[s]];
+    p.d[s] = fake[d_buf[s]];
     p.b_required[s] = true;
     p.a_cols[s] = a_cols[s];
     p.b_cols[s] = d_cols[s];

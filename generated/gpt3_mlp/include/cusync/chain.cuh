@@ -296,11 +296,6 @@ inline size_t StagedChain::workspace_size(int max_m) const {
 
 inline Status StagedChain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller) {
   if (state_ != nullptr) return invalid("initialize() was already called: use update(), or a new object");
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) return Status::kCudaError;
-  if (capture != cudaStreamCaptureStatusNone) {  // its uploads and synchronization would break the capture
-    return invalid("initialize() on a capturing stream: call it once before capturing run()");
-  }
   Status status = check_arguments(args);
   if (status != Status::kSuccess) return status;
   if (max_m > t_->max_m) return invalid("max_m = %d is above %d (the spec's MAX_M): pass at most %d", max_m, t_->max_m, t_->max_m);
@@ -321,6 +316,11 @@ inline Status StagedChain::initialize(ChainPointers const& args, int max_m, cuda
                      "given to workspace_size() must be max(max_m, args.m))", caller->bytes, max_m_, need);
     }
     carve_ = Workspace{caller->base, caller->bytes, 0};
+  }
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) return Status::kCudaError;
+  if (capture != cudaStreamCaptureStatusNone) {  // its uploads and synchronization would break the capture
+    return invalid("initialize() on a capturing stream: call it once before capturing run()");
   }
   args_ = args;
   int64_t const total = semaphore_words(*t_, max_m_, semaphore_offset_);
