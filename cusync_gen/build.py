@@ -147,9 +147,7 @@ def read_manifest(project: Path) -> dict[str, Any]:
                           hint="regenerate the project with `cusync-gen generate`")
     # What reaches CMake or is executed: a plain file name, a plain architecture (a `;`, a space or a
     # path there would pass other options to CMake or run a program outside the project).
-    bench = manifest.get("bench")
-    bench = bench.get("executable") or bench.get("name") if isinstance(bench, dict) else bench
-    checks = (("name", manifest["name"], _PLAIN_NAME), ("bench", bench, _PLAIN_NAME),
+    checks = (("name", manifest["name"], _PLAIN_NAME), ("bench", _bench_field(manifest), _PLAIN_NAME),
               ("cuda_arch", manifest.get("cuda_arch"), _CUDA_ARCH))
     for key, value, pattern in checks:
         if value not in (None, "") and not (isinstance(value, str) and pattern.fullmatch(value)):
@@ -158,11 +156,15 @@ def read_manifest(project: Path) -> dict[str, Any]:
     return manifest
 
 
+def _bench_field(manifest: dict[str, Any]) -> Any:
+    """manifest["bench"] as written: a name, or an object with its "executable" (or "name")."""
+    bench = manifest.get("bench")
+    return bench.get("executable") or bench.get("name") if isinstance(bench, dict) else bench
+
+
 def bench_name(manifest: dict[str, Any]) -> str:
     """File name of the bench executable: manifest["bench"], else "<name>_bench"."""
-    bench = manifest.get("bench")
-    if isinstance(bench, dict):
-        bench = bench.get("executable") or bench.get("name")
+    bench = _bench_field(manifest)
     return str(bench) if bench else f"{manifest['name']}_bench"
 
 
