@@ -240,6 +240,65 @@ def _short(what: str, width: int = 50) -> str:
     return text if len(text) <= width else "..." + text[-(width - 3):]
 
 
+MAX_CMAKE_CACHE_BYTES = 4 << 20  # a CMakeCache.txt is some 50 KB; a larger one is left to CMake
+
+
+def _cache_entries(cache: Path) -> dict[str, str]:
+    """`KEY:TYPE=VALUE` lines of a CMakeCache.txt, as {KEY: VALUE}; {} for one that cannot be read."""
+    try:  # never blocks on a FIFO, bounded in size
+        text = userfile.read_bytes(cache, "CMake cache", MAX_CMAKE_CACHE_BYTES).decode("utf-8", "replace")
+    except (userfile.UserFileError, OSError):
+        return {}
+    entries = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not line.startswith(("#", "//")):
+            entries[key.partition(":")[0]] = value
+    return entries
+
+
+def _same_dir(recorded: str, current: Path) -> bool:
+    """A folder a CMake cache recorded is `current` (as CMake checks: the same file, so a link to it counts)."""
+    try:
+        return os.path.samefile(recorded, current)
+    except OSError:  # gone: the project was moved
+        return False
+
+
+def moved_cache(build_dir: Path, source_dir: Path) -> str | None:
+    """The folder `build_dir`'s CMake cache was made in, when it is not `build_dir` configured from
+    `source_dir` (the project was moved or copied, build folder included; CMake refuses such a cache); else None."""
+    cache = build_dir / "CMakeCache.txt"
+    if not cache.is_file():
+        return None
+    entries = _cache_entries(cache)
+    for key, current in (("CMAKE_CACHEFILE_DIR", build_dir), ("CMAKE_HOME_DIRECTORY", source_dir)):
+        recorded = entries.get(key)
+        if recorded and not _same_dir(recorded, current):
+            return recorded
+    return None
+
+
+def reset_moved_cache(build_dir: Path, source_dir: Path) -> str | None:
+    """Remove a moved project's CMake cache (CMakeCache.txt and CMakeFiles/, which hold the old absolute
+    paths) so the next configure starts clean; nothing else in `build_dir` is touched, nothing outside it.
+    Returns the folder the cache was made in, or None when it is this build's own (nothing removed)."""
+    old = moved_cache(build_dir, source_dir)
+    if old is None:
+        return None
+    try:
+        (build_dir / "CMakeCache.txt").unlink()
+        files = build_dir / "CMakeFiles"
+        if files.is_symlink() or (files.exists() and not files.is_dir()):
+            files.unlink()  # a link itself, never what it points to
+        elif files.is_dir():
+            shutil.rmtree(files)
+    except OSError as err:
+        raise ToolError(f"cannot remove the CMake cache {build_dir} kept from {old}: {err.strerror or err}",
+                        hint=f"delete {build_dir} and build again") from err
+    return old
+
+
 def build(project: Path, target: str | None = None, jobs: int | None = None, build_type: str = "Release",
           cutlass_dir: Path | None = None, progress: bool = True, bar: Progress | None = None,
           label: str = "") -> Path:
@@ -258,6 +317,15 @@ def build(project: Path, target: str | None = None, jobs: int | None = None, bui
     cmake = find_tool("cmake")
     nvcc = find_tool("nvcc")
     build_dir = project / BUILD_DIR
+    # <project>/build is ours: a cache left from where the project was before it moved is removed, since
+    # CMake only refuses it ("CMakeCache.txt directory ... is different")
+    old = reset_moved_cache(build_dir, project)
+    if old is not None:
+        note = f"{build_dir}: its CMake cache was made in {old} (the project moved); configuring it afresh"
+        if bar is not None:
+            bar.console.print(note, markup=False, highlight=False)
+        else:
+            print(note, file=sys.stderr, flush=True)
 
     configure = [cmake, "-S", str(project), "-B", str(build_dir)]
     if shutil.which("ninja") and not (build_dir / "CMakeCache.txt").exists():

@@ -3,7 +3,7 @@
 Each command first builds its frozen options object (`cusync_gen.options`: every option parsed and
 checked, nothing written), and only then generates, builds, runs or writes. Errors are CusyncError
 subclasses raised anywhere below; `main()` turns each into one red `error: ...` line (plus a dim
-`hint: ...`) and the exception's exit code. `--verbose` re-raises instead, for a traceback.
+`hint: ...`) and the exception's exit code; `--verbose` prints its traceback first (same exit code).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -152,8 +153,8 @@ def _need_matplotlib(command: str) -> None:
 def init(
     name: Annotated[Optional[str], typer.Argument(help="Example to copy (see --list).", show_default=False)] = None,
     output: Annotated[Optional[str], typer.Option("-o", "--output", metavar="FILE",
-                                                  help="Spec file to write [./NAME.yaml]; DIR/ (with the slash) "
-                                                       "writes DIR/NAME.yaml.")] = None,
+                                                  help="Spec file to write [./NAME.yaml]; .json writes JSON; DIR/ "
+                                                       "(with the slash) writes DIR/NAME.yaml.")] = None,
     list_: Annotated[bool, Flag("--list", help="List the shipped examples.")] = False,
     force: Annotated[bool, Flag("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
@@ -164,8 +165,14 @@ def init(
             out.print(f"{example:<12} {escape(_example_summary(paths.examples_dir() / f'{example}.yaml'))}")
         return
     opts = options.init_options(name, output, force)
+    if opts.as_json:  # the example's data, read by the spec's own loader (the file's comments are lost)
+        from cusync_gen.spec.loading import read_spec_data
+
+        content = (json.dumps(read_spec_data(opts.source), indent=2) + "\n").encode()
+    else:
+        content = opts.source.read_bytes()
     try:
-        fsio.write_file(opts.dest, opts.source.read_bytes(), "-o", overwrite=opts.force)
+        fsio.write_file(opts.dest, content, "-o", overwrite=opts.force)
     except OSError as err:
         raise _write_error(err, opts.dest, "-o") from err
     _out().print(f"wrote {escape(str(opts.dest))}")
@@ -583,8 +590,9 @@ def main(argv: list[str] | None = None) -> None:
         _print_error(_click_error(err))
         sys.exit(getattr(err, "exit_code", 2))
     except (CusyncError, OSError) as err:
-        if _state["verbose"]:
-            raise
+        if _state["verbose"]:  # the traceback, then the same error line and exit code as without -v
+            traceback.print_exception(err, file=sys.stderr)
+            sys.stderr.flush()
         error = _os_error(err) if isinstance(err, OSError) else err
         _print_error(error)
         sys.exit(getattr(error, "exit_code", 1))

@@ -238,16 +238,28 @@ def merge_alias(option: str, value: Any, aliases: dict[str, Any]) -> Any:
 
 
 def resolve_spec(arg: str) -> Path:
-    """A spec argument: an existing file, else the name of a shipped example."""
+    """A spec argument: an existing file, else the name of a shipped example. A folder is never a spec: one
+    named like an example (`generate gpt3_mlp -o gpt3_mlp` makes ./gpt3_mlp) does not hide the example."""
     path = Path(arg)
-    if path.exists():
-        return path
     example = paths.example_path(arg)
+    if path.exists() and not path.is_dir():
+        return path
     if example is not None:
         return example
+    if path.is_dir():
+        what = "a generated project folder" if (path / "manifest.json").is_file() else "a folder"
+        raise UsageError(f"{arg} is {what}, not a spec file",
+                         hint="pass the path of a .yaml or .json spec file, or a shipped example name")
     if path.suffix in (".yaml", ".yml", ".json") or "/" in arg:
         raise UsageError(f"spec file not found: {arg}", hint="check the path, or use a shipped example name")
     raise unknown_example(arg)
+
+
+def _is_input_path(arg: str) -> bool:
+    """`arg` is a path run and trace can take as it is: a spec file, or a generated project folder (has
+    manifest.json). Any other folder is not: an example of that name is meant (see resolve_spec)."""
+    path = Path(arg)
+    return path.exists() and (not path.is_dir() or (path / "manifest.json").is_file())
 
 
 def unknown_example(name: str) -> UsageError:
@@ -264,6 +276,11 @@ class InitOptions:
     source: Path
     dest: Path
     force: bool
+    as_json: bool  # dest is a .json file: write the example's data as JSON (the loader reads by suffix)
+
+
+#: init -o: the spec file types the loader reads (spec.loading.read_spec_data picks the parser by suffix).
+INIT_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def init_options(name: str | None, output: str | None, force: bool) -> InitOptions:
@@ -273,10 +290,16 @@ def init_options(name: str | None, output: str | None, force: bool) -> InitOptio
     if source is None:
         raise unknown_example(name)
     dest = init_destination(output, f"{name}.yaml")
+    suffix = dest.suffix.lower()
+    if suffix not in INIT_SUFFIXES:  # a spec the loader could not read back
+        what = f": {shown(dest.suffix)} is not a spec file type" if dest.suffix else " has no file type suffix"
+        raise UsageError(f"-o {dest}{what}",
+                         hint=f"name the file {', '.join('*' + s for s in INIT_SUFFIXES)} (JSON is written for "
+                              f".json), e.g. -o {name}.yaml")
     if os.path.lexists(dest) and not force:  # a dangling link too: never written through
         raise UsageError(f"-o {dest} already exists" + (" (a symbolic link)" if dest.is_symlink() else ""),
                          hint="pass --force to replace it, or -o another file")
-    return InitOptions(source, dest, force)
+    return InitOptions(source, dest, force, suffix == ".json")
 
 
 def init_destination(output: str | None, file_name: str) -> Path:
@@ -448,9 +471,10 @@ def run_options(target: str, m: str | None, policies: str | None, batch: str | N
         if value is not None:
             parse_ms(value, flag, minimum=0 if flag == "--cache" else 1)
     why = ""
-    if paths.example_path(target) is not None and not Path(target).exists():  # a name, not a path
+    if paths.example_path(target) is not None and not _is_input_path(target):  # a name, not a path
         target, why = builder.pick_example(target, backend, gpu, arch)
-    elif backend != "auto" and Path(target).exists():
+        target = str(paths.example_path(target))  # the example itself, whatever folder has its name here
+    elif backend != "auto" and _is_input_path(target):
         raise UsageError(f"--backend picks among the shipped examples; {shown(target)} is a path",
                          hint="a spec's backend is its `arch:`; drop --backend, or pass an example name")
     subject = subject_of(target, project, layer=True)
@@ -681,7 +705,8 @@ def tune_options(spec: str, m: str, tiles: list[str] | None, orders: str | None,
         if o not in tune.orders(loaded.arch):
             raise UsageError(f"--orders: {o!r} is not an order of arch {loaded.arch.value}",
                              f"use some of: {','.join(tune.orders(loaded.arch))}")
-    dest = write or (spec_path.with_name(spec_path.stem + ".tuned.yaml") if Path(spec).exists()
+    # next to the user's spec file; never into the shipped examples (a folder named like one is not the spec)
+    dest = write or (spec_path.with_name(spec_path.stem + ".tuned.yaml") if spec_path == Path(spec)
                      else Path(f"{loaded.name}.tuned.yaml"))
     own = (spec_path, work_dir / f"tune-{loaded.name}.png", work_dir / f"tune-{loaded.name}.jsonl")
     check_output_file(dest, "--write", f"{loaded.name}.tuned.yaml", keep=own)

@@ -179,11 +179,10 @@ def test_validate_bad_spec_subprocess(bad_spec: Path) -> None:
     assert "Traceback" not in proc.stderr + proc.stdout
 
 
-def test_verbose_reraises(bad_spec: Path) -> None:
-    from cusync_gen.errors import SpecError
-
-    with pytest.raises(SpecError):
-        cli.main(["--verbose", "validate", str(bad_spec)])
+def test_verbose_shows_a_traceback_and_keeps_the_exit_code(bad_spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = cli_run(capsys, "--verbose", "validate", str(bad_spec))
+    assert code == 1  # as without --verbose (tests/test_cli_edges.py: every kind of error)
+    assert "Traceback" in err and len(error_lines(err)) == 1
 
 
 def test_validate_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
