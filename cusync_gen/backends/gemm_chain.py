@@ -78,6 +78,7 @@ class StageOperands:
     d: Buffer
     gemm: bool
     bias: str | None = None  # a GEMM's bias vector [n] (the Arguments field), if the spec asks for one
+    b_rows: int = 0          # a GEMM's weight rows: K (row-major K x N) or N (column-major), for the overlap check
 
 
 def stage_operands(plan: ChainPlan) -> tuple[StageOperands, ...]:
@@ -89,10 +90,14 @@ def stage_operands(plan: ChainPlan) -> tuple[StageOperands, ...]:
         a = outs[s.input.producer] if s.input else Buffer("input", s.k, True)
         if s.op is Op.GEMM:
             # a gated GEMM's weights hold gate | up: 2n columns (StagePlan.gemm_n)
-            b: Buffer | None = Buffer(f"{s.name}_weight", s.gemm_n if s.b_layout.value == "row" else s.k, True)
+            row = s.b_layout.value == "row"
+            b: Buffer | None = Buffer(f"{s.name}_weight", s.gemm_n if row else s.k, True)
+            b_rows = s.k if row else s.gemm_n
         else:
             b = outs[s.input_b.producer] if s.input_b else None
-        result.append(StageOperands(a, b, outs[s.index], s.op is Op.GEMM, f"{s.name}_bias" if s.bias else None))
+            b_rows = 0
+        result.append(StageOperands(a, b, outs[s.index], s.op is Op.GEMM, f"{s.name}_bias" if s.bias else None,
+                                    b_rows))
     return tuple(result)
 
 

@@ -55,6 +55,53 @@ int main() {
     expect(c.initialize(a, kM) == Status::kSuccess, "gemm1_out right after input's rows", c.last_error());
   }
   a = good();
+  a.gemm2_out = w1 + 64 * kN;
+  refused(a, "gemm2_out inside gemm1_weight", "gemm1_weight");
+  {
+    TwoGemmSm90 c;
+    size_t const bytes = TwoGemmSm90::workspace_size(kM);
+    char* ws = static_cast<char*>(aligned_alloc(256, bytes + 256 * 1024));
+    a = good();
+    a.gemm1_out = reinterpret_cast<Element*>(ws + 4096);  // the chain's own state lies there
+    Status const s = c.initialize(a, ws, bytes, kM);
+    expect(s == Status::kInvalidArgument && std::strstr(c.last_error(), "workspace") != nullptr,
+           "gemm1_out inside the caller's workspace", c.last_error());
+    a.gemm1_out = reinterpret_cast<Element*>(ws + (bytes + 255) / 256 * 256);  // right after what the chain uses
+    expect(bytes > 0 && c.initialize(a, ws, bytes, kM) == Status::kSuccess && c.run(nullptr) == Status::kSuccess,
+           "gemm1_out after the workspace's bytes", c.last_error());
+  }
+  {
+    TwoGemmSm90 c;
+    expect(c.initialize(good(), kM) == Status::kSuccess, "initialize for the overrides");
+    expect(c.set_mode(static_cast<cusync::Mode>(42)) == Status::kInvalidArgument && c.mode() != cusync::Mode(42),
+           "set_mode(42) refused", c.last_error());
+    expect(c.set_tile_order(7) == Status::kInvalidArgument && c.set_tile_order(-2) == Status::kInvalidArgument,
+           "set_tile_order(7) and (-2) refused", c.last_error());
+    g_launches = 0;
+    expect(c.run_mode(nullptr, static_cast<cusync::Mode>(-5)) == Status::kInvalidArgument && g_launches == 0,
+           "run_mode(-5) launches nothing", c.last_error());
+    expect(c.set_mode(cusync::Mode::kStock) == Status::kSuccess && c.set_tile_order(-1) == Status::kSuccess &&
+               c.run(nullptr) == Status::kSuccess,
+           "set_mode(kStock), the spec's order, run()");
+  }
+  {
+    TwoGemmSm90 c;
+    a = good();
+    a.m = 64;
+    expect(c.initialize(a, kM) == Status::kSuccess, "initialize at M = 64 for the trace");
+    int64_t const small = c.trace_words();
+    uint64_t* trace = static_cast<uint64_t*>(aligned_alloc(256, size_t(small) * 8 * 8));
+    expect(c.set_trace(trace) == Status::kSuccess && c.run(nullptr) == Status::kSuccess, "trace sized for M = 64");
+    a.m = kM;
+    g_launches = 0;
+    bool const refused_run = c.update(a) == Status::kSuccess && c.run_mode(nullptr, cusync::Mode::kOverlap) ==
+                             Status::kInvalidArgument && g_launches == 0 && std::strstr(c.last_error(), "trace") != nullptr;
+    expect(refused_run, "a trace buffer for M = 64 refused at M = 256", c.last_error());
+    expect(c.trace_words() <= 8 * small && c.set_trace(trace, 8 * small) == Status::kSuccess &&
+               c.run_mode(nullptr, cusync::Mode::kOverlap) == Status::kSuccess,
+           "the same run with the buffer's real size", c.last_error());
+  }
+  a = good();
   a.input_ld = int64_t(1) << 40;
   refused(a, "input_ld of 2^40 elements", "input_ld");
   {

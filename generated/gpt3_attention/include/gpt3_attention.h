@@ -101,7 +101,9 @@ class Gpt3Attention {
   // that stream only; pass the stream the chain ran on); kSyncTimeout (and *info) if a wait gave up since
   // the last clear. Not capturable.
   cusync::Status check_sync_error(cusync::SyncErrorInfo* info = nullptr, cudaStream_t stream = cudaStreamLegacy);
-  // Clears the error record, ordered on `stream` (no synchronization).
+  // Clears the error record, ordered on `stream` (no synchronization). The record is sticky, like a CUDA
+  // sticky error: until it is cleared, every later run's waits give up at once (never a hang, but those
+  // runs' outputs are wrong too). After a timeout, clear it before the next run that must be right.
   cusync::Status clear_sync_error(cudaStream_t stream = cudaStreamLegacy);
   static char const* stage_name(int stage);
 

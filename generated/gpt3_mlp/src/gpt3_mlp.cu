@@ -41,6 +41,7 @@ cusync::ChainPointers pointers(Arguments const& a) {
   p.lda[0] = a.input_ld;
   p.b[0] = a.gemm1_weight;
   p.b_cols[0] = 6144;
+  p.b_rows[0] = 12288;
   p.b_field[0] = "gemm1_weight";
   p.ldb[0] = a.gemm1_weight_ld;
   p.b_required[0] = true;
@@ -56,6 +57,7 @@ cusync::ChainPointers pointers(Arguments const& a) {
   p.lda[1] = a.gemm1_out_ld;
   p.b[1] = a.gemm2_weight;
   p.b_cols[1] = 12288;
+  p.b_rows[1] = 6144;
   p.b_field[1] = "gemm2_weight";
   p.ldb[1] = a.gemm2_weight_ld;
   p.b_required[1] = true;
@@ -93,6 +95,7 @@ size_t Gpt3Mlp::workspace_size(int max_m) { return Gpt3Mlp().core_.workspace_siz
 cusync::Status Gpt3Mlp::update(Arguments const& args) { return core_.update(pointers(args)); }
 cusync::Status Gpt3Mlp::set_policy(cusync::PolicyKind policy) { return core_.set_policy(policy); }
 int64_t Gpt3Mlp::trace_offset(int stage) const { return core_.trace_offset(stage); }
+cusync::Status Gpt3Mlp::set_trace(uint64_t* trace, int64_t words) { return core_.set_trace(trace, words); }
 cusync::Status Gpt3Mlp::run(cudaStream_t stream) { return core_.run(stream); }
 cusync::Status Gpt3Mlp::run_sequential(cudaStream_t stream) { return core_.run_sequential(stream); }
 bool Gpt3Mlp::overlaps() const { return core_.overlaps(); }

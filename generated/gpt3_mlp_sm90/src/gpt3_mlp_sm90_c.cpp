@@ -156,10 +156,7 @@ static_assert(GPT3_MLP_SM90_MODE_AUTO == int(cusync::Mode::kAuto) && GPT3_MLP_SM
 
 int gpt3_mlp_sm90_set_mode(gpt3_mlp_sm90_chain* chain, int mode) {
   if (mode < GPT3_MLP_SM90_MODE_AUTO || mode > GPT3_MLP_SM90_MODE_CUBLASLT) return code(cusync::Status::kInvalidArgument);
-  return guarded(chain, [&](Chain& c) {
-    c.set_mode(static_cast<cusync::Mode>(mode));
-    return cusync::Status::kSuccess;
-  });
+  return guarded(chain, [&](Chain& c) { return c.set_mode(static_cast<cusync::Mode>(mode)); });
 }
 
 int gpt3_mlp_sm90_mode(const gpt3_mlp_sm90_chain* chain, int* mode) {

@@ -41,6 +41,7 @@ cusync::ChainPointers pointers(Arguments const& a) {
   p.lda[0] = a.input_ld;
   p.b[0] = a.gemm1_weight;
   p.b_cols[0] = 5632;
+  p.b_rows[0] = 8192;
   p.b_field[0] = "gemm1_weight";
   p.ldb[0] = a.gemm1_weight_ld;
   p.b_required[0] = true;
@@ -64,6 +65,7 @@ cusync::ChainPointers pointers(Arguments const& a) {
   p.lda[2] = a.glu_out_ld;
   p.b[2] = a.gemm2_weight;
   p.b_cols[2] = 8192;
+  p.b_rows[2] = 2816;
   p.b_field[2] = "gemm2_weight";
   p.ldb[2] = a.gemm2_weight_ld;
   p.b_required[2] = true;
@@ -101,6 +103,7 @@ size_t LlamaMlp::workspace_size(int max_m) { return LlamaMlp().core_.workspace_s
 cusync::Status LlamaMlp::update(Arguments const& args) { return core_.update(pointers(args)); }
 cusync::Status LlamaMlp::set_policy(cusync::PolicyKind policy) { return core_.set_policy(policy); }
 int64_t LlamaMlp::trace_offset(int stage) const { return core_.trace_offset(stage); }
+cusync::Status LlamaMlp::set_trace(uint64_t* trace, int64_t words) { return core_.set_trace(trace, words); }
 cusync::Status LlamaMlp::run(cudaStream_t stream) { return core_.run(stream); }
 cusync::Status LlamaMlp::run_sequential(cudaStream_t stream) { return core_.run_sequential(stream); }
 bool LlamaMlp::overlaps() const { return core_.overlaps(); }

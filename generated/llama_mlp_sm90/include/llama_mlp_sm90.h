@@ -21,7 +21,7 @@
 // Embedding: Arguments' optional fields (0 = as generated) give each GEMM's N and K, checked against the
 // generated kernels, and each matrix's leading dimension; initialize() and update() refuse what the
 // kernels cannot run (kInvalidArgument) and last_error() names the field and the fix: a GEMM output that
-// overlaps its input or another GEMM's operand among them. A chain runs on the device it was initialized
+// overlaps its input, its weights or bias, another GEMM's operand or the caller's workspace among them. A chain runs on the device it was initialized
 // on (kInvalidArgument elsewhere); initialize() and autotune() are refused on a capturing stream, and an
 // initialize() that fails leaves the object as it was, to be initialized again.
 #pragma once
@@ -120,7 +120,8 @@ class LlamaMlpSm90 {
   // Which of cuBLASLt's candidate algorithms stage s ran in the last kCublasLt run: 0 the heuristic's
   // first, another after autotune() picked it; -1 where stage s is not a GEMM or the mode has not run.
   int lt_algorithm(int stage) const;
-  void set_mode(cusync::Mode mode) { core_.set_mode(mode); }
+  // kInvalidArgument for a value that is not a cusync::Mode (nothing changes).
+  cusync::Status set_mode(cusync::Mode mode);
   // Times every mode this build has at each M of ms[0..count) (1 <= M <= max_m, at most
   // cusync::kMaxTunedMs of them) on `stream`, `rounds` rounds round robin (median of CUDA-event times),
   // with the current arguments' pointers: it overwrites their outputs. The fastest mode per M then comes
@@ -153,14 +154,16 @@ class LlamaMlpSm90 {
 
   // Opt-in tile trace: later runs write, for every tile of every stage, when it was taken, when it was
   // stored (%globaltimer ns) and its SM (cusync::TileTrace), into `trace` (device memory of trace_words()
-  // 64-bit words for the current M; stage s starts at trace_offset(s)). nullptr turns it off.
-  void set_trace(uint64_t* trace) { core_.set_trace(trace); }
+  // 64-bit words for the current M; stage s starts at trace_offset(s)). nullptr turns it off. `words`: the
+  // buffer's size (-1: trace_words() now); a run at an M that needs more returns kInvalidArgument.
+  cusync::Status set_trace(uint64_t* trace, int64_t words = -1);
   int64_t trace_offset(int stage) const;
   int64_t trace_words() const { return trace_offset(kNumStages); }
   // Overrides the policy of every edge that feeds a GEMM (kRow or kTile); kNone restores the spec's.
   cusync::Status set_policy(cusync::PolicyKind policy);
-  // Overrides the order of every stage's tile queue (-1: the spec's; else a cusync::TileOrder).
-  void set_tile_order(int order) { core_.set_tile_order(order); }
+  // Overrides the order of every stage's tile queue (-1: the spec's; else a cusync::TileOrder;
+  // kInvalidArgument for another value).
+  cusync::Status set_tile_order(int order);
   // sm90 kernels are persistent and always take their tiles from the ticket queue: set_ticket_order has
   // no effect there.
   void set_ticket_order(bool ticket_order) { core_.set_ticket_order(ticket_order); }
@@ -173,7 +176,9 @@ class LlamaMlpSm90 {
   // that stream only; pass the stream the chain ran on); returns kSyncTimeout (and fills *info) if a wait
   // gave up since the last clear. Not capturable.
   cusync::Status check_sync_error(cusync::SyncErrorInfo* info = nullptr, cudaStream_t stream = cudaStreamLegacy);
-  // Clears the error record, ordered on `stream` (no synchronization).
+  // Clears the error record, ordered on `stream` (no synchronization). The record is sticky, like a CUDA
+  // sticky error: until it is cleared, every later run's waits give up at once (never a hang, but those
+  // runs' outputs are wrong too). After a timeout, clear it before the next run that must be right.
   cusync::Status clear_sync_error(cudaStream_t stream = cudaStreamLegacy);
 
   static char const* stage_name(int stage);

@@ -158,10 +158,7 @@ static_assert(LLAMA_MLP_SM90_MODE_AUTO == int(cusync::Mode::kAuto) && LLAMA_MLP_
 
 int llama_mlp_sm90_set_mode(llama_mlp_sm90_chain* chain, int mode) {
   if (mode < LLAMA_MLP_SM90_MODE_AUTO || mode > LLAMA_MLP_SM90_MODE_CUBLASLT) return code(cusync::Status::kInvalidArgument);
-  return guarded(chain, [&](Chain& c) {
-    c.set_mode(static_cast<cusync::Mode>(mode));
-    return cusync::Status::kSuccess;
-  });
+  return guarded(chain, [&](Chain& c) { return c.set_mode(static_cast<cusync::Mode>(mode)); });
 }
 
 int llama_mlp_sm90_mode(const llama_mlp_sm90_chain* chain, int* mode) {

@@ -41,6 +41,7 @@ cusync::ChainPointers pointers(Arguments const& a) {
   p.lda[0] = a.input_ld;
   p.b[0] = a.gate_weight;
   p.b_cols[0] = 2816;
+  p.b_rows[0] = 8192;
   p.b_field[0] = "gate_weight";
   p.ldb[0] = a.gate_weight_ld;
   p.b_required[0] = true;
@@ -56,6 +57,7 @@ cusync::ChainPointers pointers(Arguments const& a) {
   p.lda[1] = a.input_ld;
   p.b[1] = a.up_weight;
   p.b_cols[1] = 2816;
+  p.b_rows[1] = 8192;
   p.b_field[1] = "up_weight";
   p.ldb[1] = a.up_weight_ld;
   p.b_required[1] = true;
@@ -83,6 +85,7 @@ cusync::ChainPointers pointers(Arguments const& a) {
   p.lda[3] = a.glu_out_ld;
   p.b[3] = a.down_weight;
   p.b_cols[3] = 8192;
+  p.b_rows[3] = 2816;
   p.b_field[3] = "down_weight";
   p.ldb[3] = a.down_weight_ld;
   p.b_required[3] = true;
@@ -120,6 +123,7 @@ size_t LlamaMlpSplit::workspace_size(int max_m) { return LlamaMlpSplit().core_.w
 cusync::Status LlamaMlpSplit::update(Arguments const& args) { return core_.update(pointers(args)); }
 cusync::Status LlamaMlpSplit::set_policy(cusync::PolicyKind policy) { return core_.set_policy(policy); }
 int64_t LlamaMlpSplit::trace_offset(int stage) const { return core_.trace_offset(stage); }
+cusync::Status LlamaMlpSplit::set_trace(uint64_t* trace, int64_t words) { return core_.set_trace(trace, words); }
 cusync::Status LlamaMlpSplit::run(cudaStream_t stream) { return core_.run(stream); }
 cusync::Status LlamaMlpSplit::run_sequential(cudaStream_t stream) { return core_.run_sequential(stream); }
 bool LlamaMlpSplit::overlaps() const { return core_.overlaps(); }

@@ -55,6 +55,7 @@ cusync::ChainPointers pointers(Arguments const& a) {
   p.lda[0] = a.input_ld;
   p.b[0] = a.gemm1_weight;
   p.b_cols[0] = 4096;
+  p.b_rows[0] = 4096;
   p.b_field[0] = "gemm1_weight";
   p.ldb[0] = a.gemm1_weight_ld;
   p.b_required[0] = true;
@@ -70,6 +71,7 @@ cusync::ChainPointers pointers(Arguments const& a) {
   p.lda[1] = a.gemm1_out_ld;
   p.b[1] = a.gemm2_weight;
   p.b_cols[1] = 4096;
+  p.b_rows[1] = 4096;
   p.b_field[1] = "gemm2_weight";
   p.ldb[1] = a.gemm2_weight_ld;
   p.b_required[1] = true;
@@ -107,10 +109,13 @@ size_t TwoGemmSm90::workspace_size(int max_m) { return TwoGemmSm90().core_.works
 cusync::Status TwoGemmSm90::update(Arguments const& args) { return core_.update(pointers(args)); }
 cusync::Status TwoGemmSm90::set_policy(cusync::PolicyKind policy) { return core_.set_policy(policy); }
 int64_t TwoGemmSm90::trace_offset(int stage) const { return core_.trace_offset(stage); }
+cusync::Status TwoGemmSm90::set_trace(uint64_t* trace, int64_t words) { return core_.set_trace(trace, words); }
 cusync::Status TwoGemmSm90::run(cudaStream_t stream) { return core_.run(stream); }
 cusync::Status TwoGemmSm90::run_sequential(cudaStream_t stream) { return core_.run_sequential(stream); }
 cusync::Status TwoGemmSm90::run_mode(cudaStream_t stream, cusync::Mode mode) { return core_.run_mode(stream, mode); }
 cusync::Mode TwoGemmSm90::mode() const { return core_.mode(); }
+cusync::Status TwoGemmSm90::set_mode(cusync::Mode mode) { return core_.set_mode(mode); }
+cusync::Status TwoGemmSm90::set_tile_order(int order) { return core_.set_tile_order(order); }
 cusync::Status TwoGemmSm90::autotune(int const* ms, int count, cudaStream_t stream, int rounds) {
   return core_.autotune(ms, count, stream, rounds);
 }

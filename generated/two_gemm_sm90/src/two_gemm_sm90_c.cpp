@@ -156,10 +156,7 @@ static_assert(TWO_GEMM_SM90_MODE_AUTO == int(cusync::Mode::kAuto) && TWO_GEMM_SM
 
 int two_gemm_sm90_set_mode(two_gemm_sm90_chain* chain, int mode) {
   if (mode < TWO_GEMM_SM90_MODE_AUTO || mode > TWO_GEMM_SM90_MODE_CUBLASLT) return code(cusync::Status::kInvalidArgument);
-  return guarded(chain, [&](Chain& c) {
-    c.set_mode(static_cast<cusync::Mode>(mode));
-    return cusync::Status::kSuccess;
-  });
+  return guarded(chain, [&](Chain& c) { return c.set_mode(static_cast<cusync::Mode>(mode)); });
 }
 
 int two_gemm_sm90_mode(const two_gemm_sm90_chain* chain, int* mode) {

@@ -59,7 +59,7 @@ class VggBlockSm90 {
   cusync::Status run(Arguments const& args, cudaStream_t stream = nullptr);
   cusync::conv::ConvMode mode(int batch) const { return chain_.mode(batch); }
   char const* mode_reason(int batch) const { return chain_.mode_reason(batch); }
-  void set_mode(cusync::conv::ConvMode mode) { chain_.set_mode(mode); }
+  cusync::Status set_mode(cusync::conv::ConvMode mode) { return chain_.set_mode(mode); }  // kInvalidArgument: not a ConvMode
   // The tile-synced overlap: each stage's tiles start as soon as the producer rows under their windows are
   // posted (on one stream with programmatic dependent launch on sm_90 devices, else on two streams).
   cusync::Status run_overlapped(Arguments const& args, cudaStream_t stream = nullptr);

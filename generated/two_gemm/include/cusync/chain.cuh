@@ -143,6 +143,7 @@ inline void StagedChain::swap_staged(StagedChain& other) noexcept {
   swap(config_, other.config_);
   swap(policy_override_, other.policy_override_);
   swap(trace_, other.trace_);
+  swap(trace_capacity_, other.trace_capacity_);
   swap(ticket_order_, other.ticket_order_);
   swap(semaphore_offset_, other.semaphore_offset_);
   swap(last_error_, other.last_error_);
@@ -236,23 +237,32 @@ inline Status StagedChain::check_arguments(ChainPointers const& a) {
   return check_overlaps(a);
 }
 
-// A GEMM's output may not share memory with any other GEMM operand of M rows (its own input, another GEMM's
-// input or output): the kernels would read what they, or a stage running beside them, already overwrote.
-// Operands named by one Arguments field are one buffer (a consumer's input is its producer's output). Only
-// extents known exactly are compared: M rows of A and of the output, in 2-byte elements.
+// A GEMM's output may not share memory with any other operand it or a stage beside it reads or writes (its
+// own input, its weights, a bias, another GEMM's input or output) nor with the caller's workspace: the
+// kernels would read what they, or a stage running beside them, already overwrote. Operands named by one
+// Arguments field are one buffer (a consumer's input is its producer's output). Only extents known exactly
+// are compared: M rows of A and of the output, K x N weights (N x K column-major), N bias values, in 2-byte
+// elements, and the workspace_size() bytes of a caller's workspace.
 inline Status StagedChain::check_overlaps(ChainPointers const& a) {
   struct Range { uintptr_t begin, end; char const* field; bool output; };
-  Range ranges[2 * kMaxChainStages];
+  Range ranges[4 * kMaxChainStages + 1];
   int count = 0;
-  auto add = [&](void const* p, int64_t ld, int cols, char const* field, bool output) {
+  auto add = [&](void const* p, int64_t rows, int64_t ld, int cols, char const* field, bool output) {
+    if (p == nullptr || rows <= 0 || cols <= 0) return;
     int64_t const row = ld != 0 ? ld : cols;
     uintptr_t const begin = reinterpret_cast<uintptr_t>(p);
-    ranges[count++] = {begin, begin + uintptr_t((int64_t(a.m - 1) * row + cols) * kElementBytes), field, output};
+    ranges[count++] = {begin, begin + uintptr_t(((rows - 1) * row + cols) * kElementBytes), field, output};
   };
   for (int s = 0; s < t_->num_stages; ++s) {
     if (!a.b_required[s]) continue;  // GEMM stages only
-    add(a.a[s], a.lda[s], a.a_cols[s], a.a_field[s], false);
-    add(a.d[s], a.ldd[s], a.d_cols[s], a.d_field[s], true);
+    add(a.a[s], a.m, a.lda[s], a.a_cols[s], a.a_field[s], false);
+    add(a.d[s], a.m, a.ldd[s], a.d_cols[s], a.d_field[s], true);
+    add(a.b[s], a.b_rows[s], a.ldb[s], a.b_cols[s], a.b_field[s], false);
+    add(a.bias[s], 1, 0, a.d_cols[s], a.bias_field[s], false);
+  }
+  if (carve_.base != nullptr) {
+    uintptr_t const begin = reinterpret_cast<uintptr_t>(carve_.base);
+    ranges[count++] = {begin, begin + uintptr_t(carve_.bytes), "the workspace", true};
   }
   auto same = [](char const* x, char const* y) { return x != nullptr && y != nullptr && std::strcmp(x, y) == 0; };
   for (int i = 0; i < count; ++i) {
@@ -261,8 +271,8 @@ inline Status StagedChain::check_overlaps(ChainPointers const& a) {
       Range const& r = ranges[j];
       if (!o.output || i == j || same(o.field, r.field) || o.begin >= r.end || r.begin >= o.end) continue;
       return invalid("%s and %s overlap in memory: give each its own buffer (a GEMM's output must not share memory "
-                     "with its input or another stage's operand)", o.field != nullptr ? o.field : "an output",
-                     r.field != nullptr ? r.field : "an operand");
+                     "with its input, its weights or bias, another stage's operand or the workspace)",
+                     o.field != nullptr ? o.field : "an output", r.field != nullptr ? r.field : "an operand");
     }
   }
   return Status::kSuccess;
@@ -296,6 +306,7 @@ inline size_t StagedChain::workspace_size(int max_m) const {
 
 inline Status StagedChain::initialize(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller) {
   if (state_ != nullptr) return invalid("initialize() was already called: use update(), or a new object");
+  carve_ = Workspace{};  // no workspace of an earlier call that failed
   Status status = check_arguments(args);
   if (status != Status::kSuccess) return status;
   if (max_m > t_->max_m) return invalid("max_m = %d is above %d (the spec's MAX_M): pass at most %d", max_m, t_->max_m, t_->max_m);
@@ -315,7 +326,11 @@ inline Status StagedChain::initialize(ChainPointers const& args, int max_m, cuda
       return invalid("workspace of %zu bytes is below workspace_size(%d) = %zu: pass at least that (the max_m "
                      "given to workspace_size() must be max(max_m, args.m))", caller->bytes, max_m_, need);
     }
-    carve_ = Workspace{caller->base, caller->bytes, 0};
+    carve_ = Workspace{caller->base, need, 0};  // the bytes the chain writes (check_overlaps)
+    if ((status = check_overlaps(args)) != Status::kSuccess) {
+      carve_ = Workspace{};
+      return status;
+    }
   }
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) return Status::kCudaError;
@@ -458,15 +473,29 @@ inline Status StagedChain::launch_stage(int s, bool synced, cudaStream_t stream,
   return t_->launch[s](launch, stream);
 }
 
-inline Status StagedChain::check_device() {
-  if (on_own_device()) return Status::kSuccess;
-  return invalid("the current device is not the one initialize() ran on (device %d): cudaSetDevice(%d) first, or "
-                 "initialize a chain on this device", device_, device_);
+inline Status StagedChain::check_run() {
+  if (!on_own_device()) {
+    return invalid("the current device is not the one initialize() ran on (device %d): cudaSetDevice(%d) first, or "
+                   "initialize a chain on this device", device_, device_);
+  }
+  if (trace_ != nullptr && trace_offset(t_->num_stages) > trace_capacity_) {
+    return invalid("the trace buffer holds %lld words, but M = %d needs trace_words() = %lld: call set_trace() with a "
+                   "larger buffer (or nullptr)", (long long)trace_capacity_, args_.m,
+                   (long long)trace_offset(t_->num_stages));
+  }
+  return Status::kSuccess;
+}
+
+inline Status StagedChain::set_trace(uint64_t* trace, int64_t words) {
+  if (trace != nullptr && words < -1) return invalid("set_trace: words = %lld; pass -1 (trace_words()) or the buffer's size", (long long)words);
+  trace_ = trace;
+  trace_capacity_ = trace == nullptr ? 0 : words < 0 ? trace_offset(t_->num_stages) : words;
+  return Status::kSuccess;
 }
 
 inline Status StagedChain::run_sequential(cudaStream_t stream) {
   if (state_ == nullptr) return Status::kNotInitialized;
-  if (Status const status = check_device(); status != Status::kSuccess) return status;
+  if (Status const status = check_run(); status != Status::kSuccess) return status;
   if (Status const status = prepare_run(stream); status != Status::kSuccess) return status;
   for (int s = 0; s < t_->num_stages; ++s) {
     Status const status = launch_stage(s, /*synced=*/false, stream);

@@ -99,6 +99,7 @@ struct ChainPointers {
   int k[kMaxChainStages] = {};
   int a_cols[kMaxChainStages] = {};       // emitted: dense row widths (a GEMM's K is a_cols, its N d_cols)
   int b_cols[kMaxChainStages] = {};
+  int b_rows[kMaxChainStages] = {};       // emitted: a GEMM's weight rows (K, or N column-major; 0: unchecked)
   int d_cols[kMaxChainStages] = {};
   char const* a_field[kMaxChainStages] = {};  // emitted: the Arguments fields ("input", "gemm1_out", ...)
   char const* b_field[kMaxChainStages] = {};
@@ -222,7 +223,9 @@ class StagedChain : public ChainBase {
   size_t workspace_size(int max_m) const;
   Status update(ChainPointers const& args);
   Status set_policy(PolicyKind policy);
-  void set_trace(uint64_t* trace) { trace_ = trace; }
+  // The tile trace of later runs into `trace` (nullptr: off), a buffer of `words` 64-bit words (-1: trace_words()
+  // at the current M). A run whose M needs more is refused (kInvalidArgument) rather than written past it.
+  Status set_trace(uint64_t* trace, int64_t words = -1);
   int64_t trace_offset(int stage) const;
   void set_ticket_order(bool ticket_order) { ticket_order_ = ticket_order; }
   Status run_sequential(cudaStream_t stream);
@@ -235,7 +238,9 @@ class StagedChain : public ChainBase {
   // kInvalidArgument with last_error() naming the field, or kSuccess (and last_error() cleared).
   Status check_arguments(ChainPointers const& args);
   Status check_overlaps(ChainPointers const& args);  // part of check_arguments()
-  Status check_device();  // kInvalidArgument (last_error() says why) off the device of initialize()
+  // kInvalidArgument (last_error() says why) off the device of initialize(), or where the trace buffer is too
+  // small for the current M; before a run launches anything.
+  Status check_run();
   Status invalid(char const* format, ...);
   int config_for(int m) const;
   StageInfo const& info(int stage) const { return t_->at(config_, stage); }
@@ -267,10 +272,11 @@ class StagedChain : public ChainBase {
   int config_ = 0;                             // the tile configuration for args_.m
   PolicyKind policy_override_ = PolicyKind::kNone;
   uint64_t* trace_ = nullptr;
+  int64_t trace_capacity_ = 0;                 // words of trace_
   bool ticket_order_ = true;
   int64_t semaphore_offset_[kMaxConfigs][kMaxChainStages] = {};
   char last_error_[256] = {};
-  Workspace carve_{};                          // the caller's workspace (base null: self-allocated)
+  Workspace carve_{};                          // the caller's workspace (base null: self-allocated; bytes: what the chain uses)
 };
 
 }  // namespace cusync

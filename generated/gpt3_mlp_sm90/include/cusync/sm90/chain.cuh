@@ -158,7 +158,7 @@ inline Status Chain::refresh_weights(cudaStream_t stream) {
 }
 
 inline Status Chain::prepare_run(cudaStream_t stream) {
-  if (Status const status = check_device(); status != Status::kSuccess) return status;
+  if (Status const status = check_run(); status != Status::kSuccess) return status;
   if (!weights_stale_) return Status::kSuccess;
   // Under stream capture the copy is only recorded into the caller's graph: an eager run before that graph
   // is replayed must still copy, so the weights stay stale until a run that executes.
@@ -289,8 +289,28 @@ inline Status Chain::search_lt_algorithms(cudaStream_t stream, int rounds, int p
   return status;
 }
 
+inline Status Chain::set_mode(Mode mode) {
+  if (!valid_mode(mode)) {
+    return invalid("set_mode(%d): not a cusync::Mode (kAuto = -1 .. kCublasLt = %d)", int(mode), int(Mode::kCublasLt));
+  }
+  mode_override_ = mode;
+  return Status::kSuccess;
+}
+
+inline Status Chain::set_tile_order(int order) {
+  if (order < -1 || order > int(TileOrder::kColumnBanded)) {
+    return invalid("set_tile_order(%d): pass -1 (the spec's order) or a cusync::TileOrder (0 .. %d)", order,
+                   int(TileOrder::kColumnBanded));
+  }
+  tile_order_override_ = order;
+  return Status::kSuccess;
+}
+
 inline Status Chain::run_mode(cudaStream_t stream, Mode mode) {
   if (state_ == nullptr) return Status::kNotInitialized;
+  if (!valid_mode(mode)) {  // before prepare_run() opens a run
+    return invalid("run_mode(%d): not a cusync::Mode (kAuto = -1 .. kCublasLt = %d)", int(mode), int(Mode::kCublasLt));
+  }
   if (Status const status = prepare_run(stream); status != Status::kSuccess) return status;
   switch (mode) {
     case Mode::kOverlap: return run_overlapped(stream);

@@ -27,6 +27,8 @@ namespace cusync {
 
 enum class Mode : int32_t { kAuto = -1, kOverlap = 0, kStock = 1, kStreamK = 2, kCluster = 3, kPingpong = 4, kCublasLt = 5 };
 
+inline bool valid_mode(Mode mode) { return int32_t(mode) >= int32_t(Mode::kAuto) && int32_t(mode) <= int32_t(Mode::kCublasLt); }
+
 inline char const* to_string(Mode mode) {
   switch (mode) {
     case Mode::kAuto: return "auto";

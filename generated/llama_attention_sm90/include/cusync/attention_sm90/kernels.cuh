@@ -134,6 +134,15 @@ __device__ __forceinline__ void cp_async_16(void* smem, void const* gmem, bool v
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(bytes) : "memory");
 }
 
+// The keys sequence b attends to at a generation step: its cache and the new token. A cache_len outside
+// 0 .. capacity - 1 (where rope_append appended nothing) is clamped into the sequence's slot, 1 .. capacity
+// keys: that sequence's output is then meaningless (the host documents the bound; the device value cannot
+// be checked without a synchronization), but no kernel reads outside its slot or the partial buffers.
+__device__ __forceinline__ int decode_keys(int const* __restrict__ cache_len, int b, int capacity) {
+  int const len = cache_len[b];
+  return len < 0 ? 1 : len >= capacity ? capacity : len + 1;
+}
+
 template <class T, int kHeadDim, int kGroup>
 __global__ void __launch_bounds__(kDecodeThreads)
 decode_split(T const* __restrict__ q, T const* __restrict__ k_cache, T const* __restrict__ v_cache,
@@ -152,7 +161,7 @@ decode_split(T const* __restrict__ q, T const* __restrict__ k_cache, T const* __
 
   wait_for_previous_kernel();
   int const split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
-  int const keys = cache_len[b] + 1;  // the new token was appended
+  int const keys = decode_keys(cache_len, b, capacity);  // the new token was appended
   int const first = split * kDecodeSimtSplit;
   if (first >= keys) return;          // the combine reads only ceil(keys / kSplit) splits
   int const valid = min(kDecodeSimtSplit, keys - first);
@@ -311,14 +320,14 @@ struct DecodeUnit {
 
   template <int kSplit>
   __device__ __forceinline__ static DecodeUnit find(int u, int units, int splits, int kv_heads, bool split_major,
-                                                    int const* __restrict__ cache_len) {
+                                                    int const* __restrict__ cache_len, int capacity) {
     DecodeUnit w;
     int const heads = units / splits;  // batch x kv_heads
     for (; u < units; u += int(gridDim.x)) {
       w.split = split_major ? u / heads : u % splits;
       int const bh = split_major ? u % heads : u / splits;
       w.kvh = bh % kv_heads, w.b = bh / kv_heads;
-      int const keys = cache_len[w.b] + 1;
+      int const keys = decode_keys(cache_len, w.b, capacity);
       w.first = w.split * kSplit;
       if (w.first < keys) {
         w.u = u;
@@ -356,7 +365,7 @@ decode_split_mma(T const* __restrict__ q, T const* __restrict__ k_cache, T const
   int const gid = lane / 4, quad = (lane % 4) * 2;  // mma fragment row and column pair
 
   // The load cursor runs kStages - 1 stages ahead of the compute cursor, across units.
-  DecodeUnit ld = DecodeUnit::find<kSplit>(int(blockIdx.x), units, splits, kv_heads, split_major, cache_len);
+  DecodeUnit ld = DecodeUnit::find<kSplit>(int(blockIdx.x), units, splits, kv_heads, split_major, cache_len, capacity);
   DecodeUnit cp = ld;
   if (cp.u == DecodeUnit::kNone) return;
   int ld_j = 0;  // the load cursor's next stage in its unit
@@ -375,7 +384,7 @@ decode_split_mma(T const* __restrict__ q, T const* __restrict__ k_cache, T const
       cp_async_16(sV + key * kRow + col, v_cache + off, ok);
     }
     if (++ld_j == ld.stages) {
-      ld = DecodeUnit::find<kSplit>(ld.u + int(gridDim.x), units, splits, kv_heads, split_major, cache_len);
+      ld = DecodeUnit::find<kSplit>(ld.u + int(gridDim.x), units, splits, kv_heads, split_major, cache_len, capacity);
       ld_j = 0;
     }
   };
@@ -528,7 +537,7 @@ decode_split_mma(T const* __restrict__ q, T const* __restrict__ k_cache, T const
     }
     // The next unit's first stage waits at the loop's barrier, which also keeps sMax, sSum and this slot
     // until every thread has read them (the slot is refilled only after that barrier).
-    cp = DecodeUnit::find<kSplit>(cp.u + int(gridDim.x), units, splits, kv_heads, split_major, cache_len);
+    cp = DecodeUnit::find<kSplit>(cp.u + int(gridDim.x), units, splits, kv_heads, split_major, cache_len, capacity);
   }
   asm volatile("cp.async.wait_group 0;" ::: "memory");  // only empty groups are left
 }
@@ -537,11 +546,11 @@ decode_split_mma(T const* __restrict__ q, T const* __restrict__ k_cache, T const
 template <class T, int kHeadDim, int kGroup>
 __global__ void __launch_bounds__(kHeadDim)
 decode_combine(float const* __restrict__ o_part, float const* __restrict__ ml_part, int const* __restrict__ cache_len,
-               T* __restrict__ o, int kv_heads, int max_splits, int split_keys) {
+               T* __restrict__ o, int kv_heads, int capacity, int max_splits, int split_keys) {
   wait_for_previous_kernel();
   int const h = blockIdx.x, b = blockIdx.y, d = threadIdx.x;
   int const kvh = h / kGroup, g = h % kGroup;
-  int const splits = (cache_len[b] + 1 + split_keys - 1) / split_keys;  // split_keys: the decode kernel's
+  int const splits = (decode_keys(cache_len, b, capacity) + split_keys - 1) / split_keys;  // split_keys: the decode kernel's
   int64_t const base = (int64_t(b) * kv_heads + kvh) * max_splits;
   float mx = -INFINITY;
   for (int s = 0; s < splits; ++s) mx = fmaxf(mx, ml_part[((base + s) * kGroup + g) * 2]);

@@ -64,7 +64,10 @@ struct Buffers {
   void* v_cache;
   void* o;              // [rows, Hq dh]
   void* y;              // [rows, hidden]
-  int const* cache_len; // [batch], device
+  // [batch], device: each sequence's cached tokens, 0 .. capacity - new tokens. The device cannot check it
+  // without a synchronization: a value outside writes nothing to the caches and is clamped to the slot by the
+  // decode kernels (never a read outside it), so only that sequence's output is meaningless.
+  int const* cache_len;
   int const* seq_start = nullptr;  // [batch + 1], device: a varlen prompt's first row of each sequence (and the total)
   float* lse;           // prompt: [batch, heads, rows-per-seq x G] fp32 scratch (written by the FMHA epilogue)
   float* o_part;        // step: [batch, Hkv, max_splits, G, dh]
@@ -375,7 +378,7 @@ struct Layer {
     if (e != cudaSuccess) return Status::kCudaError;
     e = launch_pdl(decode_combine<T, kHeadDim, kGroup>, dim3(kHeads, s.batch), dim3(kHeadDim), 0, stream,
                    static_cast<float const*>(b.o_part), static_cast<float const*>(b.ml_part), b.cache_len,
-                   static_cast<T*>(b.o), kKvHeads, stride, split_keys);
+                   static_cast<T*>(b.o), kKvHeads, b.capacity, stride, split_keys);
     return e == cudaSuccess ? Status::kSuccess : Status::kCudaError;
   }
 

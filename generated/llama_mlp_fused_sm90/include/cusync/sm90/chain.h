@@ -69,7 +69,8 @@ class Chain : public StagedChain {
   // Which of cuBLASLt's candidate algorithms stage s ran in its last kCublasLt run (0: the heuristic's
   // first; another after autotune()'s search); -1: not a cuBLASLt GEMM or not run yet.
   int lt_algorithm(int stage) const;
-  void set_mode(Mode mode) { mode_override_ = mode; }
+  // kInvalidArgument (and nothing changes) for a value that is not a cusync::Mode.
+  Status set_mode(Mode mode);
   // Times every mode at each of ms[0..count) on this GPU and makes the fastest per M run()'s first choice
   // after set_mode() (cusync/sm90/autotune.h); a call that fails leaves the table as it was. At each M
   // it first picks cuBLASLt's algorithm per GEMM shape for mode kCublasLt (kept for the process).
@@ -79,7 +80,8 @@ class Chain : public StagedChain {
   bool overlaps() const { return mode() == Mode::kOverlap; }
   Status run_stock(cudaStream_t stream, bool programmatic) { return run_cutlass(stream, programmatic, Mode::kStock); }
   Status run_streamk(cudaStream_t stream) { return run_mode(stream, Mode::kStreamK); }
-  void set_tile_order(int order) { tile_order_override_ = order; }
+  // -1: each stage's order from the spec; else a cusync::TileOrder (kInvalidArgument for another value).
+  Status set_tile_order(int order);
 
  private:
   void fill_backend(StageLaunch& launch, int stage) const override;

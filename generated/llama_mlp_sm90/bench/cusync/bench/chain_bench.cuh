@@ -262,10 +262,10 @@ class ChainBench {
     uint64_t* trace = nullptr;
     BENCH_CUDA(cudaMalloc(&trace, size_t(words) * sizeof(uint64_t)));
     BENCH_CUDA(cudaMemsetAsync(trace, 0, size_t(words) * sizeof(uint64_t), stream));
-    chain.set_trace(trace);
+    BENCH_STATUS(chain.set_trace(trace, words));
     BENCH_STATUS(std::string(mode) == "overlapped" ? Backend::overlapped(chain, stream) : chain.run_sequential(stream));
     BENCH_CUDA(cudaStreamSynchronize(stream));
-    chain.set_trace(nullptr);
+    BENCH_STATUS(chain.set_trace(nullptr));
     std::vector<uint64_t> host(static_cast<size_t>(words));
     BENCH_CUDA(cudaMemcpy(host.data(), trace, size_t(words) * sizeof(uint64_t), cudaMemcpyDeviceToHost));
     BENCH_CUDA(cudaFree(trace));

@@ -266,7 +266,15 @@ class ConvChain {
   // cusync_gen/conv_plan.py (ConvPlan.run_mode) mirrors the rule.
   ConvMode mode(int batch) const;
   char const* mode_reason(int batch) const;  // why mode(batch); valid until the next call
-  void set_mode(ConvMode mode) { mode_override_ = mode; }
+  // kInvalidArgument (and nothing changes) for a value that is not a ConvMode.
+  Status set_mode(ConvMode mode) {
+    if (int(mode) < int(ConvMode::kAuto) || int(mode) > int(ConvMode::kChained)) {
+      last_error_ = "set_mode: not a cusync::conv::ConvMode (kAuto = 0 .. kChained = 3)";
+      return Status::kInvalidArgument;
+    }
+    mode_override_ = mode;
+    return Status::kSuccess;
+  }
   // Times back to back, the overlap and (where programmatic()) back to back chained with PDL at each of
   // batches[0..count) on this GPU (CUDA graphs of args' tensors, `rounds` runs each, round robin, medians)
   // and makes the fastest run()'s choice at that batch. Synchronizes `stream`; args' outputs are overwritten.

@@ -52,7 +52,7 @@ inline bool Chain::overlaps() const {
 
 inline Status Chain::run(cudaStream_t stream) {
   if (state_ == nullptr) return Status::kNotInitialized;
-  if (Status const status = check_device(); status != Status::kSuccess) return status;
+  if (Status const status = check_run(); status != Status::kSuccess) return status;
   if (!overlaps()) return run_sequential(stream);
   auto* state = static_cast<ChainState*>(state_);
   cudaStream_t streams[2] = {stream, single_stream_ ? stream : streams_.side()};

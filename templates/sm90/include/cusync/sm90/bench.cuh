@@ -41,16 +41,16 @@ struct BenchHooks {
   // The spec's order and policies (a variant of the previous M may have changed them).
   template <typename Chain>
   void reset(Chain& chain) {
-    chain.set_tile_order(-1);
+    BENCH_STATUS(chain.set_tile_order(-1));
     BENCH_STATUS(chain.set_policy(PolicyKind::kNone));
   }
   template <typename Chain>
   static void set_order(Chain& chain, std::string const& order, bool) {
-    chain.set_tile_order(order == "spec"        ? -1
-                         : order == "row_major" ? int(TileOrder::kRowMajor)
-                         : order == "banded"    ? int(TileOrder::kBanded)
-                         : order == "column_banded" ? int(TileOrder::kColumnBanded)
-                                                : int(TileOrder::kColumnMajor));
+    BENCH_STATUS(chain.set_tile_order(order == "spec"            ? -1
+                                      : order == "row_major"     ? int(TileOrder::kRowMajor)
+                                      : order == "banded"        ? int(TileOrder::kBanded)
+                                      : order == "column_banded" ? int(TileOrder::kColumnBanded)
+                                                                 : int(TileOrder::kColumnMajor)));
   }
 
   // What one M measured beyond the variants, and its JSON fields.
