@@ -39,6 +39,9 @@ BENCH_ACTIVATION: dict[Epilogue, str] = {
     Epilogue.SWIGLU: "bench::Activation::kSwiglu",
     Epilogue.GELU_TANH: "bench::Activation::kGeluTanh",
 }
+#: run() mode stream's epilogue (cusync::sm90::StreamAct in cusync/sm90/stream_mode.h); -1: none it applies.
+STREAM_ACT: dict[Epilogue, int] = {Epilogue.IDENTITY: 0, Epilogue.RELU: 1, Epilogue.GELU: 2, Epilogue.SWIGLU: 3,
+                                   Epilogue.GELU_TANH: 4, Epilogue.SILU: 5}
 LAYOUT_B: dict[BLayout, str] = {BLayout.ROW: "cutlass::layout::RowMajor", BLayout.COL: "cutlass::layout::ColumnMajor"}
 #: From the policy table (spec.policies, where each policy has its one home); no input edge is kNone.
 POLICY: dict[Policy | None, str] = {None: POLICIES[Policy.NONE].cpp, **{p: info.cpp for p, info in POLICIES.items()}}
@@ -59,6 +62,7 @@ MODE: dict[Mode, str] = {
     Mode.CLUSTER: "cusync::Mode::kCluster",
     Mode.PINGPONG: "cusync::Mode::kPingpong",
     Mode.CUBLASLT: "cusync::Mode::kCublasLt",
+    Mode.STREAM: "cusync::Mode::kStream",
 }
 
 
@@ -88,6 +92,7 @@ def cmake_string(value: str) -> str:
 
 FILTERS: dict[str, Callable[..., str]] = {
     "cpp_element": CUTLASS_ELEMENT.__getitem__,
+    "cpp_stream_act": lambda e: STREAM_ACT.get(e, -1),
     "cuda_element": CUDA_ELEMENT.__getitem__,
     "cuda_header": CUDA_HEADER.__getitem__,
     "aten_dtype": ATEN_DTYPE.__getitem__,

@@ -36,7 +36,7 @@ from cusync_gen.spec.model import (
     stage_index,
 )
 from cusync_gen.spec.policies import POLICIES, one_post
-from cusync_gen.spec.rules import check_rules, policy_problem, retarget
+from cusync_gen.spec.rules import check_rules, policy_problem, retarget, stream_weights_problem
 
 #: Usable shared memory per SM in bytes; also the opt-in per-block limit on these parts.
 SMEM_PER_SM: dict[str, int] = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448}
@@ -182,6 +182,9 @@ class ChainPlan:
     dependencies: tuple[str, ...] = ()   # what each consumer tile reads of its producer, one line per edge
     max_m: int = MAX_M                   # the most rows a run may have (the spec's limit, checked by the library)
     dispatch: DispatchPlan | None = None  # sm90: run()'s mode by M, measured on one GPU (spec `dispatch:`)
+    # Why run() mode `stream` cannot compute this chain (spec.rules.stream_weights_problem), or None: it can, and
+    # optimizations.stream_weights turns it on.
+    stream_problem: str | None = None
 
     @property
     def check_m(self) -> int:
@@ -269,7 +272,7 @@ class ChainPlan:
         """How the sm90 library's run() computes the chain at M on a GPU with `sms` SMs (default: the
         plan's), and why: the rule of cusync::Chain::mode() (run_modes.run_mode) on this plan's table and GEMMs."""
         gemms = [(s.name, s.gemm_n) for s in self.stages if s.op is Op.GEMM]
-        return run_modes.run_mode(self.dispatch, gemms, m, sms or self.sms)
+        return run_modes.run_mode(self.dispatch, gemms, m, sms or self.sms, self.optimizations.stream_weights)
 
 
 def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
@@ -296,6 +299,7 @@ def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
         dependencies=tuple(edges),
         dispatch=None if spec.dispatch is None else DispatchPlan(
             spec.dispatch.gpu, spec.dispatch.sms, tuple((e.m_max, e.mode) for e in spec.dispatch.modes)),
+        stream_problem=None if (problem := stream_weights_problem(spec)) is None else str(problem),
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cusync_gen.errors import UsageError
-from cusync_gen.spec.model import Op, Order, Policy, Schedule
+from cusync_gen.spec.model import STREAM_MAX_M, Op, Order, Policy, Schedule
 from cusync_gen.spec.policies import POLICIES
 
 if TYPE_CHECKING:
@@ -202,6 +202,7 @@ def _describe_optimizations(plan: ChainPlan, m: int) -> list[str]:
             "every CTA of that stage has started, so consumer CTAs only take SMs that producer CTAs left",
             "optimizations",
             line("no_atomic_add", legal("no_atomic_add")),
+            line("stream_weights", legal("stream_weights")),
             f"  {', '.join(key for key, _ in facts.inapplicable_optimizations)}: do not apply to {facts.arch.value}",
         ]
     gemm_consumers = any(s.input is not None and s.op is Op.GEMM for s in plan.stages)
@@ -222,6 +223,7 @@ def _optimizations(plan: ChainPlan, m: int) -> dict[str, dict[str, Any]]:
     result: dict[str, dict[str, Any]] = {"no_atomic_add": {"on": opt.no_atomic_add, "legal": atomic_ok,
                                                            "reason": atomic_why}}
     if plan.facts.dependent_launch:
+        result["stream_weights"] = _stream_weights(plan)
         for name, _ in plan.facts.inapplicable_optimizations:
             result[name] = {"on": getattr(opt, name), "legal": None, "reason": f"does not apply to {plan.arch.value}"}
         return result
@@ -236,6 +238,16 @@ def _optimizations(plan: ChainPlan, m: int) -> dict[str, dict[str, Any]]:
                   "prefetched into L2 before the wait for A" if gemm_consumers
         else "no effect: no gemm stage waits on a producer"}
     return result
+
+
+def _stream_weights(plan: ChainPlan) -> dict[str, Any]:
+    """optimizations.stream_weights: run() mode `stream` at M <= STREAM_MAX_M, and what it costs."""
+    if plan.stream_problem is not None:
+        return {"on": plan.optimizations.stream_weights, "legal": False, "reason": plan.stream_problem}
+    packed = sum(s.weight_bytes for s in plan.stages)
+    what = (f"run() mode stream at M <= {STREAM_MAX_M}: one persistent kernel for both GEMMs streams the weights "
+            f"from a packed copy the library keeps ({packed / 1e6:.1f} MB more device memory)")
+    return {"on": plan.optimizations.stream_weights, "legal": True, "reason": what}
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from cusync_gen.errors import CusyncError, SpecError, UsageError
 from cusync_gen.backends import BACKENDS
 from cusync_gen.plan import ChainPlan, make_plan
 from cusync_gen.spec.loading import parse_spec
-from cusync_gen.spec.model import Arch, ChainSpec, Op, spec_data, spec_hash, with_tiles
+from cusync_gen.spec.model import STREAM_MAX_M, Arch, ChainSpec, Mode, Op, spec_data, spec_hash, with_tiles
 
 #: Relative time difference within which two candidates tie (run-to-run drift between binaries).
 TIE = 0.02
@@ -58,7 +58,8 @@ POLICY_RANK = {"spec": 0, "row": 1, "tile": 2}
 #: own overlapped time (its policy and order). Ties go to the simpler mode: CUTLASS's kernels as they are
 #: first, tile synchronization last.
 MODE_COLUMNS: dict[str, str] = {"stock": "stock_pdl_us", "pingpong": "pingpong_us", "cluster": "cluster_us",
-                                "streamk": "streamk_us", "cublaslt": "cublaslt_us", "overlap": "overlapped_us"}
+                                "streamk": "streamk_us", "cublaslt": "cublaslt_us", "stream": "stream_us",
+                                "overlap": "overlapped_us"}
 MODE_RANK = {mode: rank for rank, mode in enumerate(MODE_COLUMNS)}
 #: Modes of one row were timed round robin in one binary: two timings of one graph there differ by under
 #: 1% (benchmarks/NOTES.md h4), so a narrower tie than TIE, which covers drift between binaries.
@@ -236,7 +237,8 @@ def mode_times(row: dict[str, Any]) -> dict[str, float]:
     run, stream-K within the bench's tolerance of it."""
     ok = {"stock": row.get("stock_bitwise", True), "cluster": row.get("cluster_bitwise", True),
           "streamk": row.get("streamk_rel_diff", 0.0) < 1e-2, "pingpong": row.get("pingpong_rel_diff", 0.0) < 1e-2,
-          "cublaslt": row.get("cublaslt_rel_diff", 0.0) < 1e-2, "overlap": True}
+          "cublaslt": row.get("cublaslt_rel_diff", 0.0) < 1e-2, "stream": row.get("stream_rel_diff", 0.0) < 1e-2,
+          "overlap": True}
     return {mode: float(row[column]) for mode, column in MODE_COLUMNS.items()
             if ok[mode] and float(row.get(column, 0.0) or 0.0) > 0.0}
 
@@ -274,8 +276,9 @@ def choose(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
 
 def dispatch_table(winners: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
     """sm90: the spec's `dispatch:` from the winners' modes. Between two measured M the cut is their
-    geometric mean; the last entry ends at the largest M measured (above it the library's rule decides).
-    None when the rows carry no GPU (sm80 benches time only overlap)."""
+    geometric mean; the last entry ends at the largest M measured (above it the library's rule decides); an
+    entry of mode stream ends at STREAM_MAX_M at most. None when the rows carry no GPU (sm80 benches time only
+    overlap)."""
     ms = sorted(winners)
     first = winners[ms[0]]
     if "sms" not in first or "stock_pdl_us" not in first:
@@ -284,6 +287,7 @@ def dispatch_table(winners: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
     for i, m in enumerate(ms):
         cut = m if i + 1 == len(ms) else int(math.sqrt(m * ms[i + 1]))
         mode = winners[m]["mode"]
+        cut = min(cut, STREAM_MAX_M) if mode == Mode.STREAM.value else cut
         if entries and entries[-1]["mode"] == mode:
             entries[-1]["m_max"] = cut
         else:

@@ -202,17 +202,38 @@ def test_every_sm80_conv_tile_the_rules_accept_instantiates(tmp_path: Path, cutl
                       "cutlass::gemm::GemmShape<16, 8, 16>, 3, cutlass::epilogue::thread::ReLu, true>", args)
 
 
+def test_the_stream_mode_units_compile(tmp_path: Path, cutlass_dir: Path) -> None:
+    """A project with optimizations.stream_weights (tests/data/decode_stream_sm90.yaml) configures, and the units
+    mode stream touches compile with -Werror=all-warnings: its kernel's own unit, the chain, the C ABI and the
+    bench (the CUTLASS stage units are the other sm90 tests')."""
+    from cusync_gen.cli import main
+
+    cmake, nvcc = _tool("cmake"), _tool("nvcc")
+    name = "decode_stream_sm90"
+    project, build = tmp_path / name, tmp_path / "build"
+    with pytest.raises(SystemExit) as done:
+        main(["generate", str(REPO / "tests" / "data" / f"{name}.yaml"), "-o", str(project)])
+    assert done.value.code == 0
+    configure = [cmake, "-S", str(project), "-B", str(build), "-G", "Unix Makefiles", f"-DCUTLASS_DIR={cutlass_dir}",
+                 "-DCMAKE_CUDA_ARCHITECTURES=90a", f"-DCMAKE_CUDA_COMPILER={nvcc}", f"-D{name.upper()}_WERROR=ON"]
+    out = subprocess.run(configure, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    for unit in (f"src/{name}_stream.cu.o", f"src/{name}.cu.o", f"src/{name}_c.cpp.o", f"bench/{name}_bench.cu.o"):
+        out = subprocess.run(["make", "-C", str(build), unit], capture_output=True, text=True)
+        assert out.returncode == 0, unit + "\n" + out.stdout[-4000:] + out.stderr[-4000:]
+
+
 def test_the_decode_probe_v5_kernels_compile(tmp_path: Path) -> None:
-    """The decode probe's v5 chain kernel (scripts/decode_probe/bulk_chain.cuh, NOTES d11: one persistent kernel
-    over both GEMMs, a ring of 1D bulk copies) for each type, M_pad and launch kind, compiled for sm_90a with
-    ptxas's report: it builds without the probe's cuBLAS, and no instantiation spills."""
+    """Run() mode stream's chain kernel (templates/sm90/include/cusync/sm90/bulk_chain.cuh, NOTES d11: one
+    persistent kernel over both GEMMs, a ring of 1D bulk copies) for each type, M_pad and launch kind, compiled
+    for sm_90a with ptxas's report: it builds without the probe's cuBLAS, and no instantiation spills."""
     calls = "".join(f"  e = e == cudaSuccess ? cusync::stream::bulk::bulk_prepare<{t}, {m}, {p}>() : e;\n"
                     for t in ("__half", "__nv_bfloat16") for m in (8, 16, 32, 64) for p in ("false", "true"))
     unit = tmp_path / "bulk.cu"
-    unit.write_text(f'#include "bulk_chain.cuh"\ncudaError_t prepare_all() {{\n  cudaError_t e = cudaSuccess;\n{calls}  return e;\n}}\n')
+    unit.write_text(f'#include "cusync/sm90/bulk_chain.cuh"\ncudaError_t prepare_all() {{\n  cudaError_t e = cudaSuccess;\n{calls}  return e;\n}}\n')
     templates = REPO / "templates"
     cmd = [_tool("nvcc"), "-std=c++17", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v",
-           "-I", str(REPO / "scripts" / "decode_probe"), "-I", str(templates / "runtime" / "include"),
+           "-I", str(templates / "runtime" / "include"),
            "-I", str(templates / "sm90" / "include"), "-c", str(unit), "-o", str(tmp_path / "bulk.o")]
     out = subprocess.run(cmd, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]

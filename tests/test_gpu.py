@@ -381,3 +381,49 @@ def test_embed_example_runs_on_gpu(tmp_path: Path, cutlass_dir: Path) -> None:
         for m in ("4096", "77"):  # several waves (overlapped), and one partial tile row
             out = subprocess.run([str(app), m], capture_output=True, text=True, timeout=300)
             assert out.returncode == 0 and ": ok" in out.stdout, f"{route} M={m}: {out.stdout}{out.stderr}"
+
+
+@pytest.mark.parametrize("shape", ["decode_stream_sm90", "gpt3_mlp_sm90", "llama_mlp_fused_sm90"])
+def test_stream_mode_on_gpu(shape: str, tmp_path: Path, cutlass_dir: Path) -> None:
+    """Run() mode stream (optimizations.stream_weights), generated and built here: on tests/data/decode_stream_sm90.yaml
+    (a gated gemm1, a biased gemm2, partial tiles and a short last copy) and on the shipped MLP chains with the key
+    turned on. At M <= 64 run() takes the mode, which must be within tolerance of the back-to-back run and of the
+    fp32 reference and bitwise equal from one run to the next; at M = 65 run() takes another mode; after
+    autotune the mode is one of the candidates and run() stays right."""
+    from cusync_gen.render import generate
+    from cusync_gen.spec.loading import read_spec_data
+
+    if not (os.environ.get("CUSYNC_GPU_ARCH") or _compute_capability()).startswith("9"):
+        pytest.skip("Hopper kernels")
+    source = REPO / "tests" / "data" / f"{shape}.yaml"
+    if not source.is_file():
+        source = REPO / "cusync_gen" / "examples" / f"{shape}.yaml"
+    data = read_spec_data(source)
+    data["name"] = f"{shape}_stream" if source.parent.name == "examples" else data["name"]
+    data.setdefault("optimizations", {})["stream_weights"] = True
+    data.pop("dispatch", None)  # the rule: mode stream at M <= 64
+    spec = tmp_path / f"{data['name']}.json"
+    spec.write_text(json.dumps(data))
+    project = generate(spec, tmp_path / data["name"])
+    build = tmp_path / "build"
+    subprocess.run(["cmake", "-S", str(project), "-B", str(build), f"-DCUTLASS_DIR={cutlass_dir}",
+                    "-DCMAKE_CUDA_ARCHITECTURES=90a"] + (["-G", "Ninja"] if shutil.which("ninja") else []),
+                   check=True, capture_output=True)
+    out = subprocess.run(["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    bench = build / f"{data['name']}_bench"
+    out = subprocess.run([str(bench), "--m", "1,3,17,64,65", "--repeats", "2", "--warmup", "1"],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = {r["m"]: r for r in _rows(out.stdout) if "m" in r and r.get("policy", "spec") == "spec"}
+    assert sorted(rows) == [1, 3, 17, 64, 65], out.stdout
+    for m, row in rows.items():
+        assert row["sync_error"] is None and row["ref_rel_err"] < 1e-2 and row["run_ok"], row
+        assert (row["mode"] == "stream") == (m <= 64), row
+        if m <= 64:
+            assert row["stream_rel_diff"] < 1e-2 and row["stream_repeatable"] and row["stream_us"] > 0, row
+    out = subprocess.run([str(bench), "--m", "16,64", "--repeats", "2", "--warmup", "1", "--autotune", "2"],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for row in (r for r in _rows(out.stdout) if "m" in r):
+        assert row["mode_reason"].startswith("autotune on this GPU") and row["run_ok"], row

@@ -1,10 +1,10 @@
 """The sm90 backend: GEMM chains of CUTLASS 3.x kernels (templates/sm90/), run on the caller's stream
-with programmatic dependent launch, in one of six modes per M (include/cusync/sm90/chain.h)."""
+with programmatic dependent launch, in one of seven modes per M (include/cusync/sm90/chain.h)."""
 
 from __future__ import annotations
 
 from cusync_gen.backends import gemm_chain
-from cusync_gen.backends.base import OutputFile
+from cusync_gen.backends.base import OutputFile, backend_files
 from cusync_gen.backends.protocol import Support, TorchRoles
 from cusync_gen.spec.archs import SM90 as FACTS
 from cusync_gen.plan import ChainPlan
@@ -14,7 +14,9 @@ NAME = "sm90"
 RUNTIME: tuple[str, ...] = ()
 #: include/cusync/sm90/: the CUTLASS 3.x pieces, cuBLASLt, the run() modes and this backend's run().
 HEADERS = ("dispatch.h", "autotune.h", "ticket_scheduler.cuh", "collective_hooks.cuh", "waiting_mainloop.cuh", "gated_epilogue.cuh", "posting_epilogue.cuh", "gemm.cuh",
-           "cublaslt_context.h", "cublaslt.cuh", "chain.h", "chain.cuh")
+           "cublaslt_context.h", "cublaslt.cuh", "stream_mode.h", "chain.h", "chain.cuh")
+#: Run() mode stream's kernel (a spec with optimizations.stream_weights): include/cusync/sm90/ and its unit.
+STREAM_HEADERS = ("stream_gemm.cuh", "reg_stream.cuh", "stream_chain_ws.cuh", "bulk_chain.cuh", "stream_mode.cuh")
 PARTS = {
     "api": "sm90/include/chain_api.h.j2",        # project/include/chain.h.j2: run() and the rest of the API
     "chain": "sm90/src/chain.cu.j2",             # project/src/chain.cu.j2: the runtime class and its tables
@@ -36,8 +38,16 @@ def _stage_files(plan: ChainPlan) -> list[OutputFile]:
     return files
 
 
+def _stage_and_stream_files(plan: ChainPlan) -> list[OutputFile]:
+    """The stage units, and mode stream's unit where the spec asks for it (its headers come with it)."""
+    if not plan.optimizations.stream_weights:
+        return _stage_files(plan)
+    return [*_stage_files(plan), *backend_files(NAME, STREAM_HEADERS),
+            OutputFile(f"src/{plan.name}_stream.cu", "sm90/src/stream.cu.j2", True, field="name")]
+
+
 def files(plan: ChainPlan) -> list[OutputFile]:
-    return gemm_chain.files(plan, NAME, RUNTIME, HEADERS, _stage_files, ("reference.cuh", "baselines.cuh"))
+    return gemm_chain.files(plan, NAME, RUNTIME, HEADERS, _stage_and_stream_files, ("reference.cuh", "baselines.cuh"))
 
 
 def context(plan: ChainPlan, f: OutputFile) -> dict:

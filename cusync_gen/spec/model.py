@@ -88,6 +88,7 @@ class Mode(str, Enum):
     CLUSTER = "cluster"    # CUTLASS's persistent kernels in 2x1 clusters, chained with PDL
     PINGPONG = "pingpong"  # CUTLASS's ping-pong kernels in 128x128 tiles, chained with PDL
     CUBLASLT = "cublaslt"  # cuBLASLt's GEMMs (the heuristic's first algorithm, or autotune's pick), activation apart
+    STREAM = "stream"      # one persistent kernel streaming packed weights, M <= 64 (optimizations.stream_weights)
 
 
 class BLayout(str, Enum):
@@ -142,6 +143,10 @@ SM90_TILE_N: tuple[int, ...] = SM90.tile_n
 SM90_TILE_K: tuple[int, ...] = SM90.tile_k
 SM90_SCHEDULES: tuple[str, ...] = SM90.schedules
 SM90_PINGPONG_TILE_M: tuple[int, ...] = SM90.pingpong_tile_m
+#: run() mode `stream` runs chains of at most this many rows (kStreamMaxM, cusync/sm90/stream_mode.h), and its
+#: kernel takes N and K in steps of STREAM_STEP (16: one mma k-step; 8-column SwiGLU groups in pairs).
+STREAM_MAX_M = 64
+STREAM_STEP = 16
 SM90_PINGPONG_TILE_N: tuple[int, ...] = SM90.pingpong_tile_n
 
 #: Gate and up columns per interleaved group of a gated GEMM's weights (epilogue swiglu; kGateGroup of
@@ -198,6 +203,9 @@ class Optimizations(BaseModel):
     avoid_wait_kernel: bool = Field(default=False, strict=True)
     avoid_custom_order: bool = Field(default=False, strict=True)
     reorder_tile_loads: bool = Field(default=False, strict=True)
+    # sm90, two GEMMs: run() mode `stream` at M <= 64 (cusync/sm90/stream_mode.h), one persistent kernel that
+    # streams the weights from a packed copy the library keeps (as much memory again as the weights)
+    stream_weights: bool = Field(default=False, strict=True)
 
 
 class StridedCols(BaseModel):

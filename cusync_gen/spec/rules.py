@@ -26,6 +26,8 @@ from cusync_gen.spec.model import (
     MIN_PIPELINE_STAGES,
     SM80_GEMM_TILE_K,
     SM80_INSTRUCTIONS,
+    STREAM_MAX_M,
+    STREAM_STEP,
     SWIGLU_BLOCK_THREADS,
     SWIGLU_COLS,
     SWIGLU_VECTOR,
@@ -36,6 +38,7 @@ from cusync_gen.spec.model import (
     ConvChainSpec,
     ConvStageSpec,
     Epilogue,
+    Mode,
     Op,
     Order,
     Policy,
@@ -102,6 +105,7 @@ def check_rules(spec: ChainSpec) -> None:
     _check_output_policies(spec)
     _check_no_atomic_add(spec)
     _check_tile_configs(spec)
+    _check_stream_weights(spec)
     _check_dispatch(spec)
 
 
@@ -225,7 +229,7 @@ def _check_fused_attention_rules(spec: AttentionSpec) -> None:
                         f"use at most {_MAX_GROUP} heads per KV head on one GPU")
     if (a.heads + 2 * kv) * a.head_dim > MAX_DIM:
         raise SpecError("attention.heads", f"(heads + 2 kv_heads) * head_dim = {(a.heads + 2 * kv) * a.head_dim} is "
-                        f"above {MAX_DIM}", f"use fewer heads on one GPU")
+                        f"above {MAX_DIM}", "use fewer heads on one GPU")
 
 
 #: A thread block's shared memory on sm80 and sm90 (227 KiB): a conv tile's pipeline must fit in it.
@@ -456,6 +460,60 @@ def _check_dispatch(spec: ChainSpec) -> None:
             raise SpecError(f"dispatch.modes[{e}].m_max", f"m_max={entry.m_max} must be larger than the previous "
                             f"entry's ({previous})", "list the modes by growing m_max")
         previous = entry.m_max
+
+
+#: The epilogues run() mode `stream` applies (cusync::sm90::StreamAct).
+STREAM_EPILOGUES = (Epilogue.IDENTITY, Epilogue.RELU, Epilogue.GELU, Epilogue.GELU_TANH, Epilogue.SILU, Epilogue.SWIGLU)
+
+
+def _check_stream_weights(spec: ChainSpec) -> None:
+    """optimizations.stream_weights (run() mode `stream`, cusync/sm90/stream_mode.h): see stream_weights_problem.
+    A dispatch entry of mode stream needs it, and ends at STREAM_MAX_M rows at most."""
+    if spec.optimizations.stream_weights:
+        problem = stream_weights_problem(spec)
+        if problem is not None:
+            raise problem
+    for e, entry in enumerate(spec.dispatch.modes if spec.dispatch is not None else ()):
+        if entry.mode is not Mode.STREAM:
+            continue
+        if not spec.optimizations.stream_weights:
+            raise SpecError(f"dispatch.modes[{e}].mode", "mode stream needs the packed weights the library keeps only "
+                            "with optimizations: {stream_weights: true}",
+                            "add stream_weights: true under optimizations, or pick another mode")
+        if entry.m_max > STREAM_MAX_M:
+            raise SpecError(f"dispatch.modes[{e}].m_max", f"mode stream runs at most {STREAM_MAX_M} rows "
+                            f"(m_max={entry.m_max})", f"end the stream entry at m_max: {STREAM_MAX_M} and add another "
+                            "mode above it")
+
+
+def stream_weights_problem(spec: ChainSpec) -> SpecError | None:
+    """Why run() mode `stream` cannot compute this chain (the error optimizations.stream_weights: true raises), or
+    None: it needs sm90, exactly two GEMM stages with the second reading the first's output, row-major weights,
+    an epilogue its kernel applies (STREAM_EPILOGUES), and N and K in steps of STREAM_STEP."""
+    field = "optimizations.stream_weights"
+    if not ARCHS[spec.arch].dispatch:
+        return SpecError(field, "stream_weights (run() mode stream) is an sm90 feature", "remove it, or set arch: sm90")
+    stages = spec.stages
+    if len(stages) != 2 or any(s.op is not Op.GEMM for s in stages) or stages[1].a != stages[0].name:
+        return SpecError(field, "mode stream computes a chain of exactly two gemm stages, the second reading the "
+                         f"first's output (this chain: {', '.join(f'{s.name} ({s.op.value})' for s in stages)})",
+                         "remove stream_weights, or write the chain as gemm1 -> gemm2 (a gated MLP as one gemm "
+                         "with epilogue: swiglu)")
+    for i, stage in enumerate(stages):
+        if stage.b_layout is not BLayout.ROW:
+            return SpecError(f"stages[{i}].b_layout", "mode stream packs row-major weights (K x N) only",
+                             "use b_layout: row, or remove optimizations.stream_weights")
+        if stage.epilogue not in STREAM_EPILOGUES:
+            return SpecError(f"stages[{i}].epilogue", f"mode stream has no epilogue {stage.epilogue.value}",
+                             f"use one of {', '.join(e.value for e in STREAM_EPILOGUES)}, or remove "
+                             "optimizations.stream_weights")
+        k = stage.k if stage.k is not None else stages[0].n if i == 1 else None
+        for key, value in (("n", stage.n), ("k", k)):
+            if value is not None and value % STREAM_STEP:
+                return SpecError(f"stages[{i}].{key}", f"{key}={value}: mode stream takes N and K in steps of "
+                                 f"{STREAM_STEP}", f"pad it to {-(-value // STREAM_STEP) * STREAM_STEP}, or remove "
+                                 "optimizations.stream_weights")
+    return None
 
 
 def _check_name(field: str, name: str, stage: bool = False) -> None:

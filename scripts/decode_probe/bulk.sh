@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # v5, the bulk-copy persistent chain (NOTES d11), in one call: the probe at M = 1..64 on the three shapes with
 # cuBLAS, cuBLASLt, packed v3 (reg/regs) and v5 (bulk: chain, chain under PDL, two launches) timed and every
-# variant checked, v5's per-CTA timeline at every point; v5 alone on an odd shape (partial tiles, K tail, fewer chunks than CTAs); then v5's ring alone (consumers only release slots: the stream's own rate).
+# variant checked, v5's per-CTA timeline at every point; v5 alone on an odd shape (partial tiles, K tail, fewer chunks than CTAs); v5 on shapes no example ships (CUSTOM, empty to skip); then v5's ring alone (consumers only release slots: the stream's own rate).
 # Usage: BIN=path/decode_probe bash scripts/decode_probe/bulk.sh OUT_DIR   (BIN built by run.sh's nvcc line)
 set -u
 R=${1:?OUT_DIR}; B=${BIN:?path of a built decode_probe}
@@ -17,6 +17,15 @@ grep -h -i "fail\|DET!\|BIT!\|mismatch\| NO$" $R/main/decode_probe.log | head -2
 mkdir -p $R/odd
 DECODE_PROBE_SHAPES=odd timeout 60 $B $R/odd > $R/odd/stdout.txt 2>&1; echo "odd shape rc=$? at ${SECONDS}s"
 grep -h "^odd" $R/odd/stdout.txt; grep -h "FAIL\| NO" $R/odd/decode_probe.log | head
+# Shapes no example ships (DECODE_PROBE_CUSTOM=name:k1:n1:n2:act:dtype): v5 against cuBLAS and cuBLASLt, checked.
+CUSTOM=${CUSTOM-qwen1.5b:1536:8960:1536:swiglu:bf16,gpt2xl:1600:6400:1600:gelu:fp16,plain:2048:8192:2048:identity:fp16}
+if [ -n "$CUSTOM" ]; then
+  mkdir -p $R/custom
+  DECODE_PROBE_CUSTOM=$CUSTOM DECODE_PROBE_SHAPES=none DECODE_PROBE_NO_EXTRA=1 DECODE_PROBE_MS=1,8,16,64 DECODE_PROBE_VARIANTS=bulk \
+    timeout 120 $B $R/custom > $R/custom/stdout.txt 2>&1; echo "custom shapes rc=$? at ${SECONDS}s"
+  sed -n '/^shape/,$p' $R/custom/stdout.txt | cut -c1-240
+  grep -h -i "fail\|DET!\|BIT!\|mismatch\| NO$" $R/custom/decode_probe.log | head -10
+fi
 [ "${RING:-1}" = 0 ] && exit 0
 DECODE_PROBE_BULK_MODE=1 DECODE_PROBE_NO_EXTRA=1 DECODE_PROBE_MS=1,16 DECODE_PROBE_SHAPES=gpt3,llama3-8b DECODE_PROBE_VARIANTS=bulk \
   timeout 90 $B $R/ring > $R/ring/stdout.txt 2>&1; echo "ring alone rc=$? at ${SECONDS}s"

@@ -25,7 +25,7 @@
 #include "cusync/sm90/stream_gemm.cuh"
 #include "cusync/sm90/reg_stream.cuh"
 #include "cusync/sm90/stream_ring.cuh"
-#include "bulk_chain.cuh"
+#include "cusync/sm90/bulk_chain.cuh"
 
 using namespace cusync::stream;
 using cusync::SyncErrorInfo;
@@ -871,6 +871,24 @@ int main(int argc, char** argv) {
     for (auto const& sd : shapes)
       for (auto const& w : want) if (w == sd.name) kept.push_back(sd);
     shapes = kept;
+  }
+  // DECODE_PROBE_CUSTOM=name:k1:n1:n2:act:dtype[,...] adds shapes (act: identity, gelu or swiglu; dtype: fp16 or
+  // bf16; n1 is H's width, so a SwiGLU W1 has 2 n1 columns), timed and checked like the named ones.
+  if (char const* env = getenv("DECODE_PROBE_CUSTOM")) {
+    for (auto const& item : csv_list(env)) {
+      std::vector<std::string> f; std::string cur;
+      for (char c : item + ":") { if (c == ':') { f.push_back(cur); cur.clear(); } else cur += c; }
+      int const k1 = f.size() == 6 ? std::atoi(f[1].c_str()) : 0, n1 = f.size() == 6 ? std::atoi(f[2].c_str()) : 0;
+      int const n2 = f.size() == 6 ? std::atoi(f[3].c_str()) : 0;
+      bool const act_ok = f.size() == 6 && (f[4] == "identity" || f[4] == "gelu" || f[4] == "swiglu");
+      if (!act_ok || k1 < 16 || n1 < 16 || n2 < 16 || k1 % 16 || n1 % 16 || n2 % 16 || (f[5] != "fp16" && f[5] != "bf16")) {
+        fprintf(stderr, "DECODE_PROBE_CUSTOM: '%s' is not name:k1:n1:n2:identity|gelu|swiglu:fp16|bf16 with sizes "
+                        "multiples of 16\n", item.c_str());
+        return 2;
+      }
+      Act const act = f[4] == "gelu" ? Act::kGelu : f[4] == "swiglu" ? Act::kSwiglu : Act::kIdentity;
+      shapes.push_back({strdup(f[0].c_str()), k1, n1, n2, act, f[5] == "bf16"});  // ShapeDef keeps the pointer
+    }
   }
   for (auto const& sd : shapes) {
     build_tables(sd.bf16);

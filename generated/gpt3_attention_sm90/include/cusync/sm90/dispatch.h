@@ -1,6 +1,6 @@
 // cusync sm90 backend: how run() computes a chain at a given M, and why.
 //
-// A chain can be computed six ways, all on the caller's stream and all capturable in a CUDA graph:
+// A chain can be computed seven ways, all on the caller's stream and all capturable in a CUDA graph:
 //   kOverlap  our tile-synced kernels, each consumer a programmatic dependent launch of its producer, so
 //             that consumer tiles fill the SMs the producer's last wave leaves idle (cuSync);
 //   kStock    CUTLASS's persistent kernels for the same tiles and epilogues, back to back, chained with
@@ -13,7 +13,12 @@
 //             one's epilogue under the other's MMAs), tiles down M in bands of 4, chained with PDL;
 //   kCublasLt cuBLASLt's GEMMs (the first algorithm of its heuristic; after autotune(), the fastest of
 //             its first eight on this GPU), each activation a kernel of its own (cusync/sm90/cublaslt.cuh):
-//             where cuBLAS splits K or picks narrow tiles at small M.
+//             where cuBLAS splits K or picks narrow tiles at small M;
+//   kStream   one persistent kernel for the whole two-GEMM chain at decode sizes (M <= 64, a spec with
+//             `optimizations: {stream_weights: true}`): it streams weights packed once at initialize()
+//             through a ring of bulk copies, gemm1 and gemm2 back to back on every SM, split K
+//             (stream-K) with a deterministic reduction, each K range of gemm2 waiting only for the
+//             gemm1 tiles it reads (cusync/sm90/stream_mode.h).
 // Which is fastest depends on M, the shapes and the GPU. In order, run() takes: set_mode()'s mode; the
 // table autotune() measured on this GPU (cusync/sm90/autotune.h), up to the largest M it timed; the
 // table measured by `cusync-gen tune` (the spec's `dispatch:`) on a GPU with this SM count, up to its
@@ -25,9 +30,11 @@
 
 namespace cusync {
 
-enum class Mode : int32_t { kAuto = -1, kOverlap = 0, kStock = 1, kStreamK = 2, kCluster = 3, kPingpong = 4, kCublasLt = 5 };
+enum class Mode : int32_t {
+  kAuto = -1, kOverlap = 0, kStock = 1, kStreamK = 2, kCluster = 3, kPingpong = 4, kCublasLt = 5, kStream = 6
+};
 
-inline bool valid_mode(Mode mode) { return int32_t(mode) >= int32_t(Mode::kAuto) && int32_t(mode) <= int32_t(Mode::kCublasLt); }
+inline bool valid_mode(Mode mode) { return int32_t(mode) >= int32_t(Mode::kAuto) && int32_t(mode) <= int32_t(Mode::kStream); }
 
 inline char const* to_string(Mode mode) {
   switch (mode) {
@@ -38,6 +45,7 @@ inline char const* to_string(Mode mode) {
     case Mode::kCluster: return "cluster";
     case Mode::kPingpong: return "pingpong";
     case Mode::kCublasLt: return "cublaslt";
+    case Mode::kStream: return "stream";
   }
   return "unknown";
 }

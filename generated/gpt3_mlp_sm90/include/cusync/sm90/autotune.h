@@ -154,11 +154,13 @@ Status time_modes(RunMode&& run_mode, Candidate const* modes, int count, int rou
 
 // Dispatch entries from the winners at the measured M (ascending, distinct): M up to the geometric mean
 // of two neighbours takes the smaller one's mode; the last entry ends at the largest M measured; equal
-// neighbours merge. Returns the number of entries written into `table` (at most `count`).
-inline int tuned_table(int const* ms, Mode const* winners, int count, DispatchEntry* table) {
+// neighbours merge; a kStream winner's entry ends at stream_max_m at most (the mode runs no larger M).
+// Returns the number of entries written into `table` (at most `count`).
+inline int tuned_table(int const* ms, Mode const* winners, int count, DispatchEntry* table, int stream_max_m = 0) {
   int entries = 0;
   for (int i = 0; i < count; ++i) {
-    int const cut = i + 1 == count ? ms[i] : int(std::sqrt(double(ms[i]) * double(ms[i + 1])));
+    int cut = i + 1 == count ? ms[i] : int(std::sqrt(double(ms[i]) * double(ms[i + 1])));
+    if (winners[i] == Mode::kStream) cut = std::min(cut, stream_max_m);
     if (entries > 0 && table[entries - 1].mode == winners[i]) {
       table[entries - 1].m_max = cut;
     } else {
@@ -171,12 +173,14 @@ inline int tuned_table(int const* ms, Mode const* winners, int count, DispatchEn
 // A chain's autotune(): for each distinct M of ms[0..count) (1 <= M <= max_m, at most kMaxTunedMs),
 // set_m(M) makes M current, search_lt(rounds, preheat_ms) picks cuBLASLt's algorithms for the mode
 // kCublasLt (only if have_cublaslt; it preheats the GPU at the first M), the candidates are current_mode() (what run() would take without a tuned
-// table; it wins ties) and then every other mode (kCublasLt only if have_cublaslt), time_modes() times
+// table; it wins ties) and then every other mode (kCublasLt only if have_cublaslt, kStream only at
+// M <= stream_max_m, 0 where the chain has no such mode), time_modes() times
 // them through run_mode(mode, stream), and the winners become `table` (*entries rows, tuned_table()).
 // set_m(0) restores the chain's own M at the end, whatever happened. Nothing is written to `table` or
 // *entries unless every M was timed.
 template <class SetM, class CurrentMode, class RunMode, class SearchLt>
-Status autotune_chain(int const* ms, int count, int max_m, int rounds, bool have_cublaslt, cudaStream_t stream,
+Status autotune_chain(int const* ms, int count, int max_m, int rounds, bool have_cublaslt, int stream_max_m,
+                      cudaStream_t stream,
                       SetM&& set_m, CurrentMode&& current_mode, RunMode&& run_mode, SearchLt&& search_lt,
                       DispatchEntry* table, int* entries) {
   if (ms == nullptr || count <= 0 || count > kMaxTunedMs) return Status::kInvalidArgument;
@@ -195,8 +199,10 @@ Status autotune_chain(int const* ms, int count, int max_m, int rounds, bool have
     Mode candidates[kMaxTunedModes];
     int n = 0;
     candidates[n++] = current_mode();
-    for (Mode c : {Mode::kPingpong, Mode::kStock, Mode::kCluster, Mode::kStreamK, Mode::kCublasLt, Mode::kOverlap}) {
-      if (c != candidates[0] && (c != Mode::kCublasLt || have_cublaslt)) candidates[n++] = c;
+    for (Mode c : {Mode::kPingpong, Mode::kStock, Mode::kCluster, Mode::kStreamK, Mode::kCublasLt, Mode::kOverlap,
+                   Mode::kStream}) {
+      bool const available = c == Mode::kCublasLt ? have_cublaslt : c == Mode::kStream ? sorted[i] <= stream_max_m : true;
+      if (c != candidates[0] && available) candidates[n++] = c;
     }
     float median_us[kMaxTunedModes];
     int best = 0;
@@ -211,7 +217,7 @@ Status autotune_chain(int const* ms, int count, int max_m, int rounds, bool have
   Status const restored = set_m(0);
   if (status != Status::kSuccess) return status;
   if (restored != Status::kSuccess) return restored;
-  *entries = tuned_table(sorted, winners, distinct, table);
+  *entries = tuned_table(sorted, winners, distinct, table, stream_max_m);
   return Status::kSuccess;
 }
 

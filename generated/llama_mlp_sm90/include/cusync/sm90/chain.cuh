@@ -14,10 +14,17 @@ namespace cusync::sm90 {
 // Stream-K workspaces start at multiples of this many bytes.
 constexpr int64_t kWorkspaceAlignment = 256;
 
-inline Chain::~Chain() {
-  if (streamk_workspace_ != nullptr && owns_memory_) cudaFree(streamk_workspace_);
-  if (gated_weights_ != nullptr && owns_memory_) cudaFree(gated_weights_);
+inline Chain::~Chain() { release_backend(); }
+
+inline void Chain::release_backend() {
+  if (owns_memory_) {  // else carved from the caller's workspace
+    for (void* p : {streamk_workspace_, gated_weights_, stream_mem_}) {
+      if (p != nullptr) cudaFree(p);
+    }
+  }
+  streamk_workspace_ = gated_weights_ = stream_mem_ = nullptr;
   destroy_lt_context(static_cast<LtContext*>(lt_));
+  lt_ = nullptr;
 }
 
 inline Chain::Chain(Chain&& other) noexcept : StagedChain(*other.t_), b_(other.b_) { swap(other); }
@@ -36,6 +43,8 @@ inline void Chain::swap(Chain& other) noexcept {
   swap(streamk_offset_, other.streamk_offset_);
   swap(gated_weights_, other.gated_weights_);
   swap(gated_offset_, other.gated_offset_);
+  swap(stream_mem_, other.stream_mem_);
+  swap(stream_layout_, other.stream_layout_);
   swap(gated_source_, other.gated_source_);
   swap(gated_source_ld_, other.gated_source_ld_);
   swap(weights_stale_, other.weights_stale_);
@@ -71,12 +80,22 @@ inline int64_t Chain::gated_bytes(int64_t* offset) const {
   return bytes;
 }
 
+// Mode kStream's block (stream_layout) for the chain's two GEMMs; 0 where the spec did not ask for the mode.
+inline int64_t Chain::stream_bytes(int sms, StreamLayout* layout) const {
+  if (b_->stream == nullptr || t_->num_stages != 2) return 0;
+  int const k[2] = {args_.a_cols[0], args_.a_cols[1]}, n[2] = {args_.b_cols[0], args_.b_cols[1]};
+  StreamLayout const l = stream_layout(k, n, sms);
+  if (layout != nullptr) *layout = l;
+  return l.total;
+}
+
 // After the state's pieces, in initialize()'s order: the stream-K workspaces, cuBLASLt's, the gated
-// GEMMs' interleaved weights.
+// GEMMs' interleaved weights, mode kStream's block.
 inline void Chain::take_backend(Workspace& w, int max_m, int sms) const {
   w.take(size_t(streamk_bytes(max_m, sms, nullptr)));
   if (kHaveCublasLt) w.take(kLtWorkspaceBytes);
   if (int64_t const gated = gated_bytes(nullptr); gated > 0) w.take(size_t(gated));
+  if (int64_t const stream = stream_bytes(sms, nullptr); stream > 0) w.take(size_t(stream));
 }
 
 // A failed initialize() gives back whatever it took, so that the object is as before (not initialized, its
@@ -85,11 +104,7 @@ inline Status Chain::initialize(ChainPointers const& args, int max_m, cudaStream
   bool const fresh = state_ == nullptr;
   Status const status = initialize_steps(args, max_m, stream, caller);
   if (status != Status::kSuccess && fresh) {
-    if (streamk_workspace_ != nullptr && owns_memory_) cudaFree(streamk_workspace_);
-    if (gated_weights_ != nullptr && owns_memory_) cudaFree(gated_weights_);
-    streamk_workspace_ = gated_weights_ = nullptr;
-    destroy_lt_context(static_cast<LtContext*>(lt_));
-    lt_ = nullptr;
+    release_backend();
     weights_stale_ = false;
     release_base();
   }
@@ -119,7 +134,21 @@ inline Status Chain::initialize_steps(ChainPointers const& args, int max_m, cuda
     } else if ((status = from_cuda(cudaMalloc(&gated_weights_, size_t(gated)))) != Status::kSuccess) {
       return status;
     }
-    if ((status = refresh_weights(stream)) != Status::kSuccess) return status;
+  }
+  // Mode kStream: the state, semaphores and counters zeroed once, the weights packed (refresh_weights).
+  if (int64_t const bytes = stream_bytes(sms_, &stream_layout_); bytes > 0) {
+    if (caller != nullptr) {
+      stream_mem_ = carve_.take(size_t(bytes));
+    } else if ((status = from_cuda(cudaMalloc(&stream_mem_, size_t(bytes)))) != Status::kSuccess) {
+      return status;
+    }
+    if ((status = b_->stream()->prepare()) != Status::kSuccess) return status;
+    if ((status = from_cuda(cudaMemsetAsync(stream_mem_, 0, size_t(stream_layout_.zeroed), stream))) != Status::kSuccess) {
+      return status;
+    }
+  }
+  if ((gated_weights_ != nullptr || stream_mem_ != nullptr) && (status = refresh_weights(stream)) != Status::kSuccess) {
+    return status;
   }
   // Only the stream the state was uploaded on, never the whole device: the chain may run on any stream next.
   return from_cuda(cudaStreamSynchronize(stream));
@@ -138,17 +167,31 @@ inline Status Chain::update(ChainPointers const& args) {
   Status const status = StagedChain::update(args);
   if (status != Status::kSuccess) return status;
   for (int s = 0; s < t_->num_stages; ++s) {
-    if (b_->gemm_gated[s] && (args_.b[s] != gated_source_[s] || args_.ldb[s] != gated_source_ld_[s])) weights_stale_ = true;
+    bool const copied = b_->gemm_gated[s] || (stream_mem_ != nullptr && args_.b_required[s]);
+    if (copied && (args_.b[s] != gated_source_[s] || args_.ldb[s] != gated_source_ld_[s])) weights_stale_ = true;
   }
   return Status::kSuccess;
 }
 
+// A gated GEMM's interleaved copy first; mode kStream packs every GEMM's weights (a gated GEMM's from that
+// copy, whose gate and up columns alternate in groups of 8 as the kernel's SwiGLU epilogue reads them).
 inline Status Chain::refresh_weights(cudaStream_t stream) {
   if (state_ == nullptr) return Status::kNotInitialized;
   for (int s = 0; s < t_->num_stages; ++s) {
-    if (!b_->gemm_gated[s]) continue;
-    Status const status =
-        b_->interleave[s](args_.b[s], args_.ldb[s], static_cast<char*>(gated_weights_) + gated_offset_[s], stream);
+    bool const stream_packed = stream_mem_ != nullptr && s < 2;
+    if (!b_->gemm_gated[s] && !stream_packed) continue;
+    Status status = Status::kSuccess;
+    void const* dense = args_.b[s];
+    int64_t ld = args_.ldb[s] != 0 ? args_.ldb[s] : args_.b_cols[s];
+    if (b_->gemm_gated[s]) {
+      void* interleaved = static_cast<char*>(gated_weights_) + gated_offset_[s];
+      status = b_->interleave[s](args_.b[s], args_.ldb[s], interleaved, stream);
+      dense = interleaved, ld = args_.b_cols[s];
+    }
+    if (status == Status::kSuccess && stream_packed) {
+      status = b_->stream()->pack(dense, ld, args_.a_cols[s], args_.b_cols[s],
+                                  static_cast<char*>(stream_mem_) + stream_layout_.packed[s], stream);
+    }
     if (status != Status::kSuccess) return status;
     gated_source_[s] = args_.b[s];
     gated_source_ld_[s] = args_.ldb[s];
@@ -199,7 +242,8 @@ inline Mode Chain::mode() const {
     std::snprintf(mode_reason_, sizeof(mode_reason_), "autotune on this GPU: M <= %d", tuned_[e].m_max);
     return tuned_[e].mode;
   }
-  int const e = sms_ == b_->dispatch_sms ? dispatch_entry(b_->dispatch, b_->num_dispatch, m) : -1;
+  int e = sms_ == b_->dispatch_sms ? dispatch_entry(b_->dispatch, b_->num_dispatch, m) : -1;
+  if (e >= 0 && b_->dispatch[e].mode == Mode::kStream && !stream_available()) e = -1;  // the spec's rules prevent it
   if (e >= 0) {
     Mode const mode = b_->dispatch[e].mode;
     bool const unavailable = mode == Mode::kCublasLt && !kHaveCublasLt;
@@ -207,6 +251,11 @@ inline Mode Chain::mode() const {
                   b_->dispatch_gpu, b_->dispatch_sms, b_->dispatch[e].m_max,
                   unavailable ? ": cublaslt, built without cuBLASLt, so stream-K" : "");
     return unavailable ? Mode::kStreamK : mode;
+  }
+  if (stream_available()) {
+    std::snprintf(mode_reason_, sizeof(mode_reason_), "default rule: M <= %d and the chain keeps packed weights "
+                  "(stream_weights), so one persistent kernel streams them", kStreamMaxM);
+    return Mode::kStream;
   }
   int64_t pingpong_tiles[kMaxChainStages];
   char const* names[kMaxChainStages];
@@ -238,7 +287,8 @@ inline Status Chain::autotune(int const* ms, int count, cudaStream_t stream, int
     return update(at);
   };
   Status const status = autotune_chain(
-      ms, count, max_m_, rounds, kHaveCublasLt && lt_ != nullptr, stream, set_m, [&] { return mode(); },
+      ms, count, max_m_, rounds, kHaveCublasLt && lt_ != nullptr, stream_mem_ != nullptr ? kStreamMaxM : 0, stream,
+      set_m, [&] { return mode(); },
       [&](Mode c, cudaStream_t s) { return run_mode(s, c); },
       [&](int r, int preheat_ms) { return search_lt_algorithms(stream, r, preheat_ms); }, table, &entries);
   if (status != Status::kSuccess) {
@@ -291,7 +341,7 @@ inline Status Chain::search_lt_algorithms(cudaStream_t stream, int rounds, int p
 
 inline Status Chain::set_mode(Mode mode) {
   if (!valid_mode(mode)) {
-    return invalid("set_mode(%d): not a cusync::Mode (kAuto = -1 .. kCublasLt = %d)", int(mode), int(Mode::kCublasLt));
+    return invalid("set_mode(%d): not a cusync::Mode (kAuto = -1 .. kStream = %d)", int(mode), int(Mode::kStream));
   }
   mode_override_ = mode;
   return Status::kSuccess;
@@ -309,7 +359,7 @@ inline Status Chain::set_tile_order(int order) {
 inline Status Chain::run_mode(cudaStream_t stream, Mode mode) {
   if (state_ == nullptr) return Status::kNotInitialized;
   if (!valid_mode(mode)) {  // before prepare_run() opens a run
-    return invalid("run_mode(%d): not a cusync::Mode (kAuto = -1 .. kCublasLt = %d)", int(mode), int(Mode::kCublasLt));
+    return invalid("run_mode(%d): not a cusync::Mode (kAuto = -1 .. kStream = %d)", int(mode), int(Mode::kStream));
   }
   if (Status const status = prepare_run(stream); status != Status::kSuccess) return status;
   switch (mode) {
@@ -319,9 +369,41 @@ inline Status Chain::run_mode(cudaStream_t stream, Mode mode) {
     case Mode::kCluster:
     case Mode::kPingpong:
     case Mode::kCublasLt: return run_cutlass(stream, /*programmatic=*/true, mode);
+    case Mode::kStream: return run_stream(stream);
     case Mode::kAuto: return run(stream);
   }
   return Status::kInvalidArgument;
+}
+
+// Both GEMMs in one persistent kernel (cusync/sm90/stream_mode.h), reading the weights the chain packed.
+inline Status Chain::run_stream(cudaStream_t stream) {
+  if (stream_mem_ == nullptr) {
+    return invalid("mode stream: this chain was generated without optimizations.stream_weights (the packed weights "
+                   "it streams): regenerate with it, or pick another mode");
+  }
+  if (args_.m > kStreamMaxM) return invalid("mode stream: M = %d is above %d: pick another mode", args_.m, kStreamMaxM);
+  char* base = static_cast<char*>(stream_mem_);
+  StreamLayout const& l = stream_layout_;
+  StreamRun r;
+  r.m = args_.m;
+  for (int g = 0; g < 2; ++g) {
+    StreamGemmArgs& a = r.gemm[g];
+    a.x = args_.a[g], a.ldx = args_.lda[g] != 0 ? args_.lda[g] : args_.a_cols[g];
+    a.packed = base + l.packed[g];
+    a.bias = args_.bias[g];
+    a.out = args_.d[g], a.ldo = args_.ldd[g] != 0 ? args_.ldd[g] : args_.d_cols[g];
+    a.n = args_.b_cols[g], a.k = args_.a_cols[g], a.act = b_->stream_act[g];
+    a.ws = reinterpret_cast<float*>(base + l.ws[g]);
+    a.arrivals = reinterpret_cast<uint64_t*>(base + l.arrivals[g]);
+  }
+  r.sems = reinterpret_cast<uint64_t*>(base + l.sems);
+  r.state = base + l.state;
+  r.error = &static_cast<ChainState*>(state_)->error;
+  r.timeout_ns = timeout_ns_;
+  r.grid = sms_;
+  r.skip_post_tile = missing_posts_stage_ == 0 ? stream_tiles(r.gemm[0].n) - 1 : -1;
+  Status const status = b_->stream()->run(r, stream);
+  return status == Status::kInvalidArgument ? invalid("mode stream: the kernel refused these arguments") : status;
 }
 
 inline Status Chain::run_overlapped(cudaStream_t stream) {

@@ -13,6 +13,7 @@
 
 #include "cusync/chain.h"
 #include "cusync/sm90/dispatch.h"
+#include "cusync/sm90/stream_mode.h"
 
 namespace cusync::sm90 {
 
@@ -36,6 +37,10 @@ struct BaselineTables {
   bool const* gemm_gated;
   InterleaveFn const* interleave;
   size_t const* weight_bytes;
+  // Mode kStream (a spec with optimizations.stream_weights; else null): its kernels for the chain's element
+  // type, and each stage's epilogue as a StreamAct.
+  StreamKernels const* (*stream)();
+  int const* stream_act;
   int dispatch_sms;              // the measured table applies on GPUs with this many SMs
   char const* dispatch_gpu;
   int num_dispatch;
@@ -66,6 +71,9 @@ class Chain : public StagedChain {
   Mode mode() const;
   char const* mode_reason() const;
   bool cublaslt_available() const;
+  // Whether mode kStream can compute the chain at the current M (a spec with optimizations.stream_weights,
+  // M <= kStreamMaxM).
+  bool stream_available() const { return stream_mem_ != nullptr && args_.m <= kStreamMaxM; }
   // Which of cuBLASLt's candidate algorithms stage s ran in its last kCublasLt run (0: the heuristic's
   // first; another after autotune()'s search); -1: not a cuBLASLt GEMM or not run yet.
   int lt_algorithm(int stage) const;
@@ -95,6 +103,10 @@ class Chain : public StagedChain {
   Status run_cutlass(cudaStream_t stream, bool programmatic, Mode kernels);
   Status initialize_steps(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller);
   Status run_overlapped(cudaStream_t stream);
+  Status run_stream(cudaStream_t stream);
+  // Mode kStream's device memory (stream_layout) for this chain on `sms` SMs; 0 without the mode.
+  int64_t stream_bytes(int sms, StreamLayout* layout) const;
+  void release_backend();  // frees what initialize_steps() took (the chain's own memory only)
 
   BaselineTables const* b_;
   Mode mode_override_ = Mode::kAuto;
@@ -106,8 +118,10 @@ class Chain : public StagedChain {
   int64_t streamk_offset_[kMaxChainStages] = {};
   void* gated_weights_ = nullptr;              // every gated GEMM's interleaved weights
   int64_t gated_offset_[kMaxChainStages] = {};
-  void const* gated_source_[kMaxChainStages] = {};  // the pointers they were interleaved from
-  int64_t gated_source_ld_[kMaxChainStages] = {};   // and those pointers' ldb
+  void* stream_mem_ = nullptr;                 // mode kStream's state, workspaces and packed weights
+  StreamLayout stream_layout_{};
+  void const* gated_source_[kMaxChainStages] = {};  // the weight pointers the chain's copies (interleaved or
+  int64_t gated_source_ld_[kMaxChainStages] = {};   // packed) were made from, and their ldb
   bool weights_stale_ = false;
 };
 

@@ -56,27 +56,29 @@ struct BenchHooks {
   // What one M measured beyond the variants, and its JSON fields.
   struct Measured {
     int stock_id[2] = {-1, -1};
-    int cublas_id = -1, streamk_id = -1, cluster_id = -1, pingpong_id = -1, cublaslt_id = -1, run_id = -1;
-    bool stock_bitwise = true, cluster_bitwise = true, pingpong_bitwise = true, run_ok = false;
-    double streamk_diff = 0.0, pingpong_diff = 0.0, cublaslt_diff = 0.0, gemm_flops = 0.0;
+    int cublas_id = -1, streamk_id = -1, cluster_id = -1, pingpong_id = -1, cublaslt_id = -1, stream_id = -1, run_id = -1;
+    bool stock_bitwise = true, cluster_bitwise = true, pingpong_bitwise = true, stream_repeatable = true, run_ok = false;
+    double streamk_diff = 0.0, pingpong_diff = 0.0, cublaslt_diff = 0.0, stream_diff = 0.0, gemm_flops = 0.0;
     Mode picked = Mode::kAuto;
     std::string reason;
     std::string lt_algorithms;  // per GEMM, cuBLASLt's candidate the mode ran (Chain::lt_algorithm)
 
     bool ok() const {
       return stock_bitwise && cluster_bitwise && streamk_diff < bench::kTolerance && pingpong_diff < bench::kTolerance &&
-             cublaslt_diff < bench::kTolerance && run_ok;
+             cublaslt_diff < bench::kTolerance && stream_diff < bench::kTolerance && stream_repeatable && run_ok;
     }
     template <typename TimeOf>
     void print(int, TimeOf const& time_of) const {
       std::printf(", \"stock_us\": %.2f, \"stock_pdl_us\": %.2f, \"stock_bitwise\": %s, \"streamk_us\": %.2f, \"streamk_rel_diff\": %.3e, \"cluster_us\": %.2f, \"cluster_bitwise\": %s, "
                   "\"pingpong_us\": %.2f, \"pingpong_rel_diff\": %.3e, \"pingpong_bitwise\": %s, "
                   "\"cublaslt_us\": %.2f, \"cublaslt_rel_diff\": %.3e, \"cublaslt_algorithms\": \"%s\", "
+                  "\"stream_us\": %.2f, \"stream_rel_diff\": %.3e, \"stream_repeatable\": %s, "
                   "\"cublas_us\": %.2f, \"gemm_flops\": %.0f, \"run_us\": %.2f, \"run_ok\": %s, \"mode\": \"%s\", \"mode_reason\": \"%s\"",
                   time_of(stock_id[0]), time_of(stock_id[1]), stock_bitwise ? "true" : "false", time_of(streamk_id),
                   bench::json_number(streamk_diff), time_of(cluster_id), cluster_bitwise ? "true" : "false",
                   time_of(pingpong_id), bench::json_number(pingpong_diff), pingpong_bitwise ? "true" : "false",
-                  time_of(cublaslt_id), bench::json_number(cublaslt_diff), lt_algorithms.c_str(), time_of(cublas_id), gemm_flops,
+                  time_of(cublaslt_id), bench::json_number(cublaslt_diff), lt_algorithms.c_str(), time_of(stream_id),
+                  bench::json_number(stream_diff), stream_repeatable ? "true" : "false", time_of(cublas_id), gemm_flops,
                   time_of(run_id), run_ok ? "true" : "false", to_string(picked), reason.c_str());
     }
   };
@@ -206,6 +208,17 @@ struct BenchHooks {
           if (algorithm >= 0) r.lt_algorithms += (r.lt_algorithms.empty() ? "" : ",") + std::to_string(algorithm);
         }
       }
+      // Mode kStream (optimizations.stream_weights, M <= 64): split K in its own order, by relative error.
+      // Its split reduction has a fixed order: a second run must be bitwise equal to the first.
+      if (chain.stream_available()) {
+        r.stream_id = check_mode(Mode::kStream, nullptr, &r.stream_diff);
+        std::vector<std::vector<unsigned char>> first;
+        for (int s = 0; s < Bench::kNumStages; ++s) first.push_back(::bench::to_host(bn.b.out[s], expected[s].size()));
+        bn.poison(m);
+        BENCH_STATUS(chain.run_mode(stream, Mode::kStream));
+        BENCH_CUDA(cudaStreamSynchronize(stream));
+        r.stream_repeatable = bn.outputs_equal(first);
+      }
 #if defined(CUSYNC_BENCH_CUBLAS)
       if (blas->ok) r.cublas_id = timer.add(bench::capture(stream, [&] { return cublas_chain(bn, m); }));
 #endif
@@ -218,9 +231,10 @@ struct BenchHooks {
     bn.poison(m);
     BENCH_STATUS(chain.run(stream));
     BENCH_CUDA(cudaStreamSynchronize(stream));
-    // Stream-K sums in another order and ping-pong has other tiles: by relative error; every other mode
+    // Stream-K and stream sum in another order and ping-pong has other tiles: by relative error; every other mode
     // computes each tile exactly as run_sequential().
-    bool const by_difference = r.picked == Mode::kStreamK || r.picked == Mode::kPingpong || r.picked == Mode::kCublasLt;
+    bool const by_difference = r.picked == Mode::kStreamK || r.picked == Mode::kPingpong || r.picked == Mode::kCublasLt ||
+                               r.picked == Mode::kStream;
     r.run_ok = chain.check_sync_error() == Status::kSuccess &&
                (by_difference ? bn.outputs_difference(expected) < bench::kTolerance : bn.outputs_equal(expected));
     r.run_id = timer.add(bench::capture(stream, [&] { return chain.run(stream); }));

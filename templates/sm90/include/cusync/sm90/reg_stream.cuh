@@ -23,7 +23,8 @@
 // the mmas of step s); 4 CTAs of 4 warps per SM keep ~110 KB of weights in flight per SM. Weight loads bypass
 // L1 (L1::no_allocate) and carry an L2 evict_first policy, so X, H, the partials and the counters stay in L2.
 // Measured on the H200: that depth streams at ~3.8 TB/s, below cuBLASLt at M <= 32 (the decode results file
-// has the numbers and the settings tried); this stage is a probe, not used by the generated library.
+// has the numbers and the settings tried). The generated library does not run this stage: run() mode kStream
+// (bulk_chain.cuh) uses its packed weights, fragment math and epilogue.
 //
 // SPLIT-K, DETERMINISTIC. The grid is tiles x splits CTAs; CTA (tile, split) reads W[k0:k0+kc, n0:n0+64].
 // Its 4 warps' partials are summed in shared memory in warp order; with one split that is the result,
@@ -73,7 +74,7 @@ struct RegStage {
   int packed;       // 1: a.w is the weights packed by reg_pack (each warp's loads contiguous), 0: row-major W
 };
 
-// PACKED WEIGHTS (probe): the same bytes reordered once, so that every warp streams one contiguous range.
+// PACKED WEIGHTS: the same bytes reordered once, so that every warp streams one contiguous range.
 // 16-byte chunk ((tile * ksteps + s) * warps_n + wn) * 128 + i * 32 + lane holds what lane loads as s.w[i]
 // at k-step s (k = 16 s) in warp column wn of tile: W[16 s + {2t, 2t+1, 2t+8, 2t+9}[i], n .. n + 8),
 // n = tile * 64 warps_n + 64 wn + 8 g; zeros past K or N. A warp's load instruction reads 512 contiguous

@@ -75,7 +75,7 @@
 
 namespace cusync::stream {
 
-enum class Act : int { kIdentity = 0, kRelu = 1, kGelu = 2, kSwiglu = 3 };
+enum class Act : int { kIdentity = 0, kRelu = 1, kGelu = 2, kSwiglu = 3, kGeluTanh = 4, kSilu = 5 };
 
 // Lives across runs; zeroed once at setup (cudaMemset), never by a run.
 struct StreamState {
@@ -207,6 +207,10 @@ __device__ __forceinline__ uint32_t arrive(uint64_t* counter, uint32_t epoch) {
 
 __device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + __expf(-x)); }
+// GPT-2's tanh approximation (CUTLASS's GELU_taylor): 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+__device__ __forceinline__ float gelu_tanh(float x) {
+  return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
 
 // v += 8 partial sums at src (and, for SwiGLU, u += the 8 up-projection sums that follow them). cg: the
 // partials were written by other CTAs (L1 bypassed); otherwise they are this CTA's shared memory.
@@ -245,6 +249,8 @@ __device__ __forceinline__ void finish_8(int act, T const* bias, int bias_col, f
       case int(Act::kRelu): r = fmaxf(r, 0.f); break;
       case int(Act::kGelu): r = gelu_erf(r); break;
       case int(Act::kSwiglu): r = silu(r) * u[j]; break;
+      case int(Act::kGeluTanh): r = gelu_tanh(r); break;
+      case int(Act::kSilu): r = silu(r); break;
       default: break;
     }
     o[j] = from_f<T>(r);

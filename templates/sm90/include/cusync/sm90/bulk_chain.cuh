@@ -1,13 +1,13 @@
-// decode probe v5 ("bulk", NOTES d11): the whole two-GEMM chain Y = act(X @ W1 [+ b1]) @ W2 in one persistent,
-// warp-specialized kernel whose weight stream is a ring of 1D bulk copies (cp.async.bulk) over weights packed
-// once so that every 16 KB copy is one contiguous range.
+// cusync sm90 backend: run() mode kStream's kernel (cusync/sm90/stream_mode.h): the whole two-GEMM chain
+// Y = act2(act1(X @ W1 [+ b1]) @ W2 [+ b2]) in one persistent, warp-specialized kernel whose weight stream is a
+// ring of 1D bulk copies (cp.async.bulk) over weights packed once, so that every 16 KB copy is one contiguous range.
 //
-// WHY. Every earlier variant (d1-d10) lands at 0.90-0.93x of cuBLASLt's chain at decode sizes. Two measured
-// facts point here: packed weights (d7) lifted the register stream from ~3.8 to ~4.25 TB/s (DRAM locality), and
-// v4's TMA ring of 2D boxes (64 rows x 128 B, rows 12-24 KB apart) ran slower than cuBLASLt with no compute at
-// all (d6). A 1D bulk copy of a packed chunk reads 16 KB of consecutive bytes, the ring keeps 192 KB per SM in
-// flight without registers, and the producer warp never waits on anything but a free slot, so gemm2's weights
-// stream while gemm1's last tiles are reduced (the ring holds ~5 us of the stream).
+// WHY. At decode sizes (M <= 64) a GEMM chain is a weight stream: every weight byte is used M times and never
+// again, so the floor is the weights' bytes over the memory bandwidth. Two kernels back to back lose the tail of
+// gemm1 and the ramp of gemm2, and a 2D TMA box of a row-major weight matrix (64 rows x 128 B, rows kilobytes
+// apart) keeps DRAM pages open for 128 bytes at a time. A 1D bulk copy of a packed chunk reads 16 KB of
+// consecutive bytes, the ring keeps 192 KB per SM in flight without registers, and the producer warp never waits
+// on anything but a free slot, so gemm2's weights stream while gemm1's last tiles are reduced.
 //
 // LAYOUT. W is packed by reg::reg_pack_kernel with one warp along N (reg_stream.cuh, PACKED WEIGHTS): 64-column
 // tiles, each tile's k-steps (16 rows, 2 KB) consecutive, each k-step in the order in which lane (g, t) reads its
@@ -26,8 +26,9 @@
 // piece is finished at once; otherwise the sum goes to workspace slot 2c (the CTA's first piece) or 2c + 1 (its
 // last), the CTA arrives on the tile's epoch-tagged counter, and the last arriver sums the tile's slots in CTA
 // order (fixed by arithmetic, whoever arrives last), adds the bias, applies the activation (identity, relu,
-// gelu-erf, SwiGLU on gate|up interleaved in groups of 8), stores and posts the tile (gemm1). Same G => bitwise
-// the same result; the two-launch mode (one GEMM per launch, no waits) has the same order, so the chain equals it.
+// gelu-erf, gelu-tanh, silu, or SwiGLU on gate|up interleaved in groups of 8), stores and posts the tile (gemm1).
+// Same G => bitwise the same result; the two-launch mode (one GEMM per launch, no waits) has the same order, so
+// the chain equals it.
 //
 // TILE SYNC (K-range). A consumer warp waits for gemm1's tile k / wait_tile_cols before loading the H fragments
 // of k-step k (bounded spin, lane 0, then an acquire by every lane; a timeout is recorded with the producer tile
@@ -38,7 +39,7 @@
 // dependent of the previous run, its producer streams W1 at once, while its consumers execute
 // griddepcontrol.wait before reading the epoch, X or the workspace. The contract: the kernel before it must not
 // write the weights, and a programmatic dependent of this kernel must wait (griddepcontrol.wait) before it reads
-// H, Y or the run state.
+// H, Y or the run state. (The library launches it plainly: the kernel before a run may be the one that packs.)
 #pragma once
 
 #include "cusync/sm90/reg_stream.cuh"
@@ -366,7 +367,7 @@ inline char const* bulk_make(StageArgs const& a, int m_pad, int grid, BulkGemm* 
   if (a.m < 1 || a.m > m_pad) return "m must be in 1..M_pad";
   if (a.n % 8 || a.k % 8 || a.ldx % 8 || a.ldo % 8) return "n, k, ldx and ldo must be multiples of 8";
   if (a.ldx < a.k) return "ldx >= k is required";
-  if (a.act < 0 || a.act > 3) return "act must be identity, relu, gelu or swiglu";
+  if (a.act < 0 || a.act > int(Act::kSilu)) return "act must be identity, relu, gelu, swiglu, gelu_tanh or silu";
   if (a.act == int(Act::kSwiglu) ? (a.n % 16 != 0 || a.ldo < a.n / 2) : a.ldo < a.n)
     return "SwiGLU needs n % 16 == 0 and ldo >= n/2; other acts need ldo >= n";
   if (misaligned(a.x) || misaligned(a.w) || misaligned(a.out) || misaligned(a.bias) || misaligned(a.ws))

@@ -1,0 +1,74 @@
+// Run() mode kStream in a generated library (tests/data/decode_stream_sm90.yaml: a gated gemm1, gemm2 with a bias)
+// on a simulated device: the weights it packs at initialize() and after update() changes them, the run it
+// launches (shapes, epilogues, pointers), run()'s rule (the mode at M <= 64, another above), and the mode
+// refused above 64 before anything launches.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "decode_stream_sm90.h"
+
+extern int g_launches, g_packs, g_pack_k[2], g_pack_n[2];
+extern int64_t g_pack_ld[2];
+extern void const* g_pack_src[2];
+extern cusync::sm90::StreamRun g_stream_run;
+using namespace decode_stream_sm90;
+using cusync::Mode;
+using cusync::Status;
+
+static int failures = 0;
+static void expect(bool ok, char const* what, char const* detail = "") {
+  std::printf("%s: %s %s\n", ok ? "ok" : "FAIL", what, detail);
+  failures += ok ? 0 : 1;
+}
+
+int main() {
+  constexpr int kK = 1088, kN1 = 1408, kN2 = 1008, kMaxM = 128;
+  auto buf = [](size_t elems) { return static_cast<Element*>(aligned_alloc(256, (elems * 2 + 255) / 256 * 256)); };
+  Element *x = buf(size_t(kMaxM) * kK), *w1 = buf(size_t(kK) * 2 * kN1), *h = buf(size_t(kMaxM) * kN1),
+          *w2 = buf(size_t(kN1) * kN2), *w2b = buf(size_t(kN1) * kN2), *bias = buf(kN2), *y = buf(size_t(kMaxM) * kN2);
+  Arguments a;
+  a.m = 1, a.input = x, a.gate_up_weight = w1, a.gate_up_out = h, a.down_weight = w2, a.down_bias = bias, a.down_out = y;
+  DecodeStreamSm90 c;
+  expect(c.initialize(a, kMaxM) == Status::kSuccess, "initialize", c.last_error());
+  expect(g_packs == 2 && g_pack_k[0] == kK && g_pack_n[0] == 2 * kN1 && g_pack_ld[0] == 2 * kN1 && g_pack_src[0] != w1 &&
+             g_pack_k[1] == kN1 && g_pack_n[1] == kN2 && g_pack_ld[1] == kN2 && g_pack_src[1] == w2,
+         "both GEMMs packed: gate_up from the interleaved copy (2n columns), down from the caller's weights");
+  expect(c.stream_available() && c.mode() == Mode::kStream && std::strstr(c.mode_reason(), "M <= 64") != nullptr,
+         "run() takes mode stream at M = 1", c.mode_reason());
+  g_launches = 0;
+  expect(c.run(nullptr) == Status::kSuccess && g_launches == 1, "run(): one launch, the whole chain");
+  cusync::sm90::StreamRun const& r = g_stream_run;
+  bool const shapes = r.m == 1 && r.grid == 132 && r.gemm[0].n == 2 * kN1 && r.gemm[0].k == kK && r.gemm[0].act == 3 &&
+                      r.gemm[1].n == kN2 && r.gemm[1].k == kN1 && r.gemm[1].act == 0 && r.skip_post_tile == -1;
+  bool const pointers = r.gemm[0].x == x && r.gemm[0].out == h && r.gemm[0].bias == nullptr && r.gemm[1].x == h &&
+                        r.gemm[1].out == y && r.gemm[1].bias == bias && r.gemm[0].ldx == kK && r.gemm[1].ldo == kN2 &&
+                        r.sems != nullptr && r.state != nullptr && r.error != nullptr;
+  expect(shapes && pointers, "the run's shapes, epilogues (swiglu, identity) and pointers");
+  a.m = 64;
+  expect(c.update(a) == Status::kSuccess && c.mode() == Mode::kStream, "M = 64: still mode stream");
+  a.m = 65;
+  expect(c.update(a) == Status::kSuccess && !c.stream_available() && c.mode() != Mode::kStream,
+         "M = 65: run() takes another mode", c.mode_reason());
+  g_launches = 0;
+  expect(c.run_mode(nullptr, Mode::kStream) == Status::kInvalidArgument && g_launches == 0 &&
+             std::strstr(c.last_error(), "mode stream") != nullptr,
+         "run_mode(kStream) at M = 65 is refused before anything launches", c.last_error());
+  a.m = 3, a.down_weight = w2b;
+  int const packs = g_packs;
+  expect(c.update(a) == Status::kSuccess && c.run(nullptr) == Status::kSuccess && g_packs > packs &&
+             g_pack_src[1] == w2b && g_stream_run.m == 3,
+         "new down weights: packed again on the next run");
+  {
+    DecodeStreamSm90 w;
+    size_t const bytes = DecodeStreamSm90::workspace_size(kMaxM);
+    char* ws = static_cast<char*>(aligned_alloc(256, bytes));
+    a.m = 8;
+    bool const ok = w.initialize(a, ws, bytes, kMaxM) == Status::kSuccess && w.run(nullptr) == Status::kSuccess;
+    char const* sems = static_cast<char const*>(static_cast<void const*>(g_stream_run.sems));
+    expect(ok && sems >= ws && sems < ws + bytes && g_stream_run.m == 8,
+           "a caller's workspace holds mode stream's memory too", w.last_error());
+  }
+  std::printf("%d failure(s)\n", failures);
+  return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,51 @@
+// The stage functions of a chain generated with optimizations.stream_weights (tests/data/decode_stream_sm90.yaml)
+// as recorders, and mode kStream's kernels (src/<name>_stream.cu in a real build) as a fake that records what
+// the chain asked of it: the weights it packed and the run it launched.
+#include "decode_stream_sm90_stages.h"
+
+namespace cs = cusync;
+int g_launches = 0;
+int g_packs = 0;
+int g_pack_k[2] = {}, g_pack_n[2] = {};
+int64_t g_pack_ld[2] = {};
+void const* g_pack_src[2] = {};
+cs::sm90::StreamRun g_stream_run{};
+
+static cs::Status record() {
+  ++g_launches;
+  return cs::Status::kSuccess;
+}
+
+namespace decode_stream_sm90::detail {
+#define CUSYNC_TEST_STAGE(x)                                                                              \
+  cs::Status prepare_##x() { return cs::Status::kSuccess; }                                              \
+  cs::Status launch_##x(StageLaunch const&, cudaStream_t) { return record(); }                           \
+  cs::Status prepare_##x##_stock() { return cs::Status::kSuccess; }                                      \
+  cs::Status launch_##x##_stock(StageLaunch const&, cudaStream_t) { return record(); }                   \
+  cs::Status launch_##x##_cluster(StageLaunch const&, cudaStream_t) { return record(); }                 \
+  cs::Status launch_##x##_pingpong(StageLaunch const&, cudaStream_t) { return record(); }                \
+  cs::Status launch_##x##_cublaslt(StageLaunch const&, cudaStream_t) { return record(); }                \
+  size_t streamk_workspace_##x(int m, int, int) { return size_t(m) * 64; }                               \
+  cs::Status clear_##x##_streamk(StageLaunch const&, cudaStream_t) { return cs::Status::kSuccess; }      \
+  cs::Status launch_##x##_streamk(StageLaunch const&, cudaStream_t) { return record(); }
+CUSYNC_TEST_STAGE(gate_up)
+CUSYNC_TEST_STAGE(down)
+
+cs::Status interleave_gate_up(void const*, int64_t, void*, cudaStream_t) { return cs::Status::kSuccess; }
+
+static cs::Status fake_prepare() { return cs::Status::kSuccess; }
+static cs::Status fake_pack(void const* w, int64_t ldw, int k, int n, void*, cudaStream_t) {
+  int const g = g_packs++ % 2;
+  g_pack_src[g] = w, g_pack_ld[g] = ldw, g_pack_k[g] = k, g_pack_n[g] = n;
+  return cs::Status::kSuccess;
+}
+static cs::Status fake_run(cs::sm90::StreamRun const& run, cudaStream_t) {
+  g_stream_run = run;
+  return record();
+}
+
+cs::sm90::StreamKernels const* stream_kernels() {
+  static cs::sm90::StreamKernels const kernels{&fake_prepare, &fake_pack, &fake_run};
+  return &kernels;
+}
+}  // namespace decode_stream_sm90::detail
