@@ -66,8 +66,9 @@ int main() {
     a.m = 8;
     bool const ok = w.initialize(a, ws, bytes, kMaxM) == Status::kSuccess && w.run(nullptr) == Status::kSuccess;
     char const* sems = static_cast<char const*>(static_cast<void const*>(g_stream_run.sems));
-    expect(ok && sems >= ws && sems < ws + bytes && g_stream_run.m == 8,
-           "a caller's workspace holds mode stream's memory too", w.last_error());
+    char const* end = static_cast<char const*>(g_stream_run.gemm[1].packed) + cusync::sm90::stream_packed_bytes(kN1, kN2);
+    expect(ok && sems >= ws && end <= ws + bytes && g_stream_run.m == 8,
+           "workspace_size() counts mode stream's memory, and a caller's workspace holds all of it", w.last_error());
   }
   std::printf("%d failure(s)\n", failures);
   return failures == 0 ? 0 : 1;

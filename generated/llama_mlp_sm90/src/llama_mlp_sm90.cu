@@ -31,10 +31,12 @@ constexpr cusync::sm90::InterleaveFn kInterleave[kNumStages] = { nullptr, nullpt
 constexpr size_t kWeightBytes[kNumStages] = { 0, 0, 0 };
 // Mode kStream's epilogue per stage (cusync::sm90::StreamAct): unused, the spec has no optimizations.stream_weights.
 constexpr int kStreamAct[kNumStages] = { 0, 0, 0 };
+constexpr int kStreamK[kNumStages] = { 8192, 5632, 2816 };
+constexpr int kStreamN[kNumStages] = { 5632, 2816, 8192 };
 constexpr cusync::sm90::BaselineTables kBaselines{kLaunchStock, kPrepareStock, kStreamKWorkspace, kClearStreamK, kLaunchStreamK,
                                                   kLaunchCluster, kLaunchPingpong, kLaunchCublasLt,
                                                   kGemmGated, kInterleave, kWeightBytes,
-                                                  nullptr, kStreamAct,
+                                                  nullptr, kStreamAct, kStreamK, kStreamN,
                                                   kDispatchSms, kDispatchGpu, kNumDispatch, kDispatch};
 
 }  // namespace

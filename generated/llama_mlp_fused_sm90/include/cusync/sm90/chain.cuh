@@ -83,7 +83,7 @@ inline int64_t Chain::gated_bytes(int64_t* offset) const {
 // Mode kStream's block (stream_layout) for the chain's two GEMMs; 0 where the spec did not ask for the mode.
 inline int64_t Chain::stream_bytes(int sms, StreamLayout* layout) const {
   if (b_->stream == nullptr || t_->num_stages != 2) return 0;
-  int const k[2] = {args_.a_cols[0], args_.a_cols[1]}, n[2] = {args_.b_cols[0], args_.b_cols[1]};
+  int const k[2] = {b_->stream_k[0], b_->stream_k[1]}, n[2] = {b_->stream_n[0], b_->stream_n[1]};
   StreamLayout const l = stream_layout(k, n, sms);
   if (layout != nullptr) *layout = l;
   return l.total;

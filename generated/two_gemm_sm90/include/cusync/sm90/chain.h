@@ -38,9 +38,12 @@ struct BaselineTables {
   InterleaveFn const* interleave;
   size_t const* weight_bytes;
   // Mode kStream (a spec with optimizations.stream_weights; else null): its kernels for the chain's element
-  // type, and each stage's epilogue as a StreamAct.
+  // type, and each stage's epilogue as a StreamAct, K and N (a gated GEMM's 2 n): the generated shapes, which
+  // size its memory before any arguments exist (workspace_size()).
   StreamKernels const* (*stream)();
   int const* stream_act;
+  int const* stream_k;
+  int const* stream_n;
   int dispatch_sms;              // the measured table applies on GPUs with this many SMs
   char const* dispatch_gpu;
   int num_dispatch;
