@@ -51,7 +51,7 @@ def test_without_the_key_the_mode_is_legal_but_off() -> None:
     (lambda s: (s.update(arch="sm80", target="sm_80"), s["stages"][0].update(epilogue="gelu")),
      "optimizations.stream_weights"),
     (lambda s: s["stages"][1].update(b_layout="col"), "stages[1].b_layout"),
-    (lambda s: s["stages"][1].update(n=1000), "stages[1].n"),
+    (lambda s: s["stages"][1].update(n=1004), "stages[1].n"),
     (lambda s: s["stages"].append({**s["stages"][1], "name": "third"}),
      "optimizations.stream_weights"),
     (lambda s: s["stages"][1].update(a="input", k=1088, sync=None), "optimizations.stream_weights"),

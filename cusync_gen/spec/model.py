@@ -144,9 +144,9 @@ SM90_TILE_K: tuple[int, ...] = SM90.tile_k
 SM90_SCHEDULES: tuple[str, ...] = SM90.schedules
 SM90_PINGPONG_TILE_M: tuple[int, ...] = SM90.pingpong_tile_m
 #: run() mode `stream` runs chains of at most this many rows (kStreamMaxM, cusync/sm90/stream_mode.h), and its
-#: kernel takes N and K in steps of STREAM_STEP (16: one mma k-step; 8-column SwiGLU groups in pairs).
+#: kernel takes N and K in steps of STREAM_STEP (8: its 16-byte loads and stores; a K tail of 8 is zero-padded).
 STREAM_MAX_M = 64
-STREAM_STEP = 16
+STREAM_STEP = 8
 SM90_PINGPONG_TILE_N: tuple[int, ...] = SM90.pingpong_tile_n
 
 #: Gate and up columns per interleaved group of a gated GEMM's weights (epilogue swiglu; kGateGroup of

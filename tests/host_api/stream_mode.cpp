@@ -23,7 +23,7 @@ static void expect(bool ok, char const* what, char const* detail = "") {
 }
 
 int main() {
-  constexpr int kK = 1088, kN1 = 1408, kN2 = 1008, kMaxM = 128;
+  constexpr int kK = 1088, kN1 = 1408, kN2 = 1000, kMaxM = 128;
   auto buf = [](size_t elems) { return static_cast<Element*>(aligned_alloc(256, (elems * 2 + 255) / 256 * 256)); };
   Element *x = buf(size_t(kMaxM) * kK), *w1 = buf(size_t(kK) * 2 * kN1), *h = buf(size_t(kMaxM) * kN1),
           *w2 = buf(size_t(kN1) * kN2), *w2b = buf(size_t(kN1) * kN2), *bias = buf(kN2), *y = buf(size_t(kMaxM) * kN2);
