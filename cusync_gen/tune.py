@@ -237,7 +237,9 @@ def mode_times(row: dict[str, Any]) -> dict[str, float]:
     run, stream-K within the bench's tolerance of it."""
     ok = {"stock": row.get("stock_bitwise", True), "cluster": row.get("cluster_bitwise", True),
           "streamk": row.get("streamk_rel_diff", 0.0) < 1e-2, "pingpong": row.get("pingpong_rel_diff", 0.0) < 1e-2,
-          "cublaslt": row.get("cublaslt_rel_diff", 0.0) < 1e-2, "stream": row.get("stream_rel_diff", 0.0) < 1e-2,
+          "cublaslt": row.get("cublaslt_rel_diff", 0.0) < 1e-2,
+          "stream": (row.get("stream_rel_diff", 0.0) < 1e-2 and row.get("stream_repeatable", True)
+                     and row.get("stream_sync_ok", True)),
           "overlap": True}
     return {mode: float(row[column]) for mode, column in MODE_COLUMNS.items()
             if ok[mode] and float(row.get(column, 0.0) or 0.0) > 0.0}

@@ -427,3 +427,19 @@ def test_stream_mode_on_gpu(shape: str, tmp_path: Path, cutlass_dir: Path) -> No
     assert out.returncode == 0, out.stdout + out.stderr
     for row in (r for r in _rows(out.stdout) if "m" in r):
         assert row["mode_reason"].startswith("autotune on this GPU") and row["run_ok"], row
+    if shape == "gpt3_mlp_sm90":  # stages gemm1 -> gemm2: tests/runtime/epoch_wrap.cu in mode stream
+        plan = make_plan(load_spec(spec))
+        gemm1, gemm2 = plan.stages
+
+        def header(_name: str, into: Path) -> Path:
+            into.mkdir(parents=True, exist_ok=True)
+            (into / "chain_under_test.h").write_text(
+                f'#include "{plan.name}_testing.h"\n#include "{plan.name}_c.h"\n#define CHAIN_NS {plan.name}\n'
+                f"#define CHAIN_CLASS {plan.class_name}\n#define INPUT_WIDTH {gemm1.k}\n#define GEMM1_N {gemm1.n}\n"
+                f"#define GEMM2_N {gemm2.n}\n#define C_FN(x) {plan.name}_##x\n#define GEMM1_WEIGHT_N {gemm1.gemm_n}\n"
+                "#define CHAIN_SM90 1\n#define CHAIN_STREAM 1\n")
+            return into
+
+        row = _run_driver("epoch_wrap", plan.name, {plan.name: bench}, tmp_path, header=header, project=project)
+        assert row["plain_runs_equal"] == 6 and row["graph_replays_equal"] == 6, row
+        assert row["missing_post_after_wrap_timed_out"] and row["stage"] == 1, row

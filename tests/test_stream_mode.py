@@ -91,6 +91,8 @@ def test_tune_counts_the_mode_when_checked_and_cuts_its_entry_at_64_rows() -> No
            "stream_us": 50.0, "stream_rel_diff": 2e-4}
     assert tune.best_mode(row) == ("stream", 50.0)
     assert tune.best_mode({**row, "stream_rel_diff": 0.5}) == ("cublaslt", 60.0)
+    assert tune.best_mode({**row, "stream_repeatable": False}) == ("cublaslt", 60.0)
+    assert tune.best_mode({**row, "stream_sync_ok": False}) == ("cublaslt", 60.0)
     assert tune.best_mode({**row, "stream_us": -1.0}) == ("cublaslt", 60.0)  # not available at this M
     winners = {m: {"gpu": "NVIDIA H200", "sms": 132, "stock_pdl_us": 1.0, "mode": mode}
                for m, mode in ((16, "stream"), (64, "stream"), (128, "cublaslt"))}

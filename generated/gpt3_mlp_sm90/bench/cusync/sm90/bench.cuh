@@ -57,7 +57,8 @@ struct BenchHooks {
   struct Measured {
     int stock_id[2] = {-1, -1};
     int cublas_id = -1, streamk_id = -1, cluster_id = -1, pingpong_id = -1, cublaslt_id = -1, stream_id = -1, run_id = -1;
-    bool stock_bitwise = true, cluster_bitwise = true, pingpong_bitwise = true, stream_repeatable = true, run_ok = false;
+    bool stock_bitwise = true, cluster_bitwise = true, pingpong_bitwise = true, stream_repeatable = true;
+    bool stream_sync_ok = true, run_ok = false;
     double streamk_diff = 0.0, pingpong_diff = 0.0, cublaslt_diff = 0.0, stream_diff = 0.0, gemm_flops = 0.0;
     Mode picked = Mode::kAuto;
     std::string reason;
@@ -65,20 +66,22 @@ struct BenchHooks {
 
     bool ok() const {
       return stock_bitwise && cluster_bitwise && streamk_diff < bench::kTolerance && pingpong_diff < bench::kTolerance &&
-             cublaslt_diff < bench::kTolerance && stream_diff < bench::kTolerance && stream_repeatable && run_ok;
+             cublaslt_diff < bench::kTolerance && stream_diff < bench::kTolerance && stream_repeatable &&
+             stream_sync_ok && run_ok;
     }
     template <typename TimeOf>
     void print(int, TimeOf const& time_of) const {
       std::printf(", \"stock_us\": %.2f, \"stock_pdl_us\": %.2f, \"stock_bitwise\": %s, \"streamk_us\": %.2f, \"streamk_rel_diff\": %.3e, \"cluster_us\": %.2f, \"cluster_bitwise\": %s, "
                   "\"pingpong_us\": %.2f, \"pingpong_rel_diff\": %.3e, \"pingpong_bitwise\": %s, "
                   "\"cublaslt_us\": %.2f, \"cublaslt_rel_diff\": %.3e, \"cublaslt_algorithms\": \"%s\", "
-                  "\"stream_us\": %.2f, \"stream_rel_diff\": %.3e, \"stream_repeatable\": %s, "
+                  "\"stream_us\": %.2f, \"stream_rel_diff\": %.3e, \"stream_repeatable\": %s, \"stream_sync_ok\": %s, "
                   "\"cublas_us\": %.2f, \"gemm_flops\": %.0f, \"run_us\": %.2f, \"run_ok\": %s, \"mode\": \"%s\", \"mode_reason\": \"%s\"",
                   time_of(stock_id[0]), time_of(stock_id[1]), stock_bitwise ? "true" : "false", time_of(streamk_id),
                   bench::json_number(streamk_diff), time_of(cluster_id), cluster_bitwise ? "true" : "false",
                   time_of(pingpong_id), bench::json_number(pingpong_diff), pingpong_bitwise ? "true" : "false",
                   time_of(cublaslt_id), bench::json_number(cublaslt_diff), lt_algorithms.c_str(), time_of(stream_id),
-                  bench::json_number(stream_diff), stream_repeatable ? "true" : "false", time_of(cublas_id), gemm_flops,
+                  bench::json_number(stream_diff), stream_repeatable ? "true" : "false", stream_sync_ok ? "true" : "false",
+                  time_of(cublas_id), gemm_flops,
                   time_of(run_id), run_ok ? "true" : "false", to_string(picked), reason.c_str());
     }
   };
@@ -209,8 +212,10 @@ struct BenchHooks {
         }
       }
       // Mode kStream (optimizations.stream_weights, M <= 64): split K in its own order, by relative error.
-      // Its split reduction has a fixed order: a second run must be bitwise equal to the first.
+      // Its split reduction has a fixed order: a second run must be bitwise equal to the first; and no wait
+      // of either may have timed out (a late post can leave right numbers behind).
       if (chain.stream_available()) {
+        BENCH_STATUS(chain.clear_sync_error());
         r.stream_id = check_mode(Mode::kStream, nullptr, &r.stream_diff);
         std::vector<std::vector<unsigned char>> first;
         for (int s = 0; s < Bench::kNumStages; ++s) first.push_back(::bench::to_host(bn.b.out[s], expected[s].size()));
@@ -218,6 +223,7 @@ struct BenchHooks {
         BENCH_STATUS(chain.run_mode(stream, Mode::kStream));
         BENCH_CUDA(cudaStreamSynchronize(stream));
         r.stream_repeatable = bn.outputs_equal(first);
+        r.stream_sync_ok = chain.check_sync_error() == Status::kSuccess;
       }
 #if defined(CUSYNC_BENCH_CUBLAS)
       if (blas->ok) r.cublas_id = timer.add(bench::capture(stream, [&] { return cublas_chain(bn, m); }));

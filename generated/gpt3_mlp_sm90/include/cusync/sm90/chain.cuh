@@ -215,6 +215,16 @@ inline Status Chain::prepare_run(cudaStream_t stream) {
 
 inline bool Chain::cublaslt_available() const { return kHaveCublasLt; }
 
+inline Status Chain::set_epoch_for_testing(uint32_t epoch, cudaStream_t stream) {
+  Status status = ChainBase::set_epoch_for_testing(epoch, stream);
+  if (status != Status::kSuccess || stream_mem_ == nullptr) return status;
+  // The stream state's first word is its epoch (cusync::stream::StreamState); its tagged counters only grow, so a
+  // later epoch needs nothing else. Synchronized: the copy reads `epoch` from this frame.
+  void* word = static_cast<char*>(stream_mem_) + stream_layout_.state;
+  status = from_cuda(cudaMemcpyAsync(word, &epoch, sizeof(epoch), cudaMemcpyHostToDevice, stream));
+  return status == Status::kSuccess ? from_cuda(cudaStreamSynchronize(stream)) : status;
+}
+
 inline int Chain::lt_algorithm(int stage) const {
   auto const* lt = static_cast<LtContext const*>(lt_);
   if (lt == nullptr || t_ == nullptr || stage < 0 || stage >= t_->num_stages || stage >= kLtMaxStages ||

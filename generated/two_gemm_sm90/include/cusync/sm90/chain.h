@@ -77,6 +77,8 @@ class Chain : public StagedChain {
   // Whether mode kStream can compute the chain at the current M (a spec with optimizations.stream_weights,
   // M <= kStreamMaxM).
   bool stream_available() const { return stream_mem_ != nullptr && args_.m <= kStreamMaxM; }
+  // Testing (the epoch wrap): the epoch of the next run of the synced kernels (ChainBase) and of mode kStream.
+  Status set_epoch_for_testing(uint32_t epoch, cudaStream_t stream);
   // Which of cuBLASLt's candidate algorithms stage s ran in its last kCublasLt run (0: the heuristic's
   // first; another after autotune()'s search); -1: not a cuBLASLt GEMM or not run yet.
   int lt_algorithm(int stage) const;

@@ -350,10 +350,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     BulkChain<T, kMPad>::consumers(p, ctx, smem);
   }
   // close_run: the last CTA of the run opens the next epoch (one thread per CTA, after every warp is done).
+  // Every tagged word holds (epoch << 32 | count) and only grows; the run of the last epoch zeroes them all
+  // (every CTA's arrivals and posts came before its arrival on `done`, which the fence acquires) before the
+  // next run starts again at epoch 0, so no word of epoch 0xFFFFFFFF ever satisfies a wait of epoch 0.
   __syncthreads();
   if (threadIdx.x == 0 && p.which != kOnlyGemm1) {
     uint32_t const before = cusync::stream::detail::arrive(&state->done, epoch);
-    if (before == gridDim.x - 1) cusync::stream::detail::st_relaxed_gpu(&state->epoch, epoch + 1u);
+    if (before == gridDim.x - 1) {
+      if (epoch == 0xFFFFFFFFu) {
+        ptx::fence_acq_rel_gpu();
+        for (int g = 0; g < 2; ++g) {
+          StageArgs const& a = p.gm[g].a;
+          for (int t = 0; t < p.gm[g].tiles; ++t) {
+            if (a.arrivals != nullptr) a.arrivals[t] = 0;
+            if (a.post_sems != nullptr) a.post_sems[t] = 0;
+          }
+        }
+        state->done = 0;
+        __threadfence();
+      }
+      cusync::stream::detail::st_relaxed_gpu(&state->epoch, epoch + 1u);  // 0 after the last epoch
+    }
   }
 }
 
@@ -397,9 +414,11 @@ inline cudaError_t bulk_prepare() {
 
 // grid: at most the SM count (one CTA per SM: the kernel's shared memory allows no second one), so the grid is
 // co-resident. pdl: launched as a programmatic dependent of the previous kernel in the stream.
+// cooperative: a cooperative launch, which the driver schedules only with every CTA resident at once (a kernel
+// of another stream holding SMs delays it rather than leaving CTAs waiting on unscheduled ones).
 template <typename T, int kMPad>
 inline cudaError_t bulk_launch(BulkParams const& p, bool pdl, StreamState* state, SyncErrorInfo* error,
-                               uint64_t timeout_ns, cudaStream_t stream) {
+                               uint64_t timeout_ns, cudaStream_t stream, bool cooperative = false) {
   int const grid = p.grid;
   int device = 0, sms = 0;
   cudaError_t e = cudaGetDevice(&device);
@@ -407,8 +426,14 @@ inline cudaError_t bulk_launch(BulkParams const& p, bool pdl, StreamState* state
   if (e != cudaSuccess) return e;
   // Every chunk belongs to a CTA of p.grid, and all of them must be resident at once (one per SM).
   if (grid < 1 || grid > sms || p.gm[0].g > grid || p.gm[1].g > grid) return cudaErrorInvalidConfiguration;
-  cudaLaunchAttribute attr;
-  cudaLaunchConfig_t const cfg = launch_config(grid, kThreads, BulkCfg<kMPad>::kSmemBytes, stream, pdl, &attr);
+  cudaLaunchAttribute attrs[2];
+  cudaLaunchConfig_t cfg = launch_config(grid, kThreads, BulkCfg<kMPad>::kSmemBytes, stream, pdl, &attrs[0]);
+  if (cooperative) {
+    attrs[cfg.numAttrs].id = cudaLaunchAttributeCooperative;
+    attrs[cfg.numAttrs].val.cooperative = 1;
+    cfg.attrs = attrs;
+    cfg.numAttrs += 1;
+  }
   if (pdl) return cudaLaunchKernelEx(&cfg, bulk_chain_kernel<T, kMPad, true>, p, state, error, timeout_ns);
   return cudaLaunchKernelEx(&cfg, bulk_chain_kernel<T, kMPad, false>, p, state, error, timeout_ns);
 }

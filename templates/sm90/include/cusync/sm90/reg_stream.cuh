@@ -351,7 +351,7 @@ __global__ void __launch_bounds__(kThreads, 4)
 
 // Packs row-major W (k, n; ldw) for warps_n warps along N (see PACKED WEIGHTS): one thread per 16-byte chunk.
 template <typename T>
-__global__ void reg_pack_kernel(T const* w, int k, int n, int ldw, int warps_n, uint4* out, int64_t chunks) {
+__global__ void reg_pack_kernel(T const* w, int k, int n, int64_t ldw, int warps_n, uint4* out, int64_t chunks) {
   for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += int64_t(gridDim.x) * blockDim.x) {
     int const lane = int(c % 32), i = int((c / 32) % 4);
     int64_t const rest = c / 128;

@@ -48,9 +48,9 @@ Status prepare() {
 
 template <typename T>
 Status pack(void const* w, int64_t ldw, int k, int n, void* packed, cudaStream_t stream) {
-  if (w == nullptr || packed == nullptr || k <= 0 || n <= 0 || ldw < n || ldw > INT32_MAX) return Status::kInvalidArgument;
+  if (w == nullptr || packed == nullptr || k <= 0 || n <= 0 || ldw < n) return Status::kInvalidArgument;
   int64_t const chunks = stream_packed_bytes(k, n) / 16;
-  reg::reg_pack_kernel<T><<<2048, 256, 0, stream>>>(static_cast<T const*>(w), k, n, int(ldw), 1,
+  reg::reg_pack_kernel<T><<<2048, 256, 0, stream>>>(static_cast<T const*>(w), k, n, ldw, 1,
                                                     static_cast<uint4*>(packed), chunks);
   return from_error(cudaGetLastError());
 }
@@ -83,7 +83,7 @@ Status run(StreamRun const& r, cudaStream_t stream) {
   with_m_pad(m_pad, [&](auto mc) {
     constexpr int kMPad = decltype(mc)::value;
     e = bulk::bulk_launch<T, kMPad>(p, /*pdl=*/false, static_cast<cusync::stream::StreamState*>(r.state), r.error,
-                                    r.timeout_ns, stream);
+                                    r.timeout_ns, stream, /*cooperative=*/true);
   });
   return from_error(e);
 }
