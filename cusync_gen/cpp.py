@@ -92,7 +92,7 @@ def cmake_string(value: str) -> str:
 
 FILTERS: dict[str, Callable[..., str]] = {
     "cpp_element": CUTLASS_ELEMENT.__getitem__,
-    "cpp_stream_act": lambda e: STREAM_ACT.get(e, -1),
+    "cpp_stream_act": lambda e: STREAM_ACT.get(Epilogue(e), -1),
     "cuda_element": CUDA_ELEMENT.__getitem__,
     "cuda_header": CUDA_HEADER.__getitem__,
     "aten_dtype": ATEN_DTYPE.__getitem__,

@@ -1,7 +1,7 @@
 """Projects for run() mode stream's GPU call (scripts/gpu_stream_mode.sh), generated here (the GPU machine has no
-pydantic): tests/data/decode_stream_sm90.yaml as it is, and the shipped two-GEMM sm90 MLP chains with
-`optimizations: {stream_weights: true}` and without their measured `dispatch:` table (so that run()'s rule
-takes mode stream at M <= 64), each renamed `<name>_stream`.
+pydantic): tests/data/decode_stream_sm90.yaml as it is, and the shipped sm90 MLP chains (GeLU, fused SwiGLU,
+and gemm -> swiglu -> gemm) with `optimizations: {stream_weights: true}` and without their measured `dispatch:`
+table (so that run()'s rule takes mode stream at M <= 64), each renamed `<name>_stream`.
 
     python3 scripts/stream_specs.py .gen-stream
 """
@@ -18,7 +18,7 @@ sys.path.insert(0, str(REPO))
 from cusync_gen.render import generate  # noqa: E402
 from cusync_gen.spec.loading import read_spec_data  # noqa: E402
 
-SHIPPED = ("gpt3_mlp_sm90", "llama_mlp_fused_sm90")
+SHIPPED = ("gpt3_mlp_sm90", "llama_mlp_fused_sm90", "llama_mlp_sm90")
 
 
 def main(out: Path) -> None:

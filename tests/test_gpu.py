@@ -383,11 +383,11 @@ def test_embed_example_runs_on_gpu(tmp_path: Path, cutlass_dir: Path) -> None:
             assert out.returncode == 0 and ": ok" in out.stdout, f"{route} M={m}: {out.stdout}{out.stderr}"
 
 
-@pytest.mark.parametrize("shape", ["decode_stream_sm90", "gpt3_mlp_sm90", "llama_mlp_fused_sm90"])
+@pytest.mark.parametrize("shape", ["decode_stream_sm90", "gpt3_mlp_sm90", "llama_mlp_fused_sm90", "llama_mlp_sm90"])
 def test_stream_mode_on_gpu(shape: str, tmp_path: Path, cutlass_dir: Path) -> None:
     """Run() mode stream (optimizations.stream_weights), generated and built here: on tests/data/decode_stream_sm90.yaml
     (a gated gemm1, a biased gemm2, partial tiles and a short last copy) and on the shipped MLP chains with the key
-    turned on. At M <= 64 run() takes the mode, which must be within tolerance of the back-to-back run and of the
+    turned on (llama_mlp_sm90: the SwiGLU stage fused into gemm1's epilogue, which also writes gate | up). At M <= 64 run() takes the mode, which must be within tolerance of the back-to-back run and of the
     fp32 reference and bitwise equal from one run to the next; at M = 65 run() takes another mode; after
     autotune the mode is one of the candidates and run() stays right."""
     from cusync_gen.render import generate

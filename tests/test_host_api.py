@@ -16,14 +16,14 @@ from sass import find_tool
 pytestmark = pytest.mark.nvcc
 
 
-def _run_against_fakes(tmp_path: Path, project: Path, stubs: str, test: str) -> None:
+def _run_against_fakes(tmp_path: Path, project: Path, stubs: str, test: str, defines: tuple[str, ...] = ()) -> None:
     """Builds `project`'s chain unit with the stage recorders `stubs` and the test `test` (tests/host_api/) on the
     simulated device, runs it, and expects no failed check."""
     nvcc = find_tool("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not found")
     here = REPO / "tests" / "host_api"
-    inc = ["-std=c++17", "-I", str(project / "include"), "-I", str(project / "src")]
+    inc = ["-std=c++17", "-I", str(project / "include"), "-I", str(project / "src"), *defines]
     steps = [
         [nvcc, *inc, "-x", "cu", "-c", str(project / "src" / f"{project.name}.cu"), "-o", str(tmp_path / "chain.o")],
         [nvcc, *inc, "-x", "cu", "-c", str(here / stubs), "-o", str(tmp_path / "stubs.o")],
@@ -53,3 +53,25 @@ def test_the_stream_mode_packs_launches_and_refuses_large_m(tmp_path: Path) -> N
         main(["generate", str(REPO / "tests" / "data" / "decode_stream_sm90.yaml"), "-o", str(project)])
     assert done.value.code == 0
     _run_against_fakes(tmp_path, project, "stream_stubs.cpp", "stream_mode.cpp")
+
+
+def test_the_stream_mode_fuses_a_swiglu_stage_of_its_own(tmp_path: Path) -> None:
+    """llama_mlp_sm90 (gemm1 -> glu -> gemm2) with optimizations.stream_weights: gemm1's [gate | up] halves are
+    packed interleaved, and the one launch writes glu_out from gemm1's epilogue and gate | up into gemm1_out
+    (stream_split.cpp)."""
+    import json
+
+    from cusync_gen.cli import main
+    from cusync_gen.spec.loading import read_spec_data
+
+    data = read_spec_data(REPO / "cusync_gen" / "examples" / "llama_mlp_sm90.yaml")
+    data["name"] = "llama_mlp_sm90_stream"
+    data.setdefault("optimizations", {})["stream_weights"] = True
+    data.pop("dispatch", None)
+    spec = tmp_path / "llama_mlp_sm90_stream.json"
+    spec.write_text(json.dumps(data))
+    project = tmp_path / "llama_mlp_sm90_stream"
+    with pytest.raises(SystemExit) as done:
+        main(["generate", str(spec), "-o", str(project)])
+    assert done.value.code == 0
+    _run_against_fakes(tmp_path, project, "stream_stubs.cpp", "stream_split.cpp", ("-DSTREAM_SPLIT=1",))

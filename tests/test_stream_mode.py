@@ -75,15 +75,29 @@ def test_a_dispatch_entry_of_mode_stream_needs_the_key_and_ends_by_64_rows() -> 
     assert field_of(spec) == "dispatch.modes[0].mode"
 
 
-def test_the_shipped_mlp_chains_could_take_it() -> None:
-    """gpt3_mlp_sm90 and llama_mlp_fused_sm90 keep the mode off (it costs as much memory again as the weights),
-    but the rules let them turn it on; a chain with a separate SwiGLU stage cannot."""
+def test_the_shipped_sm90_mlp_chains_could_take_it() -> None:
+    """The shipped sm90 MLP chains keep the mode off (it costs as much memory again as the weights), but the rules
+    let each turn it on, the SwiGLU in a stage of its own included (fused into gemm1's epilogue); an sm80 chain
+    cannot."""
     from cusync_gen.spec.loading import load_spec
 
-    for name in ("gpt3_mlp_sm90", "llama_mlp_fused_sm90"):
+    for name in ("gpt3_mlp_sm90", "llama_mlp_fused_sm90", "llama_mlp_sm90", "two_gemm_sm90"):
         assert make_plan(load_spec(REPO / "cusync_gen" / "examples" / f"{name}.yaml")).stream_problem is None
     split = make_plan(load_spec(REPO / "cusync_gen" / "examples" / "llama_mlp_split.yaml"))
     assert split.stream_problem is not None and "sm90" in split.stream_problem
+
+
+def test_a_swiglu_stage_of_its_own_needs_a_plain_first_gemm() -> None:
+    spec = yaml.safe_load((REPO / "cusync_gen" / "examples" / "llama_mlp_sm90.yaml").read_text())
+    spec["optimizations"] = {"stream_weights": True}
+    del spec["dispatch"]
+    plan = make_plan(parse_spec(spec))
+    assert plan.run_mode(1)[0] is Mode.STREAM and "swiglu stage in the first one's epilogue" in plan.describe(1)
+    spec["stages"][0]["epilogue"] = "relu"
+    assert field_of(spec) == "stages[0].epilogue"
+    spec["stages"][0]["epilogue"] = "identity"
+    spec["stages"][0]["bias"] = True
+    assert field_of(spec) == "stages[0].bias"
 
 
 def test_tune_counts_the_mode_when_checked_and_cuts_its_entry_at_64_rows() -> None:

@@ -104,8 +104,8 @@ def check_rules(spec: ChainSpec) -> None:
             )
     _check_output_policies(spec)
     _check_no_atomic_add(spec)
+    _check_stream_weights(spec)  # before the tile configurations: no tile changes what it needs
     _check_tile_configs(spec)
-    _check_stream_weights(spec)
     _check_dispatch(spec)
 
 
@@ -488,18 +488,28 @@ def _check_stream_weights(spec: ChainSpec) -> None:
 
 def stream_weights_problem(spec: ChainSpec) -> SpecError | None:
     """Why run() mode `stream` cannot compute this chain (the error optimizations.stream_weights: true raises), or
-    None: it needs sm90, exactly two GEMM stages with the second reading the first's output, row-major weights,
-    an epilogue its kernel applies (STREAM_EPILOGUES), and N and K in steps of STREAM_STEP."""
+    None: it needs sm90, two GEMM stages with the second reading the first's output (or gemm -> swiglu -> gemm,
+    the swiglu fused into the first GEMM's epilogue), row-major weights, an epilogue its kernel applies
+    (STREAM_EPILOGUES), and N and K in steps of STREAM_STEP."""
     field = "optimizations.stream_weights"
     if not ARCHS[spec.arch].dispatch:
         return SpecError(field, "stream_weights (run() mode stream) is an sm90 feature", "remove it, or set arch: sm90")
     stages = spec.stages
-    if len(stages) != 2 or any(s.op is not Op.GEMM for s in stages) or stages[1].a != stages[0].name:
-        return SpecError(field, "mode stream computes a chain of exactly two gemm stages, the second reading the "
-                         f"first's output (this chain: {', '.join(f'{s.name} ({s.op.value})' for s in stages)})",
+    fused = len(stages) == 2 and all(s.op is Op.GEMM for s in stages) and stages[1].a == stages[0].name
+    split = (len(stages) == 3 and [s.op for s in stages] == [Op.GEMM, Op.SWIGLU, Op.GEMM]
+             and stages[1].a == stages[0].name and stages[1].b is None and stages[2].a == stages[1].name)
+    if not (fused or split):
+        return SpecError(field, "mode stream computes two gemm stages, the second reading the first's output, "
+                         "or gemm -> swiglu -> gemm with the swiglu reading gate | up from the first "
+                         f"(this chain: {', '.join(f'{s.name} ({s.op.value})' for s in stages)})",
                          "remove stream_weights, or write the chain as gemm1 -> gemm2 (a gated MLP as one gemm "
-                         "with epilogue: swiglu)")
-    for i, stage in enumerate(stages):
+                         "with epilogue: swiglu, or gemm -> swiglu -> gemm)")
+    if split and (stages[0].epilogue is not Epilogue.IDENTITY or stages[0].bias):
+        return SpecError("stages[0].epilogue" if stages[0].epilogue is not Epilogue.IDENTITY else "stages[0].bias",
+                         "mode stream fuses the swiglu stage into the first gemm, which then must be a plain product "
+                         "(epilogue identity, no bias)", "use epilogue: identity without bias on the first gemm, or "
+                         "remove optimizations.stream_weights")
+    for i, stage in ((i, s) for i, s in enumerate(stages) if s.op is Op.GEMM):
         if stage.b_layout is not BLayout.ROW:
             return SpecError(f"stages[{i}].b_layout", "mode stream packs row-major weights (K x N) only",
                              "use b_layout: row, or remove optimizations.stream_weights")
@@ -507,7 +517,7 @@ def stream_weights_problem(spec: ChainSpec) -> SpecError | None:
             return SpecError(f"stages[{i}].epilogue", f"mode stream has no epilogue {stage.epilogue.value}",
                              f"use one of {', '.join(e.value for e in STREAM_EPILOGUES)}, or remove "
                              "optimizations.stream_weights")
-        k = stage.k if stage.k is not None else stages[0].n if i == 1 else None
+        k = stage.k if stage.k is not None else stages[i - 1].n if i else None
         for key, value in (("n", stage.n), ("k", k)):
             if value is not None and value % STREAM_STEP:
                 return SpecError(f"stages[{i}].{key}", f"{key}={value}: mode stream takes N and K in steps of "

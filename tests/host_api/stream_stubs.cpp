@@ -1,12 +1,20 @@
-// The stage functions of a chain generated with optimizations.stream_weights (tests/data/decode_stream_sm90.yaml)
-// as recorders, and mode kStream's kernels (src/<name>_stream.cu in a real build) as a fake that records what
-// the chain asked of it: the weights it packed and the run it launched.
+// The stage functions of a chain generated with optimizations.stream_weights as recorders, and mode kStream's
+// kernels (src/<name>_stream.cu in a real build) as a fake that records what the chain asked of it: the weights
+// it packed and the run it launched. STREAM_SPLIT: llama_mlp_sm90 with the key (gemm1 -> glu -> gemm2), else
+// tests/data/decode_stream_sm90.yaml (gate_up -> down).
+#if defined(STREAM_SPLIT)
+#include "llama_mlp_sm90_stream_stages.h"
+#define STUB_NS llama_mlp_sm90_stream
+#else
 #include "decode_stream_sm90_stages.h"
+#define STUB_NS decode_stream_sm90
+#endif
 
 namespace cs = cusync;
 int g_launches = 0;
 int g_packs = 0;
 int g_pack_k[2] = {}, g_pack_n[2] = {};
+bool g_pack_halves[2] = {};
 int64_t g_pack_ld[2] = {};
 void const* g_pack_src[2] = {};
 cs::sm90::StreamRun g_stream_run{};
@@ -16,7 +24,7 @@ static cs::Status record() {
   return cs::Status::kSuccess;
 }
 
-namespace decode_stream_sm90::detail {
+namespace STUB_NS::detail {
 #define CUSYNC_TEST_STAGE(x)                                                                              \
   cs::Status prepare_##x() { return cs::Status::kSuccess; }                                              \
   cs::Status launch_##x(StageLaunch const&, cudaStream_t) { return record(); }                           \
@@ -28,15 +36,21 @@ namespace decode_stream_sm90::detail {
   size_t streamk_workspace_##x(int m, int, int) { return size_t(m) * 64; }                               \
   cs::Status clear_##x##_streamk(StageLaunch const&, cudaStream_t) { return cs::Status::kSuccess; }      \
   cs::Status launch_##x##_streamk(StageLaunch const&, cudaStream_t) { return record(); }
+#if defined(STREAM_SPLIT)
+CUSYNC_TEST_STAGE(gemm1)
+CUSYNC_TEST_STAGE(gemm2)
+cs::Status prepare_glu() { return cs::Status::kSuccess; }
+cs::Status launch_glu(StageLaunch const&, cudaStream_t) { return record(); }
+#else
 CUSYNC_TEST_STAGE(gate_up)
 CUSYNC_TEST_STAGE(down)
-
 cs::Status interleave_gate_up(void const*, int64_t, void*, cudaStream_t) { return cs::Status::kSuccess; }
+#endif
 
 static cs::Status fake_prepare() { return cs::Status::kSuccess; }
-static cs::Status fake_pack(void const* w, int64_t ldw, int k, int n, void*, cudaStream_t) {
+static cs::Status fake_pack(void const* w, int64_t ldw, int k, int n, bool halves, void*, cudaStream_t) {
   int const g = g_packs++ % 2;
-  g_pack_src[g] = w, g_pack_ld[g] = ldw, g_pack_k[g] = k, g_pack_n[g] = n;
+  g_pack_src[g] = w, g_pack_ld[g] = ldw, g_pack_k[g] = k, g_pack_n[g] = n, g_pack_halves[g] = halves;
   return cs::Status::kSuccess;
 }
 static cs::Status fake_run(cs::sm90::StreamRun const& run, cudaStream_t) {
@@ -48,4 +62,4 @@ cs::sm90::StreamKernels const* stream_kernels() {
   static cs::sm90::StreamKernels const kernels{&fake_prepare, &fake_pack, &fake_run};
   return &kernels;
 }
-}  // namespace decode_stream_sm90::detail
+}  // namespace STUB_NS::detail

@@ -29,14 +29,16 @@ constexpr cusync::LaunchFn kLaunchCublasLt[kNumStages] = { &launch_gemm1_cublasl
 constexpr bool kGemmGated[kNumStages] = { false, false };
 constexpr cusync::sm90::InterleaveFn kInterleave[kNumStages] = { nullptr, nullptr };
 constexpr size_t kWeightBytes[kNumStages] = { 0, 0 };
-// Mode kStream's epilogue per stage (cusync::sm90::StreamAct): unused, the spec has no optimizations.stream_weights.
-constexpr int kStreamAct[kNumStages] = { 2, 0 };
-constexpr int kStreamK[kNumStages] = { 12288, 6144 };
-constexpr int kStreamN[kNumStages] = { 6144, 12288 };
+// Mode kStream's two GEMMs: stages, epilogues (cusync::sm90::StreamAct), K and N (unused: the spec has no optimizations.stream_weights).
+constexpr int kStreamStage[2] = { 0, 1 };
+constexpr int kStreamAct[2] = { 2, 0 };
+constexpr int kStreamK[2] = { 12288, 6144 };
+constexpr int kStreamN[2] = { 6144, 12288 };
+constexpr bool kStreamHalves = false;  // a SwiGLU stage of its own between them (gate | up halves)
 constexpr cusync::sm90::BaselineTables kBaselines{kLaunchStock, kPrepareStock, kStreamKWorkspace, kClearStreamK, kLaunchStreamK,
                                                   kLaunchCluster, kLaunchPingpong, kLaunchCublasLt,
                                                   kGemmGated, kInterleave, kWeightBytes,
-                                                  nullptr, kStreamAct, kStreamK, kStreamN,
+                                                  nullptr, kStreamStage, kStreamAct, kStreamK, kStreamN, kStreamHalves,
                                                   kDispatchSms, kDispatchGpu, kNumDispatch, kDispatch};
 
 }  // namespace

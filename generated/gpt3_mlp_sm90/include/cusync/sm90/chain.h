@@ -38,12 +38,16 @@ struct BaselineTables {
   InterleaveFn const* interleave;
   size_t const* weight_bytes;
   // Mode kStream (a spec with optimizations.stream_weights; else null): its kernels for the chain's element
-  // type, and each stage's epilogue as a StreamAct, K and N (a gated GEMM's 2 n): the generated shapes, which
-  // size its memory before any arguments exist (workspace_size()).
+  // type; its two GEMMs' stages (the first and last), epilogues as StreamAct, K and N (a gated GEMM's 2 n: the
+  // generated shapes, which size its memory before any arguments exist, workspace_size()); halves: a SwiGLU
+  // stage of its own sits between them, so the first GEMM's weights are [gate | up] halves, its output the
+  // SwiGLU's input and the SwiGLU stage's output what the second reads.
   StreamKernels const* (*stream)();
+  int const* stream_stage;
   int const* stream_act;
   int const* stream_k;
   int const* stream_n;
+  bool stream_halves;
   int dispatch_sms;              // the measured table applies on GPUs with this many SMs
   char const* dispatch_gpu;
   int num_dispatch;

@@ -52,6 +52,9 @@ struct StreamGemmArgs {
   int act = 0;                   // StreamAct
   float* ws = nullptr;           // 2 x grid slots of kStreamSlotFloats
   uint64_t* arrivals = nullptr;  // stream_tiles(n) counters, zeroed once
+  // SwiGLU in a stage of its own: where that chain keeps the GEMM's own output, [gate | up] halves (else null).
+  void* out_raw = nullptr;
+  int64_t ldo_raw = 0;
 };
 
 struct StreamRun {
@@ -94,7 +97,9 @@ inline StreamLayout stream_layout(int const (&k)[2], int const (&n)[2], int sms)
 struct StreamKernels {
   Status (*prepare)();  // the kernels' shared-memory attributes (once, at initialize())
   // Packs row-major w [k, n] (rows ldw elements apart) into `packed` (stream_packed_bytes(k, n)), on `stream`.
-  Status (*pack)(void const* w, int64_t ldw, int k, int n, void* packed, cudaStream_t stream);
+  // halves: w is [gate | up] in halves of n / 2 columns (a SwiGLU in a stage of its own), packed interleaved
+  // in groups of 8 as the SwiGLU epilogue reads it (the fused gated GEMM's interleaved copy already is).
+  Status (*pack)(void const* w, int64_t ldw, int k, int n, bool halves, void* packed, cudaStream_t stream);
   // kInvalidArgument for arguments the kernel cannot take (nothing launched).
   Status (*run)(StreamRun const& run, cudaStream_t stream);
 };

@@ -82,7 +82,7 @@ inline int64_t Chain::gated_bytes(int64_t* offset) const {
 
 // Mode kStream's block (stream_layout) for the chain's two GEMMs; 0 where the spec did not ask for the mode.
 inline int64_t Chain::stream_bytes(int sms, StreamLayout* layout) const {
-  if (b_->stream == nullptr || t_->num_stages != 2) return 0;
+  if (b_->stream == nullptr) return 0;
   int const k[2] = {b_->stream_k[0], b_->stream_k[1]}, n[2] = {b_->stream_n[0], b_->stream_n[1]};
   StreamLayout const l = stream_layout(k, n, sms);
   if (layout != nullptr) *layout = l;
@@ -178,7 +178,8 @@ inline Status Chain::update(ChainPointers const& args) {
 inline Status Chain::refresh_weights(cudaStream_t stream) {
   if (state_ == nullptr) return Status::kNotInitialized;
   for (int s = 0; s < t_->num_stages; ++s) {
-    bool const stream_packed = stream_mem_ != nullptr && s < 2;
+    int const g = stream_mem_ == nullptr ? -1 : s == b_->stream_stage[0] ? 0 : s == b_->stream_stage[1] ? 1 : -1;
+    bool const stream_packed = g >= 0;
     if (!b_->gemm_gated[s] && !stream_packed) continue;
     Status status = Status::kSuccess;
     void const* dense = args_.b[s];
@@ -189,8 +190,8 @@ inline Status Chain::refresh_weights(cudaStream_t stream) {
       dense = interleaved, ld = args_.b_cols[s];
     }
     if (status == Status::kSuccess && stream_packed) {
-      status = b_->stream()->pack(dense, ld, args_.a_cols[s], args_.b_cols[s],
-                                  static_cast<char*>(stream_mem_) + stream_layout_.packed[s], stream);
+      status = b_->stream()->pack(dense, ld, b_->stream_k[g], b_->stream_n[g], g == 0 && b_->stream_halves,
+                                  static_cast<char*>(stream_mem_) + stream_layout_.packed[g], stream);
     }
     if (status != Status::kSuccess) return status;
     gated_source_[s] = args_.b[s];
@@ -396,22 +397,28 @@ inline Status Chain::run_stream(cudaStream_t stream) {
   StreamLayout const& l = stream_layout_;
   StreamRun r;
   r.m = args_.m;
+  auto ld = [](int64_t given, int cols) { return given != 0 ? given : int64_t(cols); };
   for (int g = 0; g < 2; ++g) {
+    int const s = b_->stream_stage[g];
+    // The stage whose output this GEMM's epilogue writes: a SwiGLU stage of its own takes gemm1's activation.
+    int const out = g == 0 && b_->stream_halves ? s + 1 : s;
     StreamGemmArgs& a = r.gemm[g];
-    a.x = args_.a[g], a.ldx = args_.lda[g] != 0 ? args_.lda[g] : args_.a_cols[g];
+    a.x = args_.a[s], a.ldx = ld(args_.lda[s], args_.a_cols[s]);
     a.packed = base + l.packed[g];
-    a.bias = args_.bias[g];
-    a.out = args_.d[g], a.ldo = args_.ldd[g] != 0 ? args_.ldd[g] : args_.d_cols[g];
-    a.n = args_.b_cols[g], a.k = args_.a_cols[g], a.act = b_->stream_act[g];
+    a.bias = args_.bias[s];
+    a.out = args_.d[out], a.ldo = ld(args_.ldd[out], args_.d_cols[out]);
+    if (out != s) a.out_raw = args_.d[s], a.ldo_raw = ld(args_.ldd[s], args_.d_cols[s]);  // gate | up, as is
+    a.n = b_->stream_n[g], a.k = b_->stream_k[g], a.act = b_->stream_act[g];
     a.ws = reinterpret_cast<float*>(base + l.ws[g]);
     a.arrivals = reinterpret_cast<uint64_t*>(base + l.arrivals[g]);
+    r.stage[g] = s;
   }
   r.sems = reinterpret_cast<uint64_t*>(base + l.sems);
   r.state = base + l.state;
   r.error = &static_cast<ChainState*>(state_)->error;
   r.timeout_ns = timeout_ns_;
   r.grid = sms_;
-  r.skip_post_tile = missing_posts_stage_ == 0 ? stream_tiles(r.gemm[0].n) - 1 : -1;
+  r.skip_post_tile = missing_posts_stage_ == b_->stream_stage[0] ? stream_tiles(r.gemm[0].n) - 1 : -1;
   Status const status = b_->stream()->run(r, stream);
   return status == Status::kInvalidArgument ? invalid("mode stream: the kernel refused these arguments") : status;
 }

@@ -147,6 +147,14 @@ __device__ __forceinline__ void tile_epilogue(StageArgs const& a, int n0, int ti
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = u[j] = 0.f;
     sum(v, u, m, col);
+    if (swiglu && a.out_raw != nullptr) {  // gate and up as they are: interleaved group q is halves' columns 8q..
+      T* raw = static_cast<T*>(a.out_raw) + int64_t(m) * a.ldo_raw + (n0 + col) / 2;
+      alignas(16) T g8[8], u8[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) g8[j] = cusync::stream::detail::from_f<T>(v[j]), u8[j] = cusync::stream::detail::from_f<T>(u[j]);
+      *reinterpret_cast<uint4*>(raw) = *reinterpret_cast<uint4 const*>(g8);
+      *reinterpret_cast<uint4*>(raw + a.n / 2) = *reinterpret_cast<uint4 const*>(u8);
+    }
     int const out_col = swiglu ? n0 / 2 + gi * 8 : n0 + gi * 8;
     cusync::stream::detail::finish_8<T>(a.act, bias, n0 + col, v, u, out + int64_t(m) * a.ldo + out_col);
   }
@@ -350,8 +358,11 @@ __global__ void __launch_bounds__(kThreads, 4)
 }
 
 // Packs row-major W (k, n; ldw) for warps_n warps along N (see PACKED WEIGHTS): one thread per 16-byte chunk.
+// halves: W is [gate | up] in halves of n / 2 columns, packed as the SwiGLU epilogue reads it (gate and up
+// interleaved in groups of 8: packed columns 16q .. 16q + 7 are gate columns 8q .., the next 8 up's).
 template <typename T>
-__global__ void reg_pack_kernel(T const* w, int k, int n, int64_t ldw, int warps_n, uint4* out, int64_t chunks) {
+__global__ void reg_pack_kernel(T const* w, int k, int n, int64_t ldw, int warps_n, uint4* out, int64_t chunks,
+                                bool halves = false) {
   for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += int64_t(gridDim.x) * blockDim.x) {
     int const lane = int(c % 32), i = int((c / 32) % 4);
     int64_t const rest = c / 128;
@@ -362,7 +373,8 @@ __global__ void reg_pack_kernel(T const* w, int k, int n, int64_t ldw, int warps
     int const g = lane >> 2, t = lane & 3;
     int const row = step * kStepK + 2 * t + (i & 1) + (i >= 2 ? 8 : 0);
     int const col = tile * cta_n_of(warps_n) + wn * kWarpN + 8 * g;
-    out[c] = row < k && col < n ? *reinterpret_cast<uint4 const*>(w + int64_t(row) * ldw + col) : make_uint4(0u, 0u, 0u, 0u);
+    int const src = halves ? (col / 16) * 8 + (col % 16 >= 8 ? n / 2 : 0) : col;  // col is a multiple of 8
+    out[c] = row < k && col < n ? *reinterpret_cast<uint4 const*>(w + int64_t(row) * ldw + src) : make_uint4(0u, 0u, 0u, 0u);
   }
 }
 

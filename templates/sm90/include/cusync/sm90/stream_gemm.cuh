@@ -104,6 +104,10 @@ struct StageArgs {
   int wait_tiles;       // producer tiles
   int skip_post_tile;   // negative test: this tile never posts (-1: none)
   int stage_id;         // for error records
+  // SwiGLU only, optional: the GEMM's own output before the activation, [gate | up] in halves of n / 2 columns
+  // (M, n):(ldo_raw, 1), as a chain with the SwiGLU in a stage of its own keeps it (nullptr: not written).
+  void* out_raw = nullptr;
+  int64_t ldo_raw = 0;
 };
 
 enum : int { kTriggerDependents = 1, kClosesRun = 2 };

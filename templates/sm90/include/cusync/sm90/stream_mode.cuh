@@ -47,11 +47,13 @@ Status prepare() {
 }
 
 template <typename T>
-Status pack(void const* w, int64_t ldw, int k, int n, void* packed, cudaStream_t stream) {
-  if (w == nullptr || packed == nullptr || k <= 0 || n <= 0 || ldw < n) return Status::kInvalidArgument;
+Status pack(void const* w, int64_t ldw, int k, int n, bool halves, void* packed, cudaStream_t stream) {
+  if (w == nullptr || packed == nullptr || k <= 0 || n <= 0 || ldw < n || (halves && n % 16 != 0)) {
+    return Status::kInvalidArgument;
+  }
   int64_t const chunks = stream_packed_bytes(k, n) / 16;
   reg::reg_pack_kernel<T><<<2048, 256, 0, stream>>>(static_cast<T const*>(w), k, n, ldw, 1,
-                                                    static_cast<uint4*>(packed), chunks);
+                                                    static_cast<uint4*>(packed), chunks, halves);
   return from_error(cudaGetLastError());
 }
 
@@ -73,6 +75,11 @@ Status run(StreamRun const& r, cudaStream_t stream) {
     a.wait_tiles = g == 1 ? stream_tiles(r.gemm[0].n) : 0;
     a.skip_post_tile = g == 0 ? r.skip_post_tile : -1;
     a.stage_id = r.stage[g];
+    a.out_raw = in.out_raw, a.ldo_raw = in.ldo_raw;
+    if (a.out_raw != nullptr && (in.act != int(StreamAct::kSwiglu) || a.ldo_raw < a.n || a.ldo_raw % 8 != 0 ||
+                                 (reinterpret_cast<uintptr_t>(a.out_raw) & 15u) != 0)) {
+      return Status::kInvalidArgument;
+    }
     if (bulk::bulk_make(a, m_pad, r.grid, &p.gm[g]) != nullptr) return Status::kInvalidArgument;
   }
   p.grid = r.grid;
