@@ -26,6 +26,11 @@ if [ -n "$CUSTOM" ]; then
   sed -n '/^shape/,$p' $R/custom/stdout.txt | cut -c1-240
   grep -h -i "fail\|DET!\|BIT!\|mismatch\| NO$" $R/custom/decode_probe.log | head -10
 fi
+# The library launches mode stream cooperatively (every CTA resident at once): what that costs, same points.
+mkdir -p $R/coop
+DECODE_PROBE_BULK_COOP=1 DECODE_PROBE_NO_EXTRA=1 DECODE_PROBE_MS=1,16,64 DECODE_PROBE_SHAPES=gpt3,llama3-8b DECODE_PROBE_VARIANTS=bulk \
+  timeout 90 $B $R/coop > $R/coop/stdout.txt 2>&1; echo "cooperative rc=$? at ${SECONDS}s"
+sed -n '/^shape/,$p' $R/coop/stdout.txt | cut -c1-240
 [ "${RING:-1}" = 0 ] && exit 0
 DECODE_PROBE_BULK_MODE=1 DECODE_PROBE_NO_EXTRA=1 DECODE_PROBE_MS=1,16 DECODE_PROBE_SHAPES=gpt3,llama3-8b DECODE_PROBE_VARIANTS=bulk \
   timeout 90 $B $R/ring > $R/ring/stdout.txt 2>&1; echo "ring alone rc=$? at ${SECONDS}s"

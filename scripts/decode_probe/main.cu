@@ -128,6 +128,7 @@ static char const* kVarName[] = {"b2b", "sync", "pers", "ws", "reg", "regs", "ri
 // the previous run, 3 two launches of the same kernel (one GEMM each, no waits; the same reduction order).
 static bool g_bulk_trace = false;         // DECODE_PROBE_BULK_TRACE=1: v5's per-CTA timeline at every point
 static int g_bulk_mode = 0;               // DECODE_PROBE_BULK_MODE=1: consumers only release slots (wrong results)
+static bool g_bulk_coop = false;          // DECODE_PROBE_BULK_COOP=1: cooperative launches (as the library's mode stream)
 static std::vector<std::string> g_variant_filter;
 static int g_reg_cfg = 0;                  // DECODE_PROBE_REG_CFG: v3 shape, see with_wn (0: 1 warp along N)
 static int g_reg_wn = 1;                   // warps side by side along N (1, 2, 4) of that shape
@@ -422,12 +423,12 @@ struct Probe {
         constexpr int MP = decltype(mc)::value;
         if (b2b) {
           p.which = bulk::kOnlyGemm1;
-          CK((bulk::bulk_launch<T, MP>(p, false, state, err, timeout_ns, st)));
+          CK((bulk::bulk_launch<T, MP>(p, false, state, err, timeout_ns, st, g_bulk_coop)));
           p.which = bulk::kOnlyGemm2;
-          CK((bulk::bulk_launch<T, MP>(p, false, state, err, timeout_ns, st)));
+          CK((bulk::bulk_launch<T, MP>(p, false, state, err, timeout_ns, st, g_bulk_coop)));
         } else {
           p.which = bulk::kChain;
-          CK((bulk::bulk_launch<T, MP>(p, f == 2, state, err, timeout_ns, st)));
+          CK((bulk::bulk_launch<T, MP>(p, f == 2, state, err, timeout_ns, st, g_bulk_coop)));
         }
       });
       return;
@@ -856,6 +857,7 @@ int main(int argc, char** argv) {
   g_reg_persist = getenv("DECODE_PROBE_REG_PERSIST") != nullptr;
   if (char const* env = getenv("DECODE_PROBE_RING_MODE")) g_ring_mode = std::atoi(env);
   if (char const* env = getenv("DECODE_PROBE_BULK_MODE")) g_bulk_mode = std::atoi(env);
+  g_bulk_coop = getenv("DECODE_PROBE_BULK_COOP") != nullptr;
   g_bulk_trace = getenv("DECODE_PROBE_BULK_TRACE") != nullptr;
   if (char const* env = getenv("DECODE_PROBE_REG_F")) {
     auto v = csv_list(env);
