@@ -428,7 +428,7 @@ struct Probe {
           CK((bulk::bulk_launch<T, MP>(p, false, state, err, timeout_ns, st, g_bulk_coop)));
         } else {
           p.which = bulk::kChain;
-          CK((bulk::bulk_launch<T, MP>(p, f == 2, state, err, timeout_ns, st, g_bulk_coop)));
+          CK((bulk::bulk_launch<T, MP>(p, f == 2, state, err, timeout_ns, st, g_bulk_coop && f != 2)));  // PDL: plain
         }
       });
       return;

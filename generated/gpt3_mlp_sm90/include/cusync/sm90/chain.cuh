@@ -219,10 +219,14 @@ inline bool Chain::cublaslt_available() const { return kHaveCublasLt; }
 inline Status Chain::set_epoch_for_testing(uint32_t epoch, cudaStream_t stream) {
   Status status = ChainBase::set_epoch_for_testing(epoch, stream);
   if (status != Status::kSuccess || stream_mem_ == nullptr) return status;
-  // The stream state's first word is its epoch (cusync::stream::StreamState); its tagged counters only grow, so a
-  // later epoch needs nothing else. Synchronized: the copy reads `epoch` from this frame.
+  // The stream state's first word is its epoch (cusync::stream::StreamState). Its tagged counters are cleared
+  // first, so that no word of an earlier, higher epoch satisfies a wait of the new one. Synchronized: the copy
+  // reads `epoch` from this frame.
+  status = from_cuda(cudaMemsetAsync(stream_mem_, 0, size_t(stream_layout_.zeroed), stream));
   void* word = static_cast<char*>(stream_mem_) + stream_layout_.state;
-  status = from_cuda(cudaMemcpyAsync(word, &epoch, sizeof(epoch), cudaMemcpyHostToDevice, stream));
+  if (status == Status::kSuccess) {
+    status = from_cuda(cudaMemcpyAsync(word, &epoch, sizeof(epoch), cudaMemcpyHostToDevice, stream));
+  }
   return status == Status::kSuccess ? from_cuda(cudaStreamSynchronize(stream)) : status;
 }
 
@@ -418,7 +422,10 @@ inline Status Chain::run_stream(cudaStream_t stream) {
   r.error = &static_cast<ChainState*>(state_)->error;
   r.timeout_ns = timeout_ns_;
   r.grid = sms_;
-  r.skip_post_tile = missing_posts_stage_ == b_->stream_stage[0] ? stream_tiles(r.gemm[0].n) - 1 : -1;
+  // Testing (inject_missing_posts): gemm2 waits on gemm1's posts, which stand for the SwiGLU stage's in the split form.
+  bool const skip = missing_posts_stage_ == b_->stream_stage[0] ||
+                    (b_->stream_halves && missing_posts_stage_ == b_->stream_stage[0] + 1);
+  r.skip_post_tile = skip ? stream_tiles(r.gemm[0].n) - 1 : -1;
   Status const status = b_->stream()->run(r, stream);
   return status == Status::kInvalidArgument ? invalid("mode stream: the kernel refused these arguments") : status;
 }

@@ -215,7 +215,7 @@ struct BenchHooks {
       // Its split reduction has a fixed order: a second run must be bitwise equal to the first; and no wait
       // of either may have timed out (a late post can leave right numbers behind).
       if (chain.stream_available()) {
-        BENCH_STATUS(chain.clear_sync_error());
+        BENCH_STATUS(chain.clear_sync_error(stream));
         r.stream_id = check_mode(Mode::kStream, nullptr, &r.stream_diff);
         std::vector<std::vector<unsigned char>> first;
         for (int s = 0; s < Bench::kNumStages; ++s) first.push_back(::bench::to_host(bn.b.out[s], expected[s].size()));
@@ -223,7 +223,7 @@ struct BenchHooks {
         BENCH_STATUS(chain.run_mode(stream, Mode::kStream));
         BENCH_CUDA(cudaStreamSynchronize(stream));
         r.stream_repeatable = bn.outputs_equal(first);
-        r.stream_sync_ok = chain.check_sync_error() == Status::kSuccess;
+        r.stream_sync_ok = chain.check_sync_error(nullptr, stream) == Status::kSuccess;
       }
 #if defined(CUSYNC_BENCH_CUBLAS)
       if (blas->ok) r.cublas_id = timer.add(bench::capture(stream, [&] { return cublas_chain(bn, m); }));

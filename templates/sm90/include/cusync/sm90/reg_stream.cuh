@@ -154,6 +154,10 @@ __device__ __forceinline__ void tile_epilogue(StageArgs const& a, int n0, int ti
       for (int j = 0; j < 8; ++j) g8[j] = cusync::stream::detail::from_f<T>(v[j]), u8[j] = cusync::stream::detail::from_f<T>(u[j]);
       *reinterpret_cast<uint4*>(raw) = *reinterpret_cast<uint4 const*>(g8);
       *reinterpret_cast<uint4*>(raw + a.n / 2) = *reinterpret_cast<uint4 const*>(u8);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {  // the SwiGLU of the stored values, as the chain's SwiGLU stage computes it
+        v[j] = cusync::stream::detail::to_f(g8[j]), u[j] = cusync::stream::detail::to_f(u8[j]);
+      }
     }
     int const out_col = swiglu ? n0 / 2 + gi * 8 : n0 + gi * 8;
     cusync::stream::detail::finish_8<T>(a.act, bias, n0 + col, v, u, out + int64_t(m) * a.ldo + out_col);
