@@ -71,6 +71,15 @@ def built(cutlass_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     return benches
 
 
+def _build(project: Path, build: Path, arch: str, cutlass_dir: Path) -> None:
+    """Configures and builds a generated project for `arch` with every core (Ninja where it is installed)."""
+    subprocess.run(["cmake", "-S", str(project), "-B", str(build), f"-DCUTLASS_DIR={cutlass_dir}",
+                    f"-DCMAKE_CUDA_ARCHITECTURES={arch}"] + (["-G", "Ninja"] if shutil.which("ninja") else []),
+                   check=True, capture_output=True)
+    out = subprocess.run(["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-3000:]
+
+
 def _policies(name: str) -> list[str]:
     plan = make_plan(load_spec(REPO / "cusync_gen" / "examples" / f"{name}.yaml"))
     edges = [s.input for s in plan.stages if s.input is not None and s.op.value == "gemm"]
@@ -180,11 +189,7 @@ def test_optimizations_on_gpu(tmp_path: Path, cutlass_dir: Path) -> None:
     project = generate(spec, tmp_path / "two_gemm_opt", cutlass_dir=cutlass_dir)
     arch = os.environ.get("CUSYNC_GPU_ARCH") or _compute_capability()
     build = tmp_path / "build"
-    subprocess.run(["cmake", "-S", str(project), "-B", str(build), f"-DCUTLASS_DIR={cutlass_dir}",
-                    f"-DCMAKE_CUDA_ARCHITECTURES={arch}"] + (["-G", "Ninja"] if shutil.which("ninja") else []),
-                   check=True, capture_output=True)
-    out = subprocess.run(["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)], capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout[-4000:]
+    _build(project, build, arch, cutlass_dir)
     out = subprocess.run([str(build / "two_gemm_opt_bench"), "--m", "1,128,256,300", "--policies", "spec",
                           "--repeats", "5", "--warmup", "2", "--no-fallback"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -320,11 +325,7 @@ def test_bias_on_gpu(name: str, tmp_path: Path, cutlass_dir: Path) -> None:
     spec = bias_spec(name, tmp_path / "spec")
     project = generate(spec, tmp_path / f"{name}_bias")
     build = tmp_path / "build"
-    subprocess.run(["cmake", "-S", str(project), "-B", str(build), f"-DCUTLASS_DIR={cutlass_dir}",
-                    f"-DCMAKE_CUDA_ARCHITECTURES={arch}"] + (["-G", "Ninja"] if shutil.which("ninja") else []),
-                   check=True, capture_output=True)
-    out = subprocess.run(["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)], capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    _build(project, build, arch, cutlass_dir)
     bench = build / f"{name}_bias_bench"
     out = subprocess.run([str(bench), "--m", "1,200,1000", "--repeats", "2", "--warmup", "1"],
                          capture_output=True, text=True, timeout=900)
@@ -354,11 +355,7 @@ def test_pingpong_schedule_on_gpu(name: str, tmp_path: Path, cutlass_dir: Path) 
         pytest.skip("Hopper kernels")
     project = generate(pingpong_spec(name, tmp_path / "spec", mixed=True), tmp_path / f"{name}_pp")
     build = tmp_path / "build"
-    subprocess.run(["cmake", "-S", str(project), "-B", str(build), f"-DCUTLASS_DIR={cutlass_dir}",
-                    "-DCMAKE_CUDA_ARCHITECTURES=90a"] + (["-G", "Ninja"] if shutil.which("ninja") else []),
-                   check=True, capture_output=True)
-    out = subprocess.run(["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)], capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    _build(project, build, "90a", cutlass_dir)
     policies = _policies(name)
     ms = "1,200,1000,1536,3000"  # 1536: the last ping-pong M; 3000: the cooperative configuration
     out = subprocess.run([str(build / f"{name}_pp_bench"), "--m", ms, "--policies", ",".join(policies), "--repeats",
@@ -406,11 +403,7 @@ def test_stream_mode_on_gpu(shape: str, tmp_path: Path, cutlass_dir: Path) -> No
     spec.write_text(json.dumps(data))
     project = generate(spec, tmp_path / data["name"])
     build = tmp_path / "build"
-    subprocess.run(["cmake", "-S", str(project), "-B", str(build), f"-DCUTLASS_DIR={cutlass_dir}",
-                    "-DCMAKE_CUDA_ARCHITECTURES=90a"] + (["-G", "Ninja"] if shutil.which("ninja") else []),
-                   check=True, capture_output=True)
-    out = subprocess.run(["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)], capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    _build(project, build, "90a", cutlass_dir)
     bench = build / f"{data['name']}_bench"
     out = subprocess.run([str(bench), "--m", "1,3,17,64,65", "--repeats", "2", "--warmup", "1"],
                          capture_output=True, text=True, timeout=900)

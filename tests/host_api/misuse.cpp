@@ -6,15 +6,12 @@
 
 #include "two_gemm_sm90.h"
 
+#include "expect.h"
+
 extern int g_device, g_capturing, g_launches;
 using namespace two_gemm_sm90;
 using cusync::Status;
 
-static int failures = 0;
-static void expect(bool ok, char const* what, char const* detail = "") {
-  std::printf("%s: %s %s\n", ok ? "ok" : "FAIL", what, detail);
-  failures += ok ? 0 : 1;
-}
 
 int main() {
   constexpr int kM = 256, kK = 4096, kN = 4096;
@@ -142,6 +139,5 @@ int main() {
     expect(c.initialize(good(), kM) == Status::kSuccess && c.run(nullptr) == Status::kSuccess,
            "initialize() again after it failed, then run()", c.last_error());
   }
-  std::printf("%d failure(s)\n", failures);
-  return failures == 0 ? 0 : 1;
+  return report();
 }

@@ -8,6 +8,8 @@
 
 #include "decode_stream_sm90.h"
 
+#include "expect.h"
+
 extern int g_launches, g_packs, g_pack_k[2], g_pack_n[2];
 extern int64_t g_pack_ld[2];
 extern void const* g_pack_src[2];
@@ -16,11 +18,6 @@ using namespace decode_stream_sm90;
 using cusync::Mode;
 using cusync::Status;
 
-static int failures = 0;
-static void expect(bool ok, char const* what, char const* detail = "") {
-  std::printf("%s: %s %s\n", ok ? "ok" : "FAIL", what, detail);
-  failures += ok ? 0 : 1;
-}
 
 int main() {
   constexpr int kK = 1088, kN1 = 1408, kN2 = 1000, kMaxM = 128;
@@ -70,6 +67,5 @@ int main() {
     expect(ok && sems >= ws && end <= ws + bytes && g_stream_run.m == 8,
            "workspace_size() counts mode stream's memory, and a caller's workspace holds all of it", w.last_error());
   }
-  std::printf("%d failure(s)\n", failures);
-  return failures == 0 ? 0 : 1;
+  return report();
 }

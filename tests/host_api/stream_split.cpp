@@ -6,6 +6,8 @@
 
 #include "llama_mlp_sm90_stream.h"
 
+#include "expect.h"
+
 extern int g_launches, g_packs, g_pack_k[2], g_pack_n[2];
 extern bool g_pack_halves[2];
 extern void const* g_pack_src[2];
@@ -14,11 +16,6 @@ using namespace llama_mlp_sm90_stream;
 using cusync::Mode;
 using cusync::Status;
 
-static int failures = 0;
-static void expect(bool ok, char const* what, char const* detail = "") {
-  std::printf("%s: %s %s\n", ok ? "ok" : "FAIL", what, detail);
-  failures += ok ? 0 : 1;
-}
 
 int main() {
   constexpr int kK = 8192, kN = 2816, kN2 = 8192, kMaxM = 64;
@@ -39,6 +36,5 @@ int main() {
              r.gemm[0].out == h && r.gemm[0].ldo == kN && r.gemm[0].out_raw == h2 && r.gemm[0].ldo_raw == 2 * kN &&
              r.gemm[1].x == h && r.gemm[1].out == y && r.gemm[1].out_raw == nullptr && r.gemm[1].k == kN,
          "the SwiGLU fused: glu_out from gemm1's epilogue, gate | up into gemm1_out, gemm2 reads glu_out");
-  std::printf("%d failure(s)\n", failures);
-  return failures == 0 ? 0 : 1;
+  return report();
 }

@@ -10,6 +10,8 @@
 #define STUB_NS decode_stream_sm90
 #endif
 
+#include "stage_stubs.h"
+
 namespace cs = cusync;
 int g_launches = 0;
 int g_packs = 0;
@@ -19,23 +21,7 @@ int64_t g_pack_ld[2] = {};
 void const* g_pack_src[2] = {};
 cs::sm90::StreamRun g_stream_run{};
 
-static cs::Status record() {
-  ++g_launches;
-  return cs::Status::kSuccess;
-}
-
 namespace STUB_NS::detail {
-#define CUSYNC_TEST_STAGE(x)                                                                              \
-  cs::Status prepare_##x() { return cs::Status::kSuccess; }                                              \
-  cs::Status launch_##x(StageLaunch const&, cudaStream_t) { return record(); }                           \
-  cs::Status prepare_##x##_stock() { return cs::Status::kSuccess; }                                      \
-  cs::Status launch_##x##_stock(StageLaunch const&, cudaStream_t) { return record(); }                   \
-  cs::Status launch_##x##_cluster(StageLaunch const&, cudaStream_t) { return record(); }                 \
-  cs::Status launch_##x##_pingpong(StageLaunch const&, cudaStream_t) { return record(); }                \
-  cs::Status launch_##x##_cublaslt(StageLaunch const&, cudaStream_t) { return record(); }                \
-  size_t streamk_workspace_##x(int m, int, int) { return size_t(m) * 64; }                               \
-  cs::Status clear_##x##_streamk(StageLaunch const&, cudaStream_t) { return cs::Status::kSuccess; }      \
-  cs::Status launch_##x##_streamk(StageLaunch const&, cudaStream_t) { return record(); }
 #if defined(STREAM_SPLIT)
 CUSYNC_TEST_STAGE(gemm1)
 CUSYNC_TEST_STAGE(gemm2)
