@@ -9,6 +9,10 @@
 #   sanitizer-*    memcheck and racecheck of the stream kernel alone (decode_stream_sm90, M = 3);
 # then the peers (PyTorch eager, torch.compile; 2 s preheat) on the same projects if torch is there.
 # Usage: python3 scripts/stream_specs.py .gen-stream (here); on the GPU: OUT=... bash scripts/gpu_stream_mode.sh
+# Four projects do not fit one 10-minute call (each builds its CUTLASS units too): split them, e.g.
+#   PROJECTS="decode_stream_sm90 llama_mlp_sm90_stream" PEERS=0 bash scripts/gpu_stream_mode.sh
+#   PROJECTS="gpt3_mlp_sm90_stream llama_mlp_fused_sm90_stream" SANITIZE=0 bash scripts/gpu_stream_mode.sh
+# (build/stream/ is ignored by git, so a warm machine keeps what the first call built).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
