@@ -156,6 +156,11 @@ def _format_layer_table(rows: Sequence[dict[str, Any]]) -> Table:
     return table
 
 
+#: The sm90 run() modes whose kernels wait per tile: the overlap, and mode stream (its second GEMM's K ranges wait
+#: on the first GEMM's tiles inside one kernel).
+TILE_SYNCED_MODES = ("overlap", "stream")
+
+
 def _format_sm90_table(rows: Sequence[dict[str, Any]], results: list[dict[str, Any]]) -> Table:
     table = Table(title="run() against the cuBLAS chain, and the tile-synced overlap (median times, same binary)")
     for name in ["M", "run() us", "run() mode", "cuBLAS chain us", "run() vs cuBLAS", "policy", "tile-synced us",
@@ -170,7 +175,7 @@ def _format_sm90_table(rows: Sequence[dict[str, Any]], results: list[dict[str, A
         m = row.get("m")
         if isinstance(m, int) and m not in reasons:
             reasons[m] = str(row.get("mode_reason", ""))
-            if mode != "overlap":
+            if mode not in TILE_SYNCED_MODES:
                 not_synced.append(str(m))
         vs = cublas_us / run_us if run_us and cublas_us else None
         table.add_row(str(m if m is not None else "-"), _num(run_us, ".1f"), mode if mode != "-" or run_us else "-",

@@ -448,18 +448,19 @@ def test_format_table_sm90_leads_with_run_against_cublas() -> None:
                  cublas_us=140.0, stock_us=150.0),
             dict(ROW, m=1024, run_us=463.0, mode="overlap", mode_reason="dispatch table: M <= 2048",
                  cublas_us=475.0),
-            dict(ROW, m=4096, run_us=1800.0, mode="pingpong", mode_reason="table", cublas_us=-1.0)]
+            dict(ROW, m=4096, run_us=1800.0, mode="pingpong", mode_reason="table", cublas_us=-1.0),
+            dict(ROW, m=16, run_us=40.0, mode="stream", mode_reason="default rule: M <= 64", cublas_us=47.0)]
     table = bench_protocol.format_table(rows)
     headers = [c.header for c in table.columns]
     assert headers[:5] == ["M", "run() us", "run() mode", "cuBLAS chain us", "run() vs cuBLAS"]
-    assert table.row_count == 3  # the floor record is not a result row
+    assert table.row_count == 4  # the floor record is not a result row
     console = Console(width=220, record=True)
     console.print(table)
     text = console.export_text()
     assert "131.0" in text and "cublaslt" in text and "1.07x" in text and "771 TFLOP/s" in text
     assert "-1.0" not in text  # a baseline the bench could not run
     assert "M = 256: run() took default rule: gemm1 has few tiles" in text
-    assert "At M = 256, 4096 run() does not run the tile-synced kernels" in text
+    assert "At M = 256, 4096 run() does not run the tile-synced kernels" in text  # mode stream's kernel waits per tile
 
 
 # --------------------------------------------------------------------------------------------------
