@@ -272,7 +272,7 @@ class ChainPlan:
         """How the sm90 library's run() computes the chain at M on a GPU with `sms` SMs (default: the
         plan's), and why: the rule of cusync::Chain::mode() (run_modes.run_mode) on this plan's table and GEMMs."""
         gemms = [(s.name, s.gemm_n) for s in self.stages if s.op is Op.GEMM]
-        return run_modes.run_mode(self.dispatch, gemms, m, sms or self.sms, self.optimizations.stream_weights)
+        return run_modes.run_mode(self.dispatch, gemms, m, sms or self.sms)
 
 
 def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:

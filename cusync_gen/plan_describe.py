@@ -246,8 +246,9 @@ def _stream_weights(plan: ChainPlan) -> dict[str, Any]:
         return {"on": plan.optimizations.stream_weights, "legal": False, "reason": plan.stream_problem}
     packed = sum(s.weight_bytes for s in plan.stages if s.op is Op.GEMM)
     fused = " (the swiglu stage in the first one's epilogue)" if len(plan.stages) == 3 else ""
-    what = (f"run() mode stream at M <= {STREAM_MAX_M}: one persistent kernel for both GEMMs{fused} streams the "
-            f"weights from a packed copy the library keeps ({packed / 1e6:.1f} MB more device memory)")
+    what = (f"run() mode stream at M <= {STREAM_MAX_M} where a measured table (tune, autotune) or set_mode picks "
+            f"it: one persistent kernel for both GEMMs{fused} streams the weights from a packed copy the library "
+            f"keeps ({packed / 1e6:.1f} MB more device memory)")
     return {"on": plan.optimizations.stream_weights, "legal": True, "reason": what}
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from cusync_gen.spec.model import STREAM_MAX_M, Mode
+from cusync_gen.spec.model import Mode
 
 if TYPE_CHECKING:
     from cusync_gen.plan import DispatchPlan
@@ -24,18 +24,14 @@ PINGPONG_TILES_PER_SM = 2
 PINGPONG_TILE = 128
 
 
-def run_mode(table: DispatchPlan | None, gemms: Sequence[tuple[str, int]], m: int, sms: int,
-             stream: bool = False) -> tuple[Mode, str]:
+def run_mode(table: DispatchPlan | None, gemms: Sequence[tuple[str, int]], m: int, sms: int) -> tuple[Mode, str]:
     """run()'s mode at M on a GPU with `sms` SMs, and why, for GEMMs of (name, N of the GEMM): the table's
-    entry where it was measured on `sms` SMs and reaches M; else mode stream where the chain keeps packed
-    weights (`stream`: optimizations.stream_weights) and M <= STREAM_MAX_M; else `default_mode` on their
-    128x128 tiles."""
+    entry where it was measured on `sms` SMs and reaches M; else `default_mode` on their 128x128 tiles. Mode
+    stream (optimizations.stream_weights) is taken only from a measured table (autotune, tune) or set_mode:
+    measured on the H200, it is still slower than cuBLASLt."""
     if table is not None and table.sms == sms and m <= table.modes[-1][0]:
         m_max, mode = next(entry for entry in table.modes if m <= entry[0])
         return mode, f"dispatch table (measured on {table.gpu}, {table.sms} SMs): M <= {m_max}"
-    if stream and m <= STREAM_MAX_M:
-        return Mode.STREAM, (f"default rule: M <= {STREAM_MAX_M} and the chain keeps packed weights "
-                             "(stream_weights), so one persistent kernel streams them")
     tiles = [(name, -(-m // PINGPONG_TILE) * -(-n // PINGPONG_TILE)) for name, n in gemms]
     return default_mode(tiles, sms)
 

@@ -37,7 +37,7 @@ for p in $PROJECTS; do
 done
 if [ "${SANITIZE:-1}" = 1 ] && [ -x ./build/stream/decode_stream_sm90/decode_stream_sm90_bench ]; then
   for tool in memcheck racecheck synccheck; do
-    timeout 300 compute-sanitizer --tool $tool --print-limit 20 --kernel-name-base mangled --kernel-regex kns=bulk_chain \
+    timeout 300 compute-sanitizer --tool $tool --print-limit 20 --kernel-name kns=bulk_chain \
       --error-exitcode 9 ./build/stream/decode_stream_sm90/decode_stream_sm90_bench --m 3 --policies spec --repeats 1 \
       --warmup 1 --no-fallback > "$OUT/sanitizer-$tool.log" 2>&1
     echo "sanitizer $tool exit $?: $(tail -1 "$OUT/sanitizer-$tool.log")"

@@ -449,7 +449,7 @@ def test_format_table_sm90_leads_with_run_against_cublas() -> None:
             dict(ROW, m=1024, run_us=463.0, mode="overlap", mode_reason="dispatch table: M <= 2048",
                  cublas_us=475.0),
             dict(ROW, m=4096, run_us=1800.0, mode="pingpong", mode_reason="table", cublas_us=-1.0),
-            dict(ROW, m=16, run_us=40.0, mode="stream", mode_reason="default rule: M <= 64", cublas_us=47.0)]
+            dict(ROW, m=16, run_us=40.0, mode="stream", mode_reason="autotune on this GPU: M <= 64", cublas_us=47.0)]
     table = bench_protocol.format_table(rows)
     headers = [c.header for c in table.columns]
     assert headers[:5] == ["M", "run() us", "run() mode", "cuBLAS chain us", "run() vs cuBLAS"]

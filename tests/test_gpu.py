@@ -384,9 +384,10 @@ def test_embed_example_runs_on_gpu(tmp_path: Path, cutlass_dir: Path) -> None:
 def test_stream_mode_on_gpu(shape: str, tmp_path: Path, cutlass_dir: Path) -> None:
     """Run() mode stream (optimizations.stream_weights), generated and built here: on tests/data/decode_stream_sm90.yaml
     (a gated gemm1, a biased gemm2, partial tiles and a short last copy) and on the shipped MLP chains with the key
-    turned on (llama_mlp_sm90: the SwiGLU stage fused into gemm1's epilogue, which also writes gate | up). At M <= 64 run() takes the mode, which must be within tolerance of the back-to-back run and of the
-    fp32 reference and bitwise equal from one run to the next; at M = 65 run() takes another mode; after
-    autotune the mode is one of the candidates and run() stays right."""
+    turned on (llama_mlp_sm90: the SwiGLU stage fused into gemm1's epilogue, which also writes gate | up). At
+    M <= 64 the bench runs the mode, which must be within tolerance of the back-to-back run and of the fp32
+    reference and bitwise equal from one run to the next; without a table run() never takes it; after autotune
+    the mode is one of the candidates and run() stays right."""
     from cusync_gen.render import generate
     from cusync_gen.spec.loading import read_spec_data
 
@@ -398,7 +399,7 @@ def test_stream_mode_on_gpu(shape: str, tmp_path: Path, cutlass_dir: Path) -> No
     data = read_spec_data(source)
     data["name"] = f"{shape}_stream" if source.parent.name == "examples" else data["name"]
     data.setdefault("optimizations", {})["stream_weights"] = True
-    data.pop("dispatch", None)  # the rule: mode stream at M <= 64
+    data.pop("dispatch", None)  # the rule, which never takes mode stream (the bench times and checks it anyway)
     spec = tmp_path / f"{data['name']}.json"
     spec.write_text(json.dumps(data))
     project = generate(spec, tmp_path / data["name"])
@@ -412,7 +413,7 @@ def test_stream_mode_on_gpu(shape: str, tmp_path: Path, cutlass_dir: Path) -> No
     assert sorted(rows) == [1, 3, 17, 64, 65], out.stdout
     for m, row in rows.items():
         assert row["sync_error"] is None and row["ref_rel_err"] < 1e-2 and row["run_ok"], row
-        assert (row["mode"] == "stream") == (m <= 64), row
+        assert row["mode"] != "stream", row
         if m <= 64:
             assert row["stream_rel_diff"] < 1e-2 and row["stream_repeatable"] and row["stream_us"] > 0, row
     out = subprocess.run([str(bench), "--m", "16,64", "--repeats", "2", "--warmup", "1", "--autotune", "2"],

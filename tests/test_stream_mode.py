@@ -33,9 +33,9 @@ def field_of(spec: dict[str, Any]) -> str:
 def test_a_two_gemm_sm90_chain_takes_the_mode() -> None:
     plan = make_plan(parse_spec(data()))
     assert plan.stream_problem is None and plan.optimizations.stream_weights
-    assert plan.run_mode(1)[0] is Mode.STREAM and plan.run_mode(STREAM_MAX_M)[0] is Mode.STREAM
-    assert plan.run_mode(STREAM_MAX_M + 1)[0] is not Mode.STREAM
-    assert "stream_weights      on: legal: run() mode stream at M <= 64" in plan.describe(1)
+    # Legal, but without a measured table run() does not take it (slower than cuBLASLt on the H200, NOTES d12).
+    assert all(plan.run_mode(m)[0] is not Mode.STREAM for m in (1, STREAM_MAX_M, STREAM_MAX_M + 1))
+    assert "stream_weights      on: legal: run() mode stream at M <= 64 where a measured table" in plan.describe(1)
     assert plan.json_at(1)["optimizations"]["stream_weights"]["legal"] is True
 
 
@@ -92,7 +92,7 @@ def test_a_swiglu_stage_of_its_own_needs_a_plain_first_gemm() -> None:
     spec["optimizations"] = {"stream_weights": True}
     del spec["dispatch"]
     plan = make_plan(parse_spec(spec))
-    assert plan.run_mode(1)[0] is Mode.STREAM and "swiglu stage in the first one's epilogue" in plan.describe(1)
+    assert plan.stream_problem is None and "swiglu stage in the first one's epilogue" in plan.describe(1)
     spec["stages"][0]["epilogue"] = "relu"
     assert field_of(spec) == "stages[0].epilogue"
     spec["stages"][0]["epilogue"] = "identity"

@@ -7,11 +7,7 @@
 #   EXTRA_FLAGS="-I.../include -L.../lib" where cuBLAS is not in the toolkit (e.g. the nvidia-cublas wheel).
 set -u
 R=${1:?OUT_DIR}; mkdir -p "$R"
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-B=${BUILD:-$ROOT/build/decode_probe}; mkdir -p "$B"
-NVCC=${NVCC:-nvcc}; command -v "$NVCC" > /dev/null || NVCC=/usr/local/cuda/bin/nvcc
-FLAGS="${EXTRA_FLAGS:-} -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -I$ROOT/templates/runtime/include -I$ROOT/templates/sm90/include"
-SRC=$ROOT/scripts/decode_probe/main.cu
+. "$(dirname "$0")/probe_env.sh"
 [ -x "$B/decode_probe" ] || $NVCC $FLAGS "$SRC" -o "$B/decode_probe" -lcublas -lcublasLt 2> "$R/build.log" &
 [ -x "$B/decode_probe_c16" ] || $NVCC -DCUSYNC_BULK_CHUNK_STEPS=16 $FLAGS "$SRC" -o "$B/decode_probe_c16" -lcublas -lcublasLt 2> "$R/build16.log" &
 wait
@@ -21,7 +17,7 @@ NCU=${NCU:-1} BIN=$B/decode_probe BIN16=$B/decode_probe_c16 bash "$ROOT/scripts/
 LT=$(find /usr/local/cuda*/ /usr/lib /opt /usr/local/lib -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
 [ -n "$LT" ] && export LD_LIBRARY_PATH=$(dirname "$LT"):${LD_LIBRARY_PATH:-}
 mkdir -p "$R/san"
-only() { echo --kernel-name-base mangled --kernel-regex "kns=$1"; }
+only() { echo --kernel-name "kns=$1"; }
 for tool in memcheck racecheck synccheck; do
   DECODE_PROBE_SHAPES=odd timeout 150 compute-sanitizer --tool $tool $(only bulk_chain) --error-exitcode 9 \
     "$B/decode_probe" "$R/san" > "$R/san/bulk-$tool.txt" 2>&1

@@ -31,8 +31,9 @@ int main() {
   expect(g_packs == 2 && g_pack_k[0] == kK && g_pack_n[0] == 2 * kN1 && g_pack_ld[0] == 2 * kN1 && g_pack_src[0] != w1 &&
              g_pack_k[1] == kN1 && g_pack_n[1] == kN2 && g_pack_ld[1] == kN2 && g_pack_src[1] == w2,
          "both GEMMs packed: gate_up from the interleaved copy (2n columns), down from the caller's weights");
-  expect(c.stream_available() && c.mode() == Mode::kStream && std::strstr(c.mode_reason(), "M <= 64") != nullptr,
-         "run() takes mode stream at M = 1", c.mode_reason());
+  expect(c.stream_available() && c.mode() != Mode::kStream && std::strstr(c.mode_reason(), "default rule") != nullptr,
+         "without a measured table run() keeps the tile-count rule at M = 1", c.mode_reason());
+  expect(c.set_mode(Mode::kStream) == Status::kSuccess && c.mode() == Mode::kStream, "set_mode(kStream)");
   g_launches = 0;
   expect(c.run(nullptr) == Status::kSuccess && g_launches == 1, "run(): one launch, the whole chain");
   cusync::sm90::StreamRun const& r = g_stream_run;
@@ -45,15 +46,16 @@ int main() {
   a.m = 64;
   expect(c.update(a) == Status::kSuccess && c.mode() == Mode::kStream, "M = 64: still mode stream");
   a.m = 65;
-  expect(c.update(a) == Status::kSuccess && !c.stream_available() && c.mode() != Mode::kStream,
-         "M = 65: run() takes another mode", c.mode_reason());
+  expect(c.update(a) == Status::kSuccess && !c.stream_available() && c.set_mode(Mode::kAuto) == Status::kSuccess &&
+             c.mode() != Mode::kStream,
+         "M = 65: not available, run() takes another mode", c.mode_reason());
   g_launches = 0;
   expect(c.run_mode(nullptr, Mode::kStream) == Status::kInvalidArgument && g_launches == 0 &&
              std::strstr(c.last_error(), "mode stream") != nullptr,
          "run_mode(kStream) at M = 65 is refused before anything launches", c.last_error());
   a.m = 3, a.down_weight = w2b;
   int const packs = g_packs;
-  expect(c.update(a) == Status::kSuccess && c.run(nullptr) == Status::kSuccess && g_packs > packs &&
+  expect(c.update(a) == Status::kSuccess && c.set_mode(Mode::kStream) == Status::kSuccess && c.run(nullptr) == Status::kSuccess && g_packs > packs &&
              g_pack_src[1] == w2b && g_stream_run.m == 3,
          "new down weights: packed again on the next run");
   {
@@ -61,7 +63,8 @@ int main() {
     size_t const bytes = DecodeStreamSm90::workspace_size(kMaxM);
     char* ws = static_cast<char*>(aligned_alloc(256, bytes));
     a.m = 8;
-    bool const ok = w.initialize(a, ws, bytes, kMaxM) == Status::kSuccess && w.run(nullptr) == Status::kSuccess;
+    bool const ok = w.initialize(a, ws, bytes, kMaxM) == Status::kSuccess && w.set_mode(Mode::kStream) == Status::kSuccess &&
+                    w.run(nullptr) == Status::kSuccess;
     char const* sems = static_cast<char const*>(static_cast<void const*>(g_stream_run.sems));
     char const* end = static_cast<char const*>(g_stream_run.gemm[1].packed) + cusync::sm90::stream_packed_bytes(kN1, kN2);
     expect(ok && sems >= ws && end <= ws + bytes && g_stream_run.m == 8,

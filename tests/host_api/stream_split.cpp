@@ -30,7 +30,8 @@ int main() {
              g_pack_src[1] == w2 && !g_pack_halves[1] && g_pack_k[1] == kN && g_pack_n[1] == kN2,
          "gemm1's [gate | up] halves packed interleaved, gemm2's as they are");
   g_launches = 0;
-  expect(c.mode() == Mode::kStream && c.run(nullptr) == Status::kSuccess && g_launches == 1, "run(): one launch");
+  expect(c.set_mode(Mode::kStream) == Status::kSuccess && c.mode() == Mode::kStream && c.run(nullptr) == Status::kSuccess &&
+             g_launches == 1, "run() with set_mode(kStream): one launch");
   cusync::sm90::StreamRun const& r = g_stream_run;
   expect(r.stage[0] == 0 && r.stage[1] == 2 && r.gemm[0].act == 3 && r.gemm[0].n == 2 * kN && r.gemm[0].x == x &&
              r.gemm[0].out == h && r.gemm[0].ldo == kN && r.gemm[0].out_raw == h2 && r.gemm[0].ldo_raw == 2 * kN &&

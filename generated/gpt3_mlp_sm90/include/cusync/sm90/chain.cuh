@@ -267,11 +267,6 @@ inline Mode Chain::mode() const {
                   unavailable ? ": cublaslt, built without cuBLASLt, so stream-K" : "");
     return unavailable ? Mode::kStreamK : mode;
   }
-  if (stream_available()) {
-    std::snprintf(mode_reason_, sizeof(mode_reason_), "default rule: M <= %d and the chain keeps packed weights "
-                  "(stream_weights), so one persistent kernel streams them", kStreamMaxM);
-    return Mode::kStream;
-  }
   int64_t pingpong_tiles[kMaxChainStages];
   char const* names[kMaxChainStages];
   int gemms = 0;

@@ -19,8 +19,11 @@
 // WARPS. Warp 4 is the producer: one lane walks the CTA's chunks of gemm1 then gemm2, waits for a free slot
 // (mbarrier, count 4) and issues one bulk copy with complete_tx on the slot's full barrier (L2 evict_first).
 // Warps 0-3 consume: each takes k-steps w and w + 4 of every chunk, reads its A fragments with ld.shared.v4 (a
-// warp instruction reads 512 consecutive bytes: no bank conflict), X's B fragments from global memory one chunk
-// ahead (ld.global.cg), and runs mma.sync m16n8k16 (swap-AB: 64 weight columns x M_pad batch rows per warp).
+// warp instruction reads 512 consecutive bytes: no bank conflict), X's B fragments from global memory
+// kXAhead chunks ahead (ld.global.cg; 4 at M_pad <= 16, 2 at 32, 1 at 64: what fits in registers), and runs
+// mma.sync m16n8k16 (swap-AB: 64 weight columns x M_pad batch rows per warp). With one consumer warp per
+// scheduler nothing hides a dependent instruction's latency, so the loop keeps its per-chunk work to the loads
+// and the mma: chunk positions advance by increment (d11's loop did 64-bit divisions per chunk).
 //
 // PIECE END, DETERMINISTIC. The 4 warps' partials go to shared memory and are summed in warp order. A tile of one
 // piece is finished at once; otherwise the sum goes to workspace slot 2c (the CTA's first piece) or 2c + 1 (its
@@ -32,7 +35,8 @@
 //
 // TILE SYNC (K-range). A consumer warp waits for gemm1's tile k / wait_tile_cols before loading the H fragments
 // of k-step k (bounded spin, lane 0, then an acquire by every lane; a timeout is recorded with the producer tile
-// and the kernel goes on). A CTA finishes all its gemm1 pieces before its first gemm2 wait, and the grid is one
+// and the kernel goes on). A warp remembers the run of producer tiles it has seen posted (Ready), so it polls
+// each about once, not once per k-step. A CTA finishes all its gemm1 pieces before its first gemm2 wait, and the grid is one
 // co-resident wave (one CTA per SM by shared memory), so every awaited tile is produced.
 //
 // ACROSS RUNS (kPdl). The kernel executes griddepcontrol.launch_dependents at entry. Launched as a programmatic
@@ -57,6 +61,11 @@ constexpr int kStepBytes = 2048;                 // one packed k-step of a tile
 #endif
 constexpr int kChunkSteps = CUSYNC_BULK_CHUNK_STEPS;  // k-steps per bulk copy (8: 16 KB; a build option)
 constexpr int kChunkBytes = kChunkSteps * kStepBytes;
+#ifndef CUSYNC_BULK_X_AHEAD
+#define CUSYNC_BULK_X_AHEAD 4
+#endif
+constexpr int kXAheadMax = CUSYNC_BULK_X_AHEAD;  // chunks of X fragments in flight ahead of the mma (a build option)
+static_assert(kXAheadMax >= 1 && kXAheadMax <= 8, "CUSYNC_BULK_X_AHEAD must be in 1..8");
 constexpr int kStepsPerWarp = kChunkSteps / kConsumerWarps;  // k-steps w, w + 4, ... of a chunk
 static_assert(kChunkSteps % kConsumerWarps == 0, "whole k-steps per consumer warp");
 constexpr int kNamedBar = 1;
@@ -97,6 +106,10 @@ enum TraceAt : int {
 template <int kMPad>
 struct BulkCfg {
   static constexpr int kMSub = kMPad / 8;
+  // X fragments in registers per chunk: 2 x kStepsPerWarp x kMSub (4 at M_pad 8, 32 at 64), kXAhead + 1
+  // chunks of them beside the accumulators (4 x kMSub x 4): as many as fit without spilling at M_pad 32 and 64.
+  static constexpr int kXAheadFit = kMPad <= 16 ? 8 : (kMPad == 32 ? 2 : 1);
+  static constexpr int kXAhead = kXAheadMax < kXAheadFit ? kXAheadMax : kXAheadFit;
   static constexpr int kSlot = kTileN * kMPad;                       // floats of one partial (M_pad, 64)
   static constexpr int kScratchBytes = kConsumerWarps * kSlot * 4;
   static constexpr int kRingMax = (kMaxSmem - kScratchBytes - 1024) / kChunkBytes;
@@ -126,6 +139,13 @@ __device__ __forceinline__ uint4 lds_16(uint32_t addr) {
   asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
   return v;
 }
+// 4 bytes from L2 where `ok`, else 0: one predicated load into the destination register, so that no select
+// between the loaded value and 0 makes the warp wait for the load where it is issued.
+__device__ __forceinline__ uint32_t ld_cg_32_if(void const* p, bool ok) {
+  uint32_t v = 0;
+  asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n @q ld.global.cg.u32 %0, [%1];\n}" : "+r"(v) : "l"(p), "r"(int(ok)));
+  return v;
+}
 __device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 // CTA c's chunks of a GEMM: [lo, hi) (empty when c >= g).
@@ -152,23 +172,43 @@ struct BulkChain {
 
   struct XFrag { uint32_t x[kStepsPerWarp][kMSub][2]; };  // B fragments of the warp's k-steps of a chunk
 
-  // B fragments of k-steps (w, w + 4) of chunk q (tile-major) of GEMM b; waits first when b reads the producer.
-  static __device__ __forceinline__ void load_x(BulkGemm const& b, RunCtx const& ctx, int64_t q, int w, int lane,
-                                                int& waited_p, XFrag& f) {
+  // The producer tiles a warp has seen posted in this run: [lo, hi). A wait that found a tile posted stays
+  // satisfied (the epoch's posts only grow), so a warp polls each producer tile about once per pass over K,
+  // not once per k-step; the walk is ascending in K within a tile and restarts at 0 with the next tile.
+  struct Ready {
+    int lo = 0, hi = 0;
+    __device__ __forceinline__ bool has(int p) const { return p >= lo && p < hi; }
+    __device__ __forceinline__ void add(int p) {
+      if (p == hi) ++hi;
+      else if (p == lo - 1) --lo;
+      else { lo = p; hi = p + 1; }
+    }
+  };
+
+  // A chunk position, advanced without division (the consumers' loop does no 64-bit arithmetic per chunk).
+  struct Pos {
+    int tile, cc;
+    __device__ __forceinline__ void next(int chunks) {
+      if (++cc == chunks) { cc = 0; ++tile; }
+    }
+  };
+
+  // B fragments of k-steps (w, w + 4) of chunk (tile, cc) of GEMM b; waits first when b reads the producer.
+  static __device__ __forceinline__ void load_x(BulkGemm const& b, RunCtx const& ctx, Pos at, int w, int lane,
+                                                Ready& ready, XFrag& f) {
     StageArgs const& a = b.a;
-    int const tile = int(q / b.chunks), cc = int(q - int64_t(tile) * b.chunks);
     int const g = lane >> 2, t = lane & 3;
     T const* x = static_cast<T const*>(a.x);
 #pragma unroll
     for (int h = 0; h < kStepsPerWarp; ++h) {
-      int const s = cc * kChunkSteps + w + kConsumerWarps * h;
+      int const s = at.cc * kChunkSteps + w + kConsumerWarps * h;
       int const k = s * reg::kStepK;
       bool const in = s < b.ksteps;
       if (in && a.wait_sems != nullptr) {
-        int const p = k / a.wait_tile_cols;
-        if (p != waited_p) {
-          StreamGemm<T, 8>::warp_wait(a, ctx, p, tile);
-          waited_p = p;
+        int const p = int(unsigned(k) / unsigned(a.wait_tile_cols));
+        if (!ready.has(p)) {
+          StreamGemm<T, 8>::warp_wait(a, ctx, p, at.tile);
+          ready.add(p);
         }
       }
 #pragma unroll
@@ -176,8 +216,8 @@ struct BulkChain {
         int const m = mb * 8 + g;
         T const* row = x + int64_t(m) * a.ldx + k + 2 * t;
         bool const ok = in && m < a.m;
-        f.x[h][mb][0] = ok && k + 2 * t < a.k ? reg::detail::ld_cg_32(row) : 0u;
-        f.x[h][mb][1] = ok && k + 2 * t + 8 < a.k ? reg::detail::ld_cg_32(row + 8) : 0u;
+        f.x[h][mb][0] = detail::ld_cg_32_if(row, ok && k + 2 * t < a.k);
+        f.x[h][mb][1] = detail::ld_cg_32_if(row + 8, ok && k + 2 * t + 8 < a.k);
       }
     }
   }
@@ -244,8 +284,8 @@ struct BulkChain {
       int64_t lo, hi;
       detail::range_of(b, c, lo, hi);
       char const* w = static_cast<char const*>(b.a.w);
+      int tile = int(lo / b.chunks), cc = int(lo - int64_t(tile) * b.chunks);
       for (int64_t q = lo; q < hi; ++q) {
-        int const tile = int(q / b.chunks), cc = int(q - int64_t(tile) * b.chunks);
         int const s0 = cc * kChunkSteps;
         int const steps = b.ksteps - s0 < kChunkSteps ? b.ksteps - s0 : kChunkSteps;
         uint32_t const bytes = uint32_t(steps) * kStepBytes;
@@ -255,6 +295,7 @@ struct BulkChain {
         detail::bulk_load(ring + slot * kChunkBytes, w + (int64_t(tile) * b.ksteps + s0) * kStepBytes, bytes, full,
                           policy);
         if (++slot == C::kStages) { slot = 0; phase ^= 1u; }
+        if (++cc == b.chunks) { cc = 0; ++tile; }
       }
       detail::stamp(p, gi == 0 ? kAtIssuedGemm1 : kAtIssuedAll);
     }
@@ -276,42 +317,61 @@ struct BulkChain {
       int64_t lo, hi;
       detail::range_of(b, c, lo, hi);
       if (lo >= hi) continue;
-      int waited_p = -1;
+      int const n_chunks = int(hi - lo);  // <= tiles x chunks-per-tile (bulk_make keeps it in int)
+      Ready ready;
       float acc[4][kMSub][4];
       reg::detail::zero(acc);
-      XFrag cur, nxt;
-      if (full_mode) load_x(b, ctx, lo, w, lane, waited_p, cur);
+      Pos at{int(lo / b.chunks), 0};
+      at.cc = int(lo - int64_t(at.tile) * b.chunks);
+      // X fragments in kBuf register buffers, chunk i in xs[i % kBuf]: chunk i + kXAhead's loads are issued
+      // before chunk i's full-barrier wait, so each is in flight for kXAhead chunks of the ring. The loop is
+      // unrolled by kBuf so that every buffer index is static: a rotation by register copies would make the
+      // warp wait for the newest loads at every chunk.
+      constexpr int kBuf = C::kXAhead + 1;
+      XFrag xs[kBuf];
+      Pos ahead = at;
+      if (full_mode) {
+#pragma unroll
+        for (int d = 0; d < C::kXAhead; ++d)
+          if (d < n_chunks) {
+            load_x(b, ctx, ahead, w, lane, ready, xs[d]);
+            ahead.next(b.chunks);
+          }
+      }
       if (gi == 1 && threadIdx.x == 0) detail::stamp(p, kAtGemm2Ready);
-      for (int64_t q = lo; q < hi; ++q) {
-        int const tile = int(q / b.chunks), cc = int(q - int64_t(tile) * b.chunks);
-        bool const piece_end = q + 1 == hi || (q + 1) % b.chunks == 0;
-        if (full_mode && q + 1 < hi) {
-          if ((q + 1) % b.chunks == 0) waited_p = -1;  // a new tile restarts at k = 0
-          load_x(b, ctx, q + 1, w, lane, waited_p, nxt);
-        }
-        int const steps = b.ksteps - cc * kChunkSteps < kChunkSteps ? b.ksteps - cc * kChunkSteps : kChunkSteps;
-        ws::dev::mbar_wait(bars + slot * 8, phase);  // full
-        if (gi == 0 && q == lo && threadIdx.x == 0) detail::stamp(p, kAtFirstData);
-        if (full_mode) {
+      for (int i0 = 0; i0 < n_chunks; i0 += kBuf) {
 #pragma unroll
-          for (int h = 0; h < kStepsPerWarp; ++h) {
-            int const s = w + kConsumerWarps * h;
-            if (s < steps) {
-              uint32_t const base = ring + slot * kChunkBytes + s * kStepBytes + lane * 16;
-              uint4 wv[4];
+        for (int d = 0; d < kBuf; ++d) {
+          int const i = i0 + d;
+          if (i >= n_chunks) break;
+          Pos const here = at;
+          at.next(b.chunks);
+          bool const piece_end = i + 1 == n_chunks || at.cc == 0;
+          if (full_mode && i + C::kXAhead < n_chunks) {
+            load_x(b, ctx, ahead, w, lane, ready, xs[(d + C::kXAhead) % kBuf]);
+            ahead.next(b.chunks);
+          }
+          int const steps = b.ksteps - here.cc * kChunkSteps < kChunkSteps ? b.ksteps - here.cc * kChunkSteps : kChunkSteps;
+          ws::dev::mbar_wait(bars + slot * 8, phase);  // full
+          if (gi == 0 && i == 0 && threadIdx.x == 0) detail::stamp(p, kAtFirstData);
+          if (full_mode) {
 #pragma unroll
-              for (int i = 0; i < 4; ++i) wv[i] = detail::lds_16(base + i * 512);
-              reg::detail::mma_packed<T, kMSub>(wv, cur.x[h], acc);
+            for (int h = 0; h < kStepsPerWarp; ++h) {
+              int const s = w + kConsumerWarps * h;
+              if (s < steps) {
+                uint32_t const base = ring + slot * kChunkBytes + s * kStepBytes + lane * 16;
+                uint4 wv[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) wv[j] = detail::lds_16(base + j * 512);
+                reg::detail::mma_packed<T, kMSub>(wv, xs[d].x[h], acc);
+              }
             }
           }
-        }
-        __syncwarp();
-        if (lane == 0) ws::dev::mbar_arrive(bars + (C::kStages + slot) * 8);  // empty
-        if (++slot == C::kStages) { slot = 0; phase ^= 1u; }
-        if (full_mode) {
-          if (q + 1 < hi) cur = nxt;
-          if (piece_end) {
-            finish_piece(b, ctx, c, tile, acc, scratch, flag);
+          __syncwarp();
+          if (lane == 0) ws::dev::mbar_arrive(bars + (C::kStages + slot) * 8);  // empty
+          if (++slot == C::kStages) { slot = 0; phase ^= 1u; }
+          if (full_mode && piece_end) {
+            finish_piece(b, ctx, c, here.tile, acc, scratch, flag);
             reg::detail::zero(acc);
           }
         }
@@ -399,6 +459,7 @@ inline char const* bulk_make(StageArgs const& a, int m_pad, int grid, BulkGemm* 
   b.ksteps = int(reg::reg_ksteps(a.k));
   b.chunks = (b.ksteps + kChunkSteps - 1) / kChunkSteps;
   b.q = int64_t(b.tiles) * b.chunks;
+  if (b.q > int64_t(1) << 30) return "too many chunks (tiles x chunks per tile must stay below 2^30)";
   b.g = int(b.q < grid ? b.q : grid);
   if (a.ws == nullptr || a.arrivals == nullptr) return "workspace and arrival counters are required";
   if (a.ws_slots < 2 * int64_t(b.g)) return "workspace needs 2 x grid slots of 64 x M_pad floats";
