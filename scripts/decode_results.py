@@ -1,7 +1,7 @@
 """The decode results file's tables from one GPU call of scripts/gpu_stream_mode.sh: per chain and M, the HBM
 floor, every peer (the cuBLAS chain and cuBLASLt from the bench; PyTorch eager and torch.compile from
-peers.jsonl), mode stream's own time (where the spec turns it on), run()'s time and mode, time over the floor, achieved TB/s and the checks; then the geomeans the
-decode issue asks for, as its last three lines.
+peers.jsonl), mode stream's own time (where the spec turns it on), run()'s time and mode, time over the floor,
+achieved TB/s and the checks; then the geomeans the decode issue asks for, as its last three lines.
 
     python3 scripts/decode_results.py OUT_DIR --projects .gen-stream [--read-tbps 4.43] [--prefill FILE.jsonl]
 
@@ -91,7 +91,8 @@ def main(argv: list[str]) -> int:
                 ok = ok and r.get("stream_rel_diff", 1) < 1e-2 and r.get("stream_repeatable") and r.get("stream_sync_ok", True)
             cell = lambda v: f"{v:.1f}" if v and v > 0 else "-"  # noqa: E731
             print(f"| {m} | {floor_us:.1f} | {cell(p['cublas'])} | {cell(p['cublaslt'])} | {cell(p['streamk'])} | "
-                  f"{cell(p['stock'])} | {cell(p.get('torch_eager'))} | {cell(p.get('torch_compile'))} | {cell(r.get('stream_us'))} | {run_us:.1f} | "
+                  f"{cell(p['stock'])} | {cell(p.get('torch_eager'))} | {cell(p.get('torch_compile'))} | "
+                  f"{cell(r.get('stream_us'))} | {run_us:.1f} | "
                   f"{r['mode']} | {run_us / floor_us:.2f} | {nbytes / run_us / 1e6:.2f} | "
                   f"{p['cublas'] / run_us:.2f}x | {best / run_us:.2f}x ({best_name}) | {'pass' if ok else 'FAIL'} |")
             if p["cublas"] > 0:

@@ -188,6 +188,11 @@ struct BulkChain {
   // A chunk position, advanced without division (the consumers' loop does no 64-bit arithmetic per chunk).
   struct Pos {
     int tile, cc;
+    // Chunk q (tile-major) of GEMM b: the one division, where a CTA's range starts.
+    static __device__ __forceinline__ Pos of(BulkGemm const& b, int64_t q) {
+      int const tile = int(q / b.chunks);
+      return Pos{tile, int(q - int64_t(tile) * b.chunks)};
+    }
     __device__ __forceinline__ void next(int chunks) {
       if (++cc == chunks) { cc = 0; ++tile; }
     }
@@ -284,18 +289,18 @@ struct BulkChain {
       int64_t lo, hi;
       detail::range_of(b, c, lo, hi);
       char const* w = static_cast<char const*>(b.a.w);
-      int tile = int(lo / b.chunks), cc = int(lo - int64_t(tile) * b.chunks);
+      Pos at = Pos::of(b, lo);
       for (int64_t q = lo; q < hi; ++q) {
-        int const s0 = cc * kChunkSteps;
+        int const s0 = at.cc * kChunkSteps;
         int const steps = b.ksteps - s0 < kChunkSteps ? b.ksteps - s0 : kChunkSteps;
         uint32_t const bytes = uint32_t(steps) * kStepBytes;
         ws::dev::mbar_wait(bars + (C::kStages + slot) * 8, phase ^ 1u);  // empty
         uint32_t const full = bars + slot * 8;
         ws::dev::mbar_expect_tx(full, bytes);
-        detail::bulk_load(ring + slot * kChunkBytes, w + (int64_t(tile) * b.ksteps + s0) * kStepBytes, bytes, full,
+        detail::bulk_load(ring + slot * kChunkBytes, w + (int64_t(at.tile) * b.ksteps + s0) * kStepBytes, bytes, full,
                           policy);
         if (++slot == C::kStages) { slot = 0; phase ^= 1u; }
-        if (++cc == b.chunks) { cc = 0; ++tile; }
+        at.next(b.chunks);
       }
       detail::stamp(p, gi == 0 ? kAtIssuedGemm1 : kAtIssuedAll);
     }
@@ -321,8 +326,7 @@ struct BulkChain {
       Ready ready;
       float acc[4][kMSub][4];
       reg::detail::zero(acc);
-      Pos at{int(lo / b.chunks), 0};
-      at.cc = int(lo - int64_t(at.tile) * b.chunks);
+      Pos at = Pos::of(b, lo);
       // X fragments in kBuf register buffers, chunk i in xs[i % kBuf]: chunk i + kXAhead's loads are issued
       // before chunk i's full-barrier wait, so each is in flight for kXAhead chunks of the ring. The loop is
       // unrolled by kBuf so that every buffer index is static: a rotation by register copies would make the
