@@ -223,12 +223,10 @@ struct Probe {
         w1p.push_back(pa); w2p.push_back(pb);
       }
       {
-        int64_t const c1 = reg::reg_packed_chunks(n1w, sd.k1, 1), c2 = reg::reg_packed_chunks(sd.n2, sd.n1, 1);
         void *pa, *pb;
-        CK(cudaMalloc(&pa, size_t(c1) * 16)); CK(cudaMalloc(&pb, size_t(c2) * 16));
-        reg::reg_pack_kernel<T><<<2048, 256, 0, st>>>(a, sd.k1, n1w, n1w, 1, static_cast<uint4*>(pa), c1);
-        reg::reg_pack_kernel<T><<<2048, 256, 0, st>>>(b, sd.n1, sd.n2, sd.n2, 1, static_cast<uint4*>(pb), c2);
-        CK(cudaGetLastError());
+        CK(cudaMalloc(&pa, size_t(bulk::bulk_packed_bytes(sd.k1, n1w)))); CK(cudaMalloc(&pb, size_t(bulk::bulk_packed_bytes(sd.n1, sd.n2))));
+        CK(bulk::bulk_pack<T>(a, sd.k1, n1w, n1w, false, pa, st));
+        CK(bulk::bulk_pack<T>(b, sd.n1, sd.n2, sd.n2, false, pb, st));
         w1b.push_back(pa); w2b.push_back(pb);
       }
     }

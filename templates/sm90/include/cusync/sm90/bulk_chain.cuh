@@ -9,7 +9,7 @@
 // consecutive bytes, the ring keeps 192 KB per SM in flight without registers, and the producer warp never waits
 // on anything but a free slot, so gemm2's weights stream while gemm1's last tiles are reduced.
 //
-// LAYOUT. W is packed by reg::reg_pack_kernel with one warp along N (reg_stream.cuh, PACKED WEIGHTS): 64-column
+// LAYOUT. W is packed by bulk_pack: reg::reg_pack_kernel with one warp along N (reg_stream.cuh, PACKED WEIGHTS): 64-column
 // tiles, each tile's k-steps (16 rows, 2 KB) consecutive, each k-step in the order in which lane (g, t) reads its
 // four 16-byte A-fragment chunks. A chunk is kChunkSteps (8) k-steps of one tile: 16 KB, or less at the tile's K
 // end. GEMM g has Q = tiles x chunks-per-tile chunks; CTA c of G = min(grid, Q) takes chunks [cQ/G, (c+1)Q/G)
@@ -440,7 +440,20 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // ---- host side ----
 
-// Fills one GEMM of the chain (a.w must be the weights packed by reg_pack_kernel with warps_n = 1); nullptr, or
+// Bytes of the k x n weights packed for the kernel (a multiple of 16).
+inline int64_t bulk_packed_bytes(int k, int n) { return reg::reg_packed_chunks(n, k, 1) * 16; }
+
+// Packs row-major w [k, n] (rows ldw elements apart) into `out` (bulk_packed_bytes(k, n), 16-byte aligned) on
+// `stream`: reg_pack_kernel's layout with one warp along N. halves: w is [gate | up] in halves of n / 2
+// columns, packed interleaved in groups of 8 as the SwiGLU epilogue reads them.
+template <typename T>
+inline cudaError_t bulk_pack(T const* w, int k, int n, int64_t ldw, bool halves, void* out, cudaStream_t stream) {
+  reg::reg_pack_kernel<T><<<2048, 256, 0, stream>>>(w, k, n, ldw, 1, static_cast<uint4*>(out),
+                                                    bulk_packed_bytes(k, n) / 16, halves);
+  return cudaGetLastError();
+}
+
+// Fills one GEMM of the chain (a.w must be the weights packed by bulk_pack); nullptr, or
 // what is wrong.
 inline char const* bulk_make(StageArgs const& a, int m_pad, int grid, BulkGemm* out) {
   auto misaligned = [](void const* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) != 0; };

@@ -51,10 +51,7 @@ Status pack(void const* w, int64_t ldw, int k, int n, bool halves, void* packed,
   if (w == nullptr || packed == nullptr || k <= 0 || n <= 0 || ldw < n || (halves && n % 16 != 0)) {
     return Status::kInvalidArgument;
   }
-  int64_t const chunks = stream_packed_bytes(k, n) / 16;
-  reg::reg_pack_kernel<T><<<2048, 256, 0, stream>>>(static_cast<T const*>(w), k, n, ldw, 1,
-                                                    static_cast<uint4*>(packed), chunks, halves);
-  return from_error(cudaGetLastError());
+  return from_error(bulk::bulk_pack<T>(static_cast<T const*>(w), k, n, ldw, halves, packed, stream));
 }
 
 template <typename T>
