@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # One device call that times v5 (templates/sm90/include/cusync/sm90/bulk_chain.cuh) as it is against the same
-# kernel with each of PATCHES applied (default: d13.patch, NOTES d12's "what it would take" items 1-3, and
-# d13b.patch, the same plus item 4, eight consumer warps at M_pad <= 16), one probe binary per kernel built side by
-# side: each with v5's timeline, on the three shapes at M = 1..64, every variant checked; then the odd shape and
-# memcheck and synccheck on each patched kernel alone. NOTES d12 measured an earlier pair this way (X 4 chunks
-# ahead against 1: PATCHES=none EXTRA_NEXT=-DCUSYNC_BULK_X_AHEAD=1).
-# A patch that does not build is reported and left out. SAN_PATCHES: the patches checked on the odd shape and
-# under the sanitizers (default: all).
+# kernel with each of PATCHES applied (scripts/decode_probe/<name>.patch; default d15 and d16, NOTES d13: d13 and
+# d13b are d12's items 1-3 and 1-4, d14 whole chunks per warp at M_pad <= 16, d15 that plus weights packed as mma
+# fragments, d16 the faster of each per M_pad), one probe binary per kernel built side by side: each with v5's
+# timeline, on the three shapes at M = 1..64 (MS), every variant checked; then the odd shape and memcheck and
+# synccheck on each patched kernel of SAN_PATCHES (default: all). NOTES d12 measured an earlier pair this way (X 4
+# chunks ahead against 1: PATCHES=none EXTRA_NEXT=-DCUSYNC_BULK_X_AHEAD=1). A patch that does not build is
+# reported and left out. Four binaries take ~260 s on an H100 (build ~170 s).
 # Usage: bash scripts/decode_probe/x_ahead_call.sh OUT_DIR
 set -u
 R=${1:?OUT_DIR}; mkdir -p "$R"
 . "$(dirname "$0")/probe_env.sh"
-PATCHES=${PATCHES:-d13 d13b}
+PATCHES=${PATCHES:-d15 d16}
 $NVCC $FLAGS "$SRC" -o "$B/decode_probe" -lcublas -lcublasLt 2> "$R/build.log" &
 for p in $PATCHES; do
   NEXT=$(mktemp -d); cp -r "$ROOT/templates/sm90/include" "$NEXT/"
-  if [ "$p" != none ]; then (cd "$NEXT" && patch -s -p3 < "$ROOT/scripts/decode_probe/$p.patch") || { echo "$p.patch does not apply"; exit 1; }; fi
+  if [ "$p" != none ]; then (cd "$NEXT" && patch -s --batch --forward -p3 < "$ROOT/scripts/decode_probe/$p.patch") || { echo "$p.patch does not apply"; exit 1; }; fi
   $NVCC ${EXTRA_FLAGS:-} ${EXTRA_NEXT:-} -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo \
     -I"$ROOT/templates/runtime/include" -I"$NEXT/include" "$SRC" -o "$B/decode_probe_$p" -lcublas -lcublasLt 2> "$R/build_$p.log" &
 done

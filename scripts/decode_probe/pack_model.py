@@ -1,0 +1,60 @@
+"""Host model of d15/d16's weight packing (bulk_pack_kernel in scripts/decode_probe/d16.patch): for random weights,
+every lane's A fragments from the fragment layout must equal those that the landed layout (reg_pack_kernel with one
+warp along N) gives after mma_packed's byte permutes, with SwiGLU's gate|up halves on and off and K and N tails.
+Mirrors the two kernels' index arithmetic line by line; a model, not the kernels (those ran in the probe).
+
+    python3 scripts/decode_probe/pack_model.py
+"""
+import numpy as np
+def reg_pack(w, k, n, halves):
+    ks = (k + 15)//16; tiles = (n + 63)//64
+    out = np.zeros((tiles*ks*128, 8), np.uint16)
+    for c in range(out.shape[0]):
+        lane = c % 32; i = (c//32) % 4; rest = c//128
+        step = rest % ks; tile = rest // ks
+        g, t = lane >> 2, lane & 3
+        row = step*16 + 2*t + (i & 1) + (8 if i >= 2 else 0)
+        col = tile*64 + 8*g
+        src = (col//16)*8 + (n//2 if col % 16 >= 8 else 0) if halves else col
+        if row < k and col < n: out[c] = w[row, src:src+8]
+    return out
+def frag_pack(w, k, n, halves):
+    ks = (k + 15)//16; tiles = (n + 63)//64
+    out = np.zeros((tiles*ks*128, 8), np.uint16)
+    for c in range(out.shape[0]):
+        lane = c % 32; j = (c//32) % 4; rest = c//128
+        step = rest % ks; tile = rest // ks
+        g, t = lane >> 2, lane & 3
+        col8 = tile*64 + 8*g
+        src8 = (col8//16)*8 + (n//2 if col8 % 16 >= 8 else 0) if halves else col8
+        v = []
+        for r in range(4):
+            row = step*16 + 2*t + (8 if r >= 2 else 0)
+            col = src8 + 2*j + (r & 1)
+            lo = w[row, col] if row < k and col8 < n else 0
+            hi = w[row+1, col] if row + 1 < k and col8 < n else 0
+            v += [lo, hi]
+        out[c] = v
+    return out
+def perm(a, b, sel):  # __byte_perm on 16-bit halves: 0x5410 -> (a.lo, b.lo), 0x7632 -> (a.hi, b.hi)
+    return (a[0], b[0]) if sel == 0x5410 else (a[1], b[1])
+rng = np.random.default_rng(1)
+for k, n, halves in [(40, 80, False), (48, 96, True), (24, 64, True), (136, 200, False)]:
+    w = rng.integers(1, 60000, size=(k, n), dtype=np.uint16)
+    rp, fp = reg_pack(w, k, n, halves), frag_pack(w, k, n, halves)
+    ks = (k + 15)//16; tiles = (n + 63)//64
+    bad = 0
+    for tile in range(tiles):
+        for s in range(ks):
+            for lane in range(32):
+                base = (tile*ks + s)*128
+                wr = [rp[base + i*32 + lane] for i in range(4)]
+                for j in range(4):
+                    lo0, lo1 = wr[0][2*j:2*j+2], wr[1][2*j:2*j+2]
+                    hi0, hi1 = wr[2][2*j:2*j+2], wr[3][2*j:2*j+2]
+                    af = [perm(lo0, lo1, 0x5410), perm(lo0, lo1, 0x7632), perm(hi0, hi1, 0x5410), perm(hi0, hi1, 0x7632)]
+                    got = fp[base + j*32 + lane]
+                    exp = [x for p in af for x in p]
+                    bad += list(got) != [int(x) for x in exp]
+    print(f"k={k} n={n} halves={halves}: {bad} mismatching fragments")
+    assert bad == 0
