@@ -43,20 +43,7 @@ if [ "${SANITIZE:-1}" = 1 ] && [ -x ./build/stream/decode_stream_sm90/decode_str
     echo "sanitizer $tool exit $?: $(tail -1 "$OUT/sanitizer-$tool.log")"
   done
 fi
-python3 - "$OUT" <<'PY'
-import json, pathlib, sys
-bad = 0
-for f in sorted(pathlib.Path(sys.argv[1]).glob("check-*.jsonl")) + sorted(pathlib.Path(sys.argv[1]).glob("bench-*.jsonl")):
-    rows = [json.loads(l) for l in f.read_text().splitlines() if l.startswith("{") and '"m"' in l]
-    for r in rows:
-        stream_ok = r["m"] > 64 or (r.get("stream_rel_diff", 1) < 1e-2 and r.get("stream_repeatable") and r.get("stream_us", 0) > 0)
-        ok = r["sync_error"] is None and r["ref_rel_err"] < 1e-2 and r.get("run_ok") and stream_ok
-        bad += not ok
-        print(f"{f.stem:40s} M={r['m']:4d} run={r.get('mode'):9s} {r.get('run_us', 0):8.2f} us  stream {r.get('stream_us', 0):8.2f}"
-              f"  cublaslt {r.get('cublaslt_us', 0):8.2f}  cublas {r.get('cublas_us', 0):8.2f}  diff {r.get('stream_rel_diff', 0):.1e}"
-              f"  {'ok' if ok else 'FAIL'}")
-print("stream mode:", "ALL OK" if bad == 0 else f"{bad} FAILED")
-PY
+python3 scripts/stream_check_summary.py "$OUT" "stream mode"
 if python3 -c "import torch" 2>/dev/null && [ "${PEERS:-1}" = 1 ]; then
   timeout 400 python3 scripts/torch_peers.py $(for p in $PROJECTS; do echo "$GEN/$p"; done) --m "${MS:-1,2,4,8,16,32,64,128}" \
     --compile "${COMPILE_MS:-1,16,64}" > "$OUT/peers.jsonl" 2> "$OUT/peers.err"; echo "peers exit $?"

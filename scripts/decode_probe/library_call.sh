@@ -49,20 +49,4 @@ if has san && [ -x "$B/decode_stream_sm90/build/decode_stream_sm90_bench" ]; the
   done
 fi
 has check || has bench || exit 0
-python3 - "$R" <<'PY'
-import json, pathlib, sys
-bad = rows_seen = 0
-for f in sorted(pathlib.Path(sys.argv[1]).glob("check-*.jsonl")) + sorted(pathlib.Path(sys.argv[1]).glob("bench-*.jsonl")):
-    for line in f.read_text().splitlines():
-        if not (line.startswith("{") and '"m"' in line):
-            continue
-        r = json.loads(line)
-        rows_seen += 1
-        stream_ok = r["m"] > 64 or (r.get("stream_rel_diff", 1) < 1e-2 and r.get("stream_repeatable") and r.get("stream_us", 0) > 0)
-        ok = r["sync_error"] is None and r["ref_rel_err"] < 1e-2 and r.get("run_ok") and stream_ok
-        bad += not ok
-        print(f"{f.stem:36s} M={r['m']:4d} run={str(r.get('mode')):9s} {r.get('run_us', 0):8.2f} us  stream {r.get('stream_us', 0):8.2f}"
-              f"  cublaslt {r.get('cublaslt_us', 0):8.2f}  cublas {r.get('cublas_us', 0):8.2f}  diff {r.get('stream_rel_diff', 0):.1e}"
-              f"  {'ok' if ok else 'FAIL'}")
-print("library with the patch:", "ALL OK" if bad == 0 and rows_seen else f"{bad} FAILED of {rows_seen} rows")
-PY
+python3 "$ROOT/scripts/stream_check_summary.py" "$R" "library with $PATCH"

@@ -5,39 +5,53 @@ Mirrors the two kernels' index arithmetic line by line; a model, not the kernels
 
     python3 scripts/decode_probe/pack_model.py
 """
+
 import numpy as np
+
+
+def chunks(k, n):
+    """Every 16-byte chunk c of both layouts: (c, index within the lane's four, step, lane (g, t), its 8 columns)."""
+    ks = (k + 15) // 16
+    for c in range(((n + 63) // 64) * ks * 128):
+        lane, i, rest = c % 32, (c // 32) % 4, c // 128
+        step, tile = rest % ks, rest // ks
+        yield c, i, step, lane >> 2, lane & 3, tile * 64 + 8 * (lane >> 2)
+
+
+def source_col(col8, n, halves):
+    """The first weight column of a group of 8 (SwiGLU's gate|up halves interleaved in groups of 8)."""
+    return (col8 // 16) * 8 + (n // 2 if col8 % 16 >= 8 else 0) if halves else col8
+
+
 def reg_pack(w, k, n, halves):
-    ks = (k + 15)//16; tiles = (n + 63)//64
-    out = np.zeros((tiles*ks*128, 8), np.uint16)
-    for c in range(out.shape[0]):
-        lane = c % 32; i = (c//32) % 4; rest = c//128
-        step = rest % ks; tile = rest // ks
-        g, t = lane >> 2, lane & 3
-        row = step*16 + 2*t + (i & 1) + (8 if i >= 2 else 0)
-        col = tile*64 + 8*g
-        src = (col//16)*8 + (n//2 if col % 16 >= 8 else 0) if halves else col
-        if row < k and col < n: out[c] = w[row, src:src+8]
+    out = np.zeros((((n + 63) // 64) * ((k + 15) // 16) * 128, 8), np.uint16)
+    for c, i, step, g, t, col in chunks(k, n):
+        row = step * 16 + 2 * t + (i & 1) + (8 if i >= 2 else 0)
+        src = source_col(col, n, halves)
+        if row < k and col < n:
+            out[c] = w[row, src:src + 8]
     return out
+
+
 def frag_pack(w, k, n, halves):
-    ks = (k + 15)//16; tiles = (n + 63)//64
-    out = np.zeros((tiles*ks*128, 8), np.uint16)
-    for c in range(out.shape[0]):
-        lane = c % 32; j = (c//32) % 4; rest = c//128
-        step = rest % ks; tile = rest // ks
-        g, t = lane >> 2, lane & 3
-        col8 = tile*64 + 8*g
-        src8 = (col8//16)*8 + (n//2 if col8 % 16 >= 8 else 0) if halves else col8
+    out = np.zeros((((n + 63) // 64) * ((k + 15) // 16) * 128, 8), np.uint16)
+    for c, j, step, g, t, col8 in chunks(k, n):
+        src8 = source_col(col8, n, halves)
         v = []
         for r in range(4):
-            row = step*16 + 2*t + (8 if r >= 2 else 0)
-            col = src8 + 2*j + (r & 1)
+            row = step * 16 + 2 * t + (8 if r >= 2 else 0)
+            col = src8 + 2 * j + (r & 1)
             lo = w[row, col] if row < k and col8 < n else 0
-            hi = w[row+1, col] if row + 1 < k and col8 < n else 0
+            hi = w[row + 1, col] if row + 1 < k and col8 < n else 0
             v += [lo, hi]
         out[c] = v
     return out
+
+
 def perm(a, b, sel):  # __byte_perm on 16-bit halves: 0x5410 -> (a.lo, b.lo), 0x7632 -> (a.hi, b.hi)
     return (a[0], b[0]) if sel == 0x5410 else (a[1], b[1])
+
+
 rng = np.random.default_rng(1)
 for k, n, halves in [(40, 80, False), (48, 96, True), (24, 64, True), (136, 200, False)]:
     w = rng.integers(1, 60000, size=(k, n), dtype=np.uint16)

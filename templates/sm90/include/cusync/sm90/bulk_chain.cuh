@@ -9,9 +9,9 @@
 // consecutive bytes, the ring keeps 192 KB per SM in flight without registers, and the producer warp never waits
 // on anything but a free slot, so gemm2's weights stream while gemm1's last tiles are reduced.
 //
-// LAYOUT. W is packed by bulk_pack: reg::reg_pack_kernel with one warp along N (reg_stream.cuh, PACKED WEIGHTS): 64-column
-// tiles, each tile's k-steps (16 rows, 2 KB) consecutive, each k-step in the order in which lane (g, t) reads its
-// four 16-byte A-fragment chunks. A chunk is kChunkSteps (8) k-steps of one tile: 16 KB, or less at the tile's K
+// LAYOUT. W is packed by bulk_pack, reg::reg_pack_kernel with one warp along N (reg_stream.cuh, PACKED WEIGHTS):
+// 64-column tiles, each tile's k-steps (16 rows, 2 KB) consecutive, each k-step in the order in which lane (g, t)
+// reads its four 16-byte A-fragment chunks. A chunk is kChunkSteps (8) k-steps of one tile: 16 KB, or less at the tile's K
 // end. GEMM g has Q = tiles x chunks-per-tile chunks; CTA c of G = min(grid, Q) takes chunks [cQ/G, (c+1)Q/G)
 // (stream-K in tile-major order, every CTA the same bytes). A CTA's range is one or more pieces (runs of one tile);
 // only its first and last can be shared with other CTAs.
@@ -441,7 +441,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // ---- host side ----
 
 // Bytes of the k x n weights packed for the kernel (a multiple of 16).
-inline int64_t bulk_packed_bytes(int k, int n) { return reg::reg_packed_chunks(n, k, 1) * 16; }
+constexpr int64_t bulk_packed_bytes(int k, int n) { return reg::reg_packed_chunks(n, k, 1) * 16; }
 
 // Packs row-major w [k, n] (rows ldw elements apart) into `out` (bulk_packed_bytes(k, n), 16-byte aligned) on
 // `stream`: reg_pack_kernel's layout with one warp along N. halves: w is [gate | up] in halves of n / 2

@@ -14,6 +14,9 @@ namespace reg = cusync::stream::reg;
 
 static_assert(bulk::kTileN == kStreamTileN && bulk::kStepBytes == kStreamStepBytes && reg::kStepK == kStreamStepK,
               "stream_mode.h sizes the packed weights as bulk_chain.cuh reads them");
+static_assert(bulk::bulk_packed_bytes(8, 8) == stream_packed_bytes(8, 8) &&
+                  bulk::bulk_packed_bytes(4104, 200) == stream_packed_bytes(4104, 200),
+              "bulk_pack writes the bytes stream_mode.h allots");
 static_assert(sizeof(cusync::stream::StreamState) <= size_t(kStreamStateBytes), "the run state fits its bytes");
 static_assert(int(StreamAct::kSilu) == int(cusync::stream::Act::kSilu) &&
                   int(StreamAct::kSwiglu) == int(cusync::stream::Act::kSwiglu) &&
