@@ -7,16 +7,17 @@
 #                  back and of the fp32 reference, bitwise equal run to run (llama_mlp_sm90_stream packs gate|up
 #                  halves, which the probe does not);
 #   bench-*.jsonl  MS, every mode in one binary against cuBLAS and cuBLASLt (after a short autotune);
-#   memcheck and racecheck of the kernel alone in decode_stream_sm90 at M = 3 and 9.
+#   memcheck of the kernel alone in decode_stream_sm90 at M = 3 and 9 (racecheck: race_call.sh, whose driver has
+#   no cuBLAS kernel; racecheck fails inside the bench's cuBLAS peers before it reaches ours).
 # PHASE (build,check,bench,san) picks the steps: a caller can build here while the GPU runs something else, then
 # check and time. Carry third_party/cutlass (git-ignored) with the call. Prints one line per check row and a verdict.
 # Usage: python3 scripts/stream_specs.py .gen-stream (here); on the GPU:
-#   PATCH=d16 bash scripts/decode_probe/library_call.sh OUT_DIR
+#   [PATCH=name] bash scripts/decode_probe/library_call.sh OUT_DIR   (PATCH none, the default: the kernel as it is)
 set -u
 R=${1:?OUT_DIR}; mkdir -p "$R"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 GEN=${GEN_DIR:-$ROOT/.gen-stream}
-PATCH=${PATCH:-d16}
+PATCH=${PATCH:-none}
 PROJECTS=${PROJECTS:-decode_stream_sm90 llama_mlp_sm90_stream}
 B=${BUILD:-/tmp/library_call}
 CUT=${CUTLASS_DIR:-$ROOT/third_party/cutlass}
@@ -41,7 +42,7 @@ for p in $PROJECTS; do
     > "$R/bench-$p.jsonl" 2> "$R/bench-$p.err" && echo "bench $p done at ${SECONDS}s"
 done
 if has san && [ -x "$B/decode_stream_sm90/build/decode_stream_sm90_bench" ]; then
-  for tool in memcheck racecheck; do
+  for tool in memcheck; do
     timeout 120 compute-sanitizer --tool $tool --print-limit 20 --kernel-name kns=bulk_chain --error-exitcode 9 \
       "$B/decode_stream_sm90/build/decode_stream_sm90_bench" --m 3,9 --policies spec --repeats 1 --warmup 1 --no-fallback \
       > "$R/sanitizer-$tool.log" 2>&1

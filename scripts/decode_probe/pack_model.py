@@ -1,6 +1,6 @@
-"""Host model of d15/d16's weight packing (bulk_pack_kernel in scripts/decode_probe/d16.patch): for random weights,
-every lane's A fragments from the fragment layout must equal those that the landed layout (reg_pack_kernel with one
-warp along N) gives after mma_packed's byte permutes, with SwiGLU's gate|up halves on and off and K and N tails.
+"""Host model of the stream kernel's weight packing (detail::bulk_pack_kernel in bulk_chain.cuh, NOTES d13's d15):
+for random weights, every lane's A fragments from the fragment layout must equal those that the earlier layout
+(reg_pack_kernel with one warp along N, which reg_stream.cuh still uses) gives after mma_packed's byte permutes, with SwiGLU's gate|up halves on and off and K and N tails.
 Mirrors the two kernels' index arithmetic line by line; a model, not the kernels (those ran in the probe).
 
     python3 scripts/decode_probe/pack_model.py

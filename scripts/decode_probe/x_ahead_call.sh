@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # One device call that times v5 (templates/sm90/include/cusync/sm90/bulk_chain.cuh) as it is against the same
-# kernel with each of PATCHES applied (scripts/decode_probe/<name>.patch; default d15 and d16, NOTES d13: d13 and
-# d13b are d12's items 1-3 and 1-4, d14 whole chunks per warp at M_pad <= 16, d15 that plus weights packed as mma
-# fragments, d16 the faster of each per M_pad), one probe binary per kernel built side by side: each with v5's
+# kernel with each of PATCHES applied (scripts/decode_probe/<name>.patch, none by default; NOTES d13's patches d13
+# to d16 are in the git history, and d16 landed), one probe binary per kernel built side by side: each with v5's
 # timeline, on the three shapes at M = 1..64 (MS), every variant checked; then the odd shape and memcheck and
 # synccheck on each patched kernel of SAN_PATCHES (default: all). NOTES d12 measured an earlier pair this way (X 4
 # chunks ahead against 1: PATCHES=none EXTRA_NEXT=-DCUSYNC_BULK_X_AHEAD=1). A patch that does not build is
@@ -11,7 +10,7 @@
 set -u
 R=${1:?OUT_DIR}; mkdir -p "$R"
 . "$(dirname "$0")/probe_env.sh"
-PATCHES=${PATCHES:-d15 d16}
+PATCHES=${PATCHES:-}
 $NVCC $FLAGS "$SRC" -o "$B/decode_probe" -lcublas -lcublasLt 2> "$R/build.log" &
 for p in $PATCHES; do
   NEXT=$(mktemp -d); cp -r "$ROOT/templates/sm90/include" "$NEXT/"

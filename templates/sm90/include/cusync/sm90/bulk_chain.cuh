@@ -9,23 +9,28 @@
 // consecutive bytes, the ring keeps 192 KB per SM in flight without registers, and the producer warp never waits
 // on anything but a free slot, so gemm2's weights stream while gemm1's last tiles are reduced.
 //
-// LAYOUT. W is packed by bulk_pack, reg::reg_pack_kernel with one warp along N (reg_stream.cuh, PACKED WEIGHTS):
-// 64-column tiles, each tile's k-steps (16 rows, 2 KB) consecutive, each k-step in the order in which lane (g, t)
-// reads its four 16-byte A-fragment chunks. A chunk is kChunkSteps (8) k-steps of one tile: 16 KB, or less at the tile's K
-// end. GEMM g has Q = tiles x chunks-per-tile chunks; CTA c of G = min(grid, Q) takes chunks [cQ/G, (c+1)Q/G)
-// (stream-K in tile-major order, every CTA the same bytes). A CTA's range is one or more pieces (runs of one tile);
-// only its first and last can be shared with other CTAs.
+// LAYOUT. W is packed by bulk_pack (detail::bulk_pack_kernel): 64-column tiles, each tile's k-steps (16 rows,
+// 2 KB) consecutive, each k-step as four 512-byte groups, group j holding every lane's A fragment of mma tile j
+// (the row pairs interleaved at pack time, so the shared loads feed the mma as they are). A chunk is kChunkSteps
+// (8) k-steps of one tile: 16 KB, or less at the tile's K end. GEMM g has Q = tiles x chunks-per-tile chunks;
+// CTA c of G = min(grid, Q) takes chunks [cQ/G, (c+1)Q/G) (stream-K in tile-major order, every CTA the same
+// bytes). A CTA's range is one or more pieces (runs of one tile); only its first and last can be shared with
+// other CTAs.
 //
-// WARPS. Warp 4 is the producer: one lane walks the CTA's chunks of gemm1 then gemm2, waits for a free slot
-// (mbarrier, count 4) and issues one bulk copy with complete_tx on the slot's full barrier (L2 evict_first).
-// Warps 0-3 consume: each takes k-steps w and w + 4 of every chunk, reads its A fragments with ld.shared.v4 (a
-// warp instruction reads 512 consecutive bytes: no bank conflict), X's B fragments from global memory
-// kXAhead chunks ahead (ld.global.cg; 4 at M_pad <= 16, 2 at 32, 1 at 64: what fits in registers), and runs
-// mma.sync m16n8k16 (swap-AB: 64 weight columns x M_pad batch rows per warp). With one consumer warp per
-// scheduler nothing hides a dependent instruction's latency, so the loop keeps its per-chunk work to the loads
-// and the mma: chunk positions advance by increment (d11's loop did 64-bit divisions per chunk).
+// WARPS. W consumer warps (BulkCfg::kConsumerWarps) and warp W, the producer: one lane walks the CTA's chunks of
+// gemm1 then gemm2, waits for a free slot (mbarrier) and issues one bulk copy with complete_tx on the slot's full
+// barrier (L2 evict_first). The consumers read A fragments with ld.shared.v4 (a warp instruction reads 512
+// consecutive bytes: no bank conflict), X's B fragments from global memory ahead of use (ld.global.cg), and run
+// mma.sync m16n8k16 (swap-AB: 64 weight columns x M_pad batch rows per warp). Two ways to split a chunk:
+// - M_pad 8 (kChunked): 6 warps, each taking whole chunks (w, w + 6, ...: all 8 k-steps; X one chunk ahead), so a
+//   chunk's fixed work (barrier wait, X loads, position) is paid once; a slot has one consumer (consumers_chunked);
+// - M_pad 16: 8 warps, 32 and 64: 4, each taking k-steps w, w + W, ... of every chunk (X kXAhead chunks ahead:
+//   2, or 1 at M_pad 64, what fits in registers); a slot is free once all W have arrived.
+// At few rows a warp's chunk is a short dependent chain of loads and mma, so the loop keeps its per-chunk work to
+// the loads and the mma (chunk positions advance by increment, parameters stay in registers), and at M_pad <= 16
+// a second warp per scheduler fills the first one's stalls.
 //
-// PIECE END, DETERMINISTIC. The 4 warps' partials go to shared memory and are summed in warp order. A tile of one
+// PIECE END, DETERMINISTIC. The W warps' partials go to shared memory and are summed in warp order. A tile of one
 // piece is finished at once; otherwise the sum goes to workspace slot 2c (the CTA's first piece) or 2c + 1 (its
 // last), the CTA arrives on the tile's epoch-tagged counter, and the last arriver sums the tile's slots in CTA
 // order (fixed by arithmetic, whoever arrives last), adds the bias, applies the activation (identity, relu,
@@ -51,9 +56,32 @@
 
 namespace cusync::stream::bulk {
 
-constexpr int kConsumerWarps = 4;
-constexpr int kConsumerThreads = 32 * kConsumerWarps;
-constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
+#ifndef CUSYNC_BULK_SMALL_M_WARPS
+#define CUSYNC_BULK_SMALL_M_WARPS 8
+#endif
+#ifndef CUSYNC_BULK_CHUNK_PER_WARP_MAX_M
+#define CUSYNC_BULK_CHUNK_PER_WARP_MAX_M 8
+#endif
+#ifndef CUSYNC_BULK_CHUNKED_WARPS
+#define CUSYNC_BULK_CHUNKED_WARPS 6
+#endif
+// Whole chunks per consumer warp at M_pad <= CUSYNC_BULK_CHUNK_PER_WARP_MAX_M (8; 0: never): warp w takes chunks
+// w, w + W, ... (all their k-steps), so a chunk's fixed work (its barrier wait, X loads, position) is paid once,
+// not once per warp. Measured (H100): 2-3% ahead of eight warps splitting the k-steps at M_pad 8, 6-7% behind
+// them at 16 (two chunks of X fragments per warp).
+template <int kMPad>
+constexpr bool chunk_per_warp() { return kMPad <= CUSYNC_BULK_CHUNK_PER_WARP_MAX_M; }
+// Consumer warps: with a chunk each, 6 (with the producer, at most two warps per scheduler and up to 255
+// registers each; 8 would put three on one scheduler and cap every warp at 168; and 6 divides the ring's 12
+// stages, see consumers_chunked); else 8 splitting each chunk's k-steps at M_pad <= 16 (two per scheduler: at few
+// rows a warp's chunk is a short dependent chain of loads and mma, and a second warp fills its stalls), 4 above
+// (their partials and X fragments need the room).
+template <int kMPad>
+constexpr int consumer_warps() {
+  return chunk_per_warp<kMPad>() ? CUSYNC_BULK_CHUNKED_WARPS : (kMPad <= 16 ? CUSYNC_BULK_SMALL_M_WARPS : 4);
+}
+static_assert(CUSYNC_BULK_SMALL_M_WARPS == 4 || CUSYNC_BULK_SMALL_M_WARPS == 8, "4 or 8 consumer warps");
+static_assert(CUSYNC_BULK_CHUNKED_WARPS >= 2 && CUSYNC_BULK_CHUNKED_WARPS <= 12, "2 to 12 consumer warps");
 constexpr int kTileN = 64;                       // weight columns per tile (one warp along N, packed)
 constexpr int kStepBytes = 2048;                 // one packed k-step of a tile
 #ifndef CUSYNC_BULK_CHUNK_STEPS
@@ -62,12 +90,10 @@ constexpr int kStepBytes = 2048;                 // one packed k-step of a tile
 constexpr int kChunkSteps = CUSYNC_BULK_CHUNK_STEPS;  // k-steps per bulk copy (8: 16 KB; a build option)
 constexpr int kChunkBytes = kChunkSteps * kStepBytes;
 #ifndef CUSYNC_BULK_X_AHEAD
-#define CUSYNC_BULK_X_AHEAD 4
+#define CUSYNC_BULK_X_AHEAD 2
 #endif
 constexpr int kXAheadMax = CUSYNC_BULK_X_AHEAD;  // chunks of X fragments in flight ahead of the mma (a build option)
 static_assert(kXAheadMax >= 1 && kXAheadMax <= 8, "CUSYNC_BULK_X_AHEAD must be in 1..8");
-constexpr int kStepsPerWarp = kChunkSteps / kConsumerWarps;  // k-steps w, w + 4, ... of a chunk
-static_assert(kChunkSteps % kConsumerWarps == 0, "whole k-steps per consumer warp");
 constexpr int kNamedBar = 1;
 constexpr int kMaxSmem = 227 * 1024;
 
@@ -106,6 +132,18 @@ enum TraceAt : int {
 template <int kMPad>
 struct BulkCfg {
   static constexpr int kMSub = kMPad / 8;
+  static constexpr int kConsumerWarps = consumer_warps<kMPad>();
+  static constexpr int kConsumerThreads = 32 * kConsumerWarps;
+  static constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
+  static constexpr bool kChunked = chunk_per_warp<kMPad>();
+  // k-steps of a chunk per warp: all of them (kChunked), else w, w + warps, ...
+  static constexpr int kStepsPerWarp = kChunked ? kChunkSteps : kChunkSteps / kConsumerWarps;
+  static_assert(kChunked || kChunkSteps % kConsumerWarps == 0, "whole k-steps per consumer warp");
+  // A slot's empty barrier completes when every lane of its consumer warps has arrived: each lane's arrive
+  // (.release) orders its own shared loads of the slot before the producer's next bulk copy into it. (One arrive
+  // per warp after __syncwarp reads the same on the GPU, but racecheck reports every wrapped slot as a race, and
+  // the PTX model is plainer this way; the 32 arrives cost nothing measurable.)
+  static constexpr int kEmptyArrivals = 32 * (kChunked ? 1 : kConsumerWarps);
   // X fragments in registers per chunk: 2 x kStepsPerWarp x kMSub (4 at M_pad 8, 32 at 64), kXAhead + 1
   // chunks of them beside the accumulators (4 x kMSub x 4): as many as fit without spilling at M_pad 32 and 64.
   static constexpr int kXAheadFit = kMPad <= 16 ? 8 : (kMPad == 32 ? 2 : 1);
@@ -118,6 +156,7 @@ struct BulkCfg {
   static constexpr int kSmemBytes = kBarOff + 2 * kStages * 8 + 16;
   static_assert(kMPad == 8 || kMPad == 16 || kMPad == 32 || kMPad == 64, "M_pad 8..64");
   static_assert(kSmemBytes <= kMaxSmem && kStages * kChunkSteps >= 64, "shared memory");
+  static_assert(!kChunked || kStages % kConsumerWarps == 0, "a chunk per warp: the warps must divide the stages");
 };
 
 namespace detail {
@@ -125,6 +164,7 @@ namespace detail {
 __device__ __forceinline__ void stamp(BulkParams const& p, int at) {
   if (p.trace != nullptr) p.trace[int64_t(blockIdx.x) * kTraceWords + at] = ptx::globaltimer_ns();
 }
+template <int kConsumerThreads>
 __device__ __forceinline__ void consumer_bar() {
   asm volatile("bar.sync %0, %1;" ::"n"(kNamedBar), "n"(kConsumerThreads) : "memory");
 }
@@ -148,6 +188,47 @@ __device__ __forceinline__ uint32_t ld_cg_32_if(void const* p, bool ok) {
 }
 __device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
+// One k-step of a warp: w[j], the lane's A fragment of mma tile j as bulk_pack stored it (no byte permutes),
+// times kMSub B fragments.
+template <typename T, int kMSub>
+__device__ __forceinline__ void mma_frag(uint4 const (&w)[4], uint32_t const (&x)[kMSub][2], float (&acc)[4][kMSub][4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    uint32_t const af[4] = {w[j].x, w[j].y, w[j].z, w[j].w};
+#pragma unroll
+    for (int mb = 0; mb < kMSub; ++mb) cusync::stream::detail::Mma<T>::run(acc[j][mb], af, x[mb][0], x[mb][1]);
+  }
+}
+
+// bulk_pack's layout: 16-byte chunk ((tile * ksteps + s) * 4 + j) * 32 + lane holds lane (g, t)'s A fragment
+// of mma tile j at k-step s, the pairs (rows r, r + 1; column c), (r, r + 1; c + 1), (r + 8, r + 9; c),
+// (r + 8, r + 9; c + 1) with r = 16 s + 2 t and c = tile * 64 + 8 g + 2 j (each pair's first row in its low half);
+// zeros past K or N. Each ld.shared.v4 of a warp still reads 512 consecutive bytes, and the words are the mma's
+// operands as they are (reg_pack_kernel's rows needed 4 byte permutes per mma tile).
+template <typename T>
+__global__ void bulk_pack_kernel(T const* w, int k, int n, int64_t ldw, uint4* out, int64_t chunks, bool halves) {
+  uint16_t const* w16 = reinterpret_cast<uint16_t const*>(w);
+  int64_t const ks = reg::reg_ksteps(k);
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += int64_t(gridDim.x) * blockDim.x) {
+    int const lane = int(c % 32), j = int((c / 32) % 4);
+    int64_t const rest = c / 128;
+    int const step = int(rest % ks), tile = int(rest / ks);
+    int const g = lane >> 2, t = lane & 3;
+    int const col8 = tile * kTileN + 8 * g;  // the lane's group of 8 columns (all in N or all past it)
+    int const src8 = halves ? (col8 / 16) * 8 + (col8 % 16 >= 8 ? n / 2 : 0) : col8;
+    uint32_t v[4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      int const row = step * reg::kStepK + 2 * t + (r >= 2 ? 8 : 0);
+      int64_t const col = src8 + 2 * j + (r & 1);
+      uint32_t const lo = row < k && col8 < n ? w16[int64_t(row) * ldw + col] : 0u;
+      uint32_t const hi = row + 1 < k && col8 < n ? w16[int64_t(row + 1) * ldw + col] : 0u;
+      v[r] = lo | hi << 16;
+    }
+    out[c] = make_uint4(v[0], v[1], v[2], v[3]);
+  }
+}
+
 // CTA c's chunks of a GEMM: [lo, hi) (empty when c >= g).
 __device__ __forceinline__ void range_of(BulkGemm const& b, int c, int64_t& lo, int64_t& hi) {
   if (c >= b.g) { lo = hi = 0; return; }
@@ -169,6 +250,9 @@ template <typename T, int kMPad>
 struct BulkChain {
   using C = BulkCfg<kMPad>;
   static constexpr int kMSub = C::kMSub;
+  static constexpr int kConsumerWarps = C::kConsumerWarps;
+  static constexpr int kConsumerThreads = C::kConsumerThreads;
+  static constexpr int kStepsPerWarp = C::kStepsPerWarp;
 
   struct XFrag { uint32_t x[kStepsPerWarp][kMSub][2]; };  // B fragments of the warp's k-steps of a chunk
 
@@ -178,12 +262,28 @@ struct BulkChain {
   struct Ready {
     int lo = 0, hi = 0;
     __device__ __forceinline__ bool has(int p) const { return p >= lo && p < hi; }
-    __device__ __forceinline__ void add(int p) {
-      if (p == hi) ++hi;
-      else if (p == lo - 1) --lo;
-      else { lo = p; hi = p + 1; }
+    // Tiles [p, p + r) seen posted: merged with the run where they touch it, else they replace it.
+    __device__ __forceinline__ void add(int p, int r = 1) {
+      if (p <= hi && p + r >= lo && hi > lo) {
+        lo = p < lo ? p : lo;
+        hi = p + r > hi ? p + r : hi;
+      } else {
+        lo = p;
+        hi = p + r;
+      }
     }
   };
+
+  // How many producer tiles from p on are posted, in one round trip: lane i acquires tile p + i, and the ballot's
+  // first clear bit ends the run. Each lane's acquire orders its own tile; the warp barrier after the ballot
+  // orders every lane's later loads after all of them (release -> acquire by lane i -> bar.warp.sync -> lane j).
+  static __device__ __forceinline__ int posted_run(StageArgs const& a, RunCtx const& ctx, int p, int lane) {
+    int const q = p + lane;
+    bool const ok = q < a.wait_tiles && ptx::ld_acquire_gpu(a.wait_sems + q) >= cusync::tagged(ctx.epoch, 1);
+    unsigned const mask = __ballot_sync(0xffffffffu, ok);
+    __syncwarp();
+    return mask == 0xffffffffu ? 32 : __ffs(~mask) - 1;
+  }
 
   // A chunk position, advanced without division (the consumers' loop does no 64-bit arithmetic per chunk).
   struct Pos {
@@ -196,33 +296,64 @@ struct BulkChain {
     __device__ __forceinline__ void next(int chunks) {
       if (++cc == chunks) { cc = 0; ++tile; }
     }
+    __device__ __forceinline__ void skip(int n, int chunks) {
+      cc += n;
+      while (cc >= chunks) { cc -= chunks; ++tile; }
+    }
   };
 
-  // B fragments of k-steps (w, w + 4) of chunk (tile, cc) of GEMM b; waits first when b reads the producer.
-  static __device__ __forceinline__ void load_x(BulkGemm const& b, RunCtx const& ctx, Pos at, int w, int lane,
-                                                Ready& ready, XFrag& f) {
-    StageArgs const& a = b.a;
-    int const g = lane >> 2, t = lane & 3;
-    T const* x = static_cast<T const*>(a.x);
+  // What a lane needs of GEMM b to load X, read once per GEMM into registers: the loop then re-reads no kernel
+  // parameter per chunk (the asm statements' memory clobbers would make the compiler reload them).
+  struct XView {
+    T const* base;       // x + row g * ldx + 2t: the lane's first row (batch tile 0)
+    int step8;           // 8 rows, in elements (bulk_make keeps 8 x ldx in int)
+    uint32_t rows_ok;    // bit mb: row mb * 8 + g < m
+    int k;               // K (a multiple of 8)
+    bool waits;          // the GEMM reads the producer (the semaphores themselves are read only to wait)
+    __device__ __forceinline__ XView(BulkGemm const& b, int lane) {
+      StageArgs const& a = b.a;
+      int const g = lane >> 2, t = lane & 3;
+      base = static_cast<T const*>(a.x) + int64_t(g) * a.ldx + 2 * t;
+      step8 = 8 * a.ldx;
+      rows_ok = 0;
+#pragma unroll
+      for (int mb = 0; mb < kMSub; ++mb) rows_ok |= (mb * 8 + g < a.m ? 1u : 0u) << mb;
+      k = a.k;
+      waits = a.wait_sems != nullptr;
+    }
+  };
+
+  // B fragments of k-steps (w, w + 4) of chunk (tile, cc); waits first when the GEMM reads the producer.
+  // K and k are multiples of 8 and k of 16, so columns k + 2t (+1) are in range iff k < K, and k + 2t + 8 (+1)
+  // iff k + 16 <= K.
+  static __device__ __forceinline__ void load_x(BulkGemm const& b, XView const& v, RunCtx const& ctx, Pos at, int w,
+                                                int lane, Ready& ready, XFrag& f) {
 #pragma unroll
     for (int h = 0; h < kStepsPerWarp; ++h) {
-      int const s = at.cc * kChunkSteps + w + kConsumerWarps * h;
+      int const s = at.cc * kChunkSteps + (C::kChunked ? h : w + kConsumerWarps * h);
       int const k = s * reg::kStepK;
-      bool const in = s < b.ksteps;
-      if (in && a.wait_sems != nullptr) {
-        int const p = int(unsigned(k) / unsigned(a.wait_tile_cols));
+      int const kk = kMPad == 64 ? b.a.k : v.k;
+      bool const lo_in = k < kk, hi_in = k + 16 <= kk;
+      if (lo_in && (kMPad == 64 ? b.a.wait_sems != nullptr : v.waits)) {
+        int const p = int(unsigned(k) / unsigned(b.a.wait_tile_cols));
         if (!ready.has(p)) {
-          StreamGemm<T, 8>::warp_wait(a, ctx, p, at.tile);
-          ready.add(p);
+          int r = posted_run(b.a, ctx, p, lane);
+          if (r == 0) {  // not posted yet: the bounded wait on p alone
+            StreamGemm<T, 8>::warp_wait(b.a, ctx, p, at.tile);
+            r = 1;
+          }
+          ready.add(p, r);
         }
       }
 #pragma unroll
       for (int mb = 0; mb < kMSub; ++mb) {
-        int const m = mb * 8 + g;
-        T const* row = x + int64_t(m) * a.ldx + k + 2 * t;
-        bool const ok = in && m < a.m;
-        f.x[h][mb][0] = detail::ld_cg_32_if(row, ok && k + 2 * t < a.k);
-        f.x[h][mb][1] = detail::ld_cg_32_if(row + 8, ok && k + 2 * t + 8 < a.k);
+        // At M_pad 64 the row pointers are formed from the parameters at each load: a loop-invariant pointer
+        // per batch tile would take 16 registers the accumulators need.
+        T const* row = kMPad == 64 ? static_cast<T const*>(b.a.x) + int64_t(mb * 8 + (lane >> 2)) * b.a.ldx + k + 2 * (lane & 3)
+                                   : v.base + int64_t(mb * v.step8) + k;
+        bool const ok = kMPad == 64 ? mb * 8 + (lane >> 2) < b.a.m : ((v.rows_ok >> mb) & 1u) != 0;
+        f.x[h][mb][0] = detail::ld_cg_32_if(row, ok && lo_in);
+        f.x[h][mb][1] = detail::ld_cg_32_if(row + 8, ok && hi_in);
       }
     }
   }
@@ -234,7 +365,7 @@ struct BulkChain {
     StageArgs const& a = b.a;
     int const tid = int(threadIdx.x);
     reg::detail::store_partial(acc, scratch + (tid >> 5) * C::kSlot, kTileN, tid & 31);
-    detail::consumer_bar();
+    detail::consumer_bar<kConsumerThreads>();
     int const c_first = detail::owner_of(b, int64_t(t) * b.chunks);
     int const c_last = detail::owner_of(b, int64_t(t + 1) * b.chunks - 1);
     bool const single = c_first == c_last;
@@ -251,7 +382,7 @@ struct BulkChain {
       else
         __stcg(reinterpret_cast<float4*>(slot + i), s);
     }
-    detail::consumer_bar();  // the slot's stores (or the sum in place) before thread 0's release
+    detail::consumer_bar<kConsumerThreads>();  // the slot's stores (or the sum in place) before thread 0's release
     if (!single) {
       if (tid == 0) {
         uint32_t const before = cusync::stream::detail::arrive(a.arrivals + t, ctx.epoch);
@@ -259,7 +390,7 @@ struct BulkChain {
         if (last) ptx::fence_acq_rel_gpu();  // acquire: the other pieces' slots
         *flag = last ? 1 : 0;
       }
-      detail::consumer_bar();
+      detail::consumer_bar<kConsumerThreads>();
       if (!*flag) return;
     }
     // Epilogue: the pieces in CTA order, bias, activation, 16-byte stores.
@@ -272,7 +403,7 @@ struct BulkChain {
           cusync::stream::detail::add_8(v, u, a.ws + detail::slot_of(b, cc, t) * C::kSlot + m * kTileN + col, swiglu,
                                         true);
     });
-    detail::consumer_bar();  // every thread's stores of the tile, and the scratch reads, before the post
+    detail::consumer_bar<kConsumerThreads>();  // every thread's stores of the tile, and the scratch reads, before the post
     if (a.post_sems != nullptr && tid == 0 && t != a.skip_post_tile) post_store(a.post_sems + t, ctx.epoch);
   }
 
@@ -324,6 +455,8 @@ struct BulkChain {
       if (lo >= hi) continue;
       int const n_chunks = int(hi - lo);  // <= tiles x chunks-per-tile (bulk_make keeps it in int)
       Ready ready;
+      XView const xv(b, lane);
+      int const chunks = b.chunks, ksteps = b.ksteps;
       float acc[4][kMSub][4];
       reg::detail::zero(acc);
       Pos at = Pos::of(b, lo);
@@ -338,8 +471,8 @@ struct BulkChain {
 #pragma unroll
         for (int d = 0; d < C::kXAhead; ++d)
           if (d < n_chunks) {
-            load_x(b, ctx, ahead, w, lane, ready, xs[d]);
-            ahead.next(b.chunks);
+            load_x(b, xv, ctx, ahead, w, lane, ready, xs[d]);
+            ahead.next(chunks);
           }
       }
       if (gi == 1 && threadIdx.x == 0) detail::stamp(p, kAtGemm2Ready);
@@ -349,30 +482,47 @@ struct BulkChain {
           int const i = i0 + d;
           if (i >= n_chunks) break;
           Pos const here = at;
-          at.next(b.chunks);
+          at.next(chunks);
           bool const piece_end = i + 1 == n_chunks || at.cc == 0;
           if (full_mode && i + C::kXAhead < n_chunks) {
-            load_x(b, ctx, ahead, w, lane, ready, xs[(d + C::kXAhead) % kBuf]);
-            ahead.next(b.chunks);
+            load_x(b, xv, ctx, ahead, w, lane, ready, xs[(d + C::kXAhead) % kBuf]);
+            ahead.next(chunks);
           }
-          int const steps = b.ksteps - here.cc * kChunkSteps < kChunkSteps ? b.ksteps - here.cc * kChunkSteps : kChunkSteps;
+          int const steps = ksteps - here.cc * kChunkSteps < kChunkSteps ? ksteps - here.cc * kChunkSteps : kChunkSteps;
           ws::dev::mbar_wait(bars + slot * 8, phase);  // full
           if (gi == 0 && i == 0 && threadIdx.x == 0) detail::stamp(p, kAtFirstData);
           if (full_mode) {
+            // At M_pad <= 32 every shared-memory load of the chunk first, then the mma: one load latency per
+            // chunk, not one per k-step (volatile asm: they stay in this order, after the wait). At 64 the
+            // registers are not there, and 32 mma per k-step cover the next k-step's loads anyway.
+            if constexpr (kMPad <= 32) {
+              uint4 wv[kStepsPerWarp][4];
 #pragma unroll
-            for (int h = 0; h < kStepsPerWarp; ++h) {
-              int const s = w + kConsumerWarps * h;
-              if (s < steps) {
-                uint32_t const base = ring + slot * kChunkBytes + s * kStepBytes + lane * 16;
-                uint4 wv[4];
+              for (int h = 0; h < kStepsPerWarp; ++h) {
+                uint32_t const base = ring + slot * kChunkBytes + (w + kConsumerWarps * h) * kStepBytes + lane * 16;
+                if (w + kConsumerWarps * h < steps) {
 #pragma unroll
-                for (int j = 0; j < 4; ++j) wv[j] = detail::lds_16(base + j * 512);
-                reg::detail::mma_packed<T, kMSub>(wv, xs[d].x[h], acc);
+                  for (int j = 0; j < 4; ++j) wv[h][j] = detail::lds_16(base + j * 512);
+                }
+              }
+#pragma unroll
+              for (int h = 0; h < kStepsPerWarp; ++h)
+                if (w + kConsumerWarps * h < steps) detail::mma_frag<T, kMSub>(wv[h], xs[d].x[h], acc);
+            } else {
+#pragma unroll
+              for (int h = 0; h < kStepsPerWarp; ++h) {
+                int const s = w + kConsumerWarps * h;
+                if (s < steps) {
+                  uint32_t const base = ring + slot * kChunkBytes + s * kStepBytes + lane * 16;
+                  uint4 wv[4];
+#pragma unroll
+                  for (int j = 0; j < 4; ++j) wv[j] = detail::lds_16(base + j * 512);
+                  detail::mma_frag<T, kMSub>(wv, xs[d].x[h], acc);
+                }
               }
             }
           }
-          __syncwarp();
-          if (lane == 0) ws::dev::mbar_arrive(bars + (C::kStages + slot) * 8);  // empty
+          ws::dev::mbar_arrive(bars + (C::kStages + slot) * 8);  // empty: every lane, after its last read of the slot
           if (++slot == C::kStages) { slot = 0; phase ^= 1u; }
           if (full_mode && piece_end) {
             finish_piece(b, ctx, c, here.tile, acc, scratch, flag);
@@ -383,10 +533,108 @@ struct BulkChain {
       if (threadIdx.x == 0) detail::stamp(p, gi == 0 ? kAtDoneGemm1 : kAtDone);
     }
   }
+  // kChunked (M_pad 8): warp w takes chunks w, w + W, ... of the CTA's range of each GEMM, all 8 k-steps, so
+  // W warps work on W chunks at once and a chunk's fixed work is paid once. Slot and phase of chunk j (counted
+  // over both GEMMs, as the producer issues them): j % kStages and (j / kStages) & 1; a slot has one consumer,
+  // whose arrival frees it. W divides kStages, so a slot's chunks (j, j + kStages, ...) all belong to one warp: a
+  // warp that waits for chunk j on its parity has itself consumed chunk j - kStages, whose phase has therefore
+  // completed. (With another warp owning j - kStages, a fill of j - kStages still in flight would leave the
+  // barrier on the phase before it, of j's parity, and the wait for j would pass at once on stale data: the
+  // bulk copies need not complete in the order they were issued.) X fragments of the warp's next chunk are loaded before this one's full-barrier wait
+  // (two buffers, the loop unrolled by 2). A piece's partials are in every warp's accumulators: each warp
+  // finishes every piece of the range in order, with zeros where it had none of its chunks, before its first
+  // chunk of the next piece (finish_piece's barriers are all the consumer warps').
+  static __device__ void consumers_chunked(BulkParams const& p, RunCtx const& ctx, char* smem) {
+    constexpr int W = kConsumerWarps;
+    uint32_t const ring = cusync::stream::detail::smem_u32(smem);
+    uint32_t const bars = ring + C::kBarOff;
+    float* scratch = reinterpret_cast<float*>(smem + C::kStages * kChunkBytes);
+    int* flag = reinterpret_cast<int*>(smem + C::kBarOff + 2 * C::kStages * 8);
+    int const lane = int(threadIdx.x) & 31, w = int(threadIdx.x) >> 5;
+    int const c = int(blockIdx.x);
+    bool const full_mode = p.mode == kModeFull;
+    int64_t issued = 0;  // chunks of earlier GEMMs in this CTA's ring
+    for (int gi = 0; gi < 2; ++gi) {
+      if ((gi == 0 && p.which == kOnlyGemm2) || (gi == 1 && p.which == kOnlyGemm1)) continue;
+      BulkGemm const& b = p.gm[gi];
+      int64_t lo, hi;
+      detail::range_of(b, c, lo, hi);
+      if (lo >= hi) continue;
+      int const n_chunks = int(hi - lo);
+      Ready ready;
+      XView const xv(b, lane);
+      int const chunks = b.chunks, ksteps = b.ksteps;
+      int cur = Pos::of(b, lo).tile;               // the next piece this warp finishes
+      int const last = Pos::of(b, hi - 1).tile;    // the range's last piece
+      int slot = int((issued + w) % C::kStages);
+      uint32_t phase = uint32_t((issued + w) / C::kStages) & 1u;
+      float acc[4][kMSub][4];
+      reg::detail::zero(acc);
+      Pos at = Pos::of(b, lo + (w < n_chunks ? w : 0));
+      XFrag xs[2];
+      Pos ahead = at;
+      if (full_mode && w < n_chunks) {
+        load_x(b, xv, ctx, ahead, w, lane, ready, xs[0]);
+        ahead.skip(W, chunks);
+      }
+      if (gi == 1 && threadIdx.x == 0) detail::stamp(p, kAtGemm2Ready);
+      for (int i0 = w; i0 < n_chunks; i0 += 2 * W) {
+#pragma unroll
+        for (int d = 0; d < 2; ++d) {
+          int const i = i0 + d * W;
+          if (i >= n_chunks) break;
+          Pos const here = at;
+          at.skip(W, chunks);
+          for (; cur < here.tile; ++cur) {
+            if (full_mode) finish_piece(b, ctx, c, cur, acc, scratch, flag);
+            reg::detail::zero(acc);
+          }
+          if (full_mode && i + W < n_chunks) {
+            load_x(b, xv, ctx, ahead, w, lane, ready, xs[d ^ 1]);
+            ahead.skip(W, chunks);
+          }
+          int const steps = ksteps - here.cc * kChunkSteps < kChunkSteps ? ksteps - here.cc * kChunkSteps : kChunkSteps;
+          ws::dev::mbar_wait(bars + slot * 8, phase);  // full
+          if (gi == 0 && i == 0 && threadIdx.x == 0) detail::stamp(p, kAtFirstData);
+          if (full_mode) {
+            // k-step h's shared loads two steps ahead of its mma (volatile asm: issued in this order).
+            uint32_t const base = ring + slot * kChunkBytes + lane * 16;
+            uint4 wv[3][4];
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+              if (h < steps) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) wv[h][j] = detail::lds_16(base + h * kStepBytes + j * 512);
+              }
+#pragma unroll
+            for (int h = 0; h < kChunkSteps; ++h) {
+              if (h + 2 < kChunkSteps && h + 2 < steps) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) wv[(h + 2) % 3][j] = detail::lds_16(base + (h + 2) * kStepBytes + j * 512);
+              }
+              if (h < steps) detail::mma_frag<T, kMSub>(wv[h % 3], xs[d].x[h], acc);
+            }
+          }
+          ws::dev::mbar_arrive(bars + (C::kStages + slot) * 8);  // empty: every lane, after its last read of the slot
+          slot += W;
+          if (slot >= C::kStages) { slot -= C::kStages; phase ^= 1u; }
+        }
+      }
+      for (; cur <= last; ++cur) {
+        if (full_mode) finish_piece(b, ctx, c, cur, acc, scratch, flag);
+        reg::detail::zero(acc);
+      }
+      // The next GEMM's first chunks reuse slots of this one's last, other warps' chunks: every warp done here
+      // first (in full mode finish_piece's barriers already ordered them).
+      if (!full_mode) detail::consumer_bar<kConsumerThreads>();
+      issued += n_chunks;
+      if (threadIdx.x == 0) detail::stamp(p, gi == 0 ? kAtDoneGemm1 : kAtDone);
+    }
+  }
 };
 
 template <typename T, int kMPad, bool kPdl>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(BulkCfg<kMPad>::kThreads, 1)
     bulk_chain_kernel(BulkParams const __grid_constant__ p, StreamState* state, SyncErrorInfo* error,
                       uint64_t timeout_ns) {
   using C = BulkCfg<kMPad>;
@@ -396,7 +644,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int i = 0; i < C::kStages; ++i) {
       ws::dev::mbar_init(bars + i * 8, 1);                                   // full: the producer's arrive + tx
-      ws::dev::mbar_init(bars + (C::kStages + i) * 8, kConsumerWarps);       // empty: one arrive per consumer warp
+      ws::dev::mbar_init(bars + (C::kStages + i) * 8, C::kEmptyArrivals);  // empty: every lane of the slot's consumer warps
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     detail::stamp(p, kAtEntry);
@@ -404,14 +652,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   int const warp = int(threadIdx.x) >> 5;
   uint32_t epoch = 0;
-  if (warp == kConsumerWarps) {
+  if (warp == C::kConsumerWarps) {
     if ((threadIdx.x & 31) == 0) BulkChain<T, kMPad>::producer(p, smem);
     __syncwarp();
   } else {
     if (kPdl) detail::griddep_wait();  // the previous run (epoch, X, workspace) is complete and visible
     epoch = ptx::ld_relaxed_gpu(&state->epoch);
     RunCtx const ctx{epoch, error, timeout_ns};
-    BulkChain<T, kMPad>::consumers(p, ctx, smem);
+    if constexpr (C::kChunked)
+      BulkChain<T, kMPad>::consumers_chunked(p, ctx, smem);
+    else
+      BulkChain<T, kMPad>::consumers(p, ctx, smem);
   }
   // close_run: the last CTA of the run opens the next epoch (one thread per CTA, after every warp is done).
   // Every tagged word holds (epoch << 32 | count) and only grows; the run of the last epoch zeroes them all
@@ -444,12 +695,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 constexpr int64_t bulk_packed_bytes(int k, int n) { return reg::reg_packed_chunks(n, k, 1) * 16; }
 
 // Packs row-major w [k, n] (rows ldw elements apart) into `out` (bulk_packed_bytes(k, n), 16-byte aligned) on
-// `stream`: reg_pack_kernel's layout with one warp along N. halves: w is [gate | up] in halves of n / 2
+// `stream`: the layout of detail::bulk_pack_kernel (mma A fragments). halves: w is [gate | up] in halves of n / 2
 // columns, packed interleaved in groups of 8 as the SwiGLU epilogue reads them.
 template <typename T>
 inline cudaError_t bulk_pack(T const* w, int k, int n, int64_t ldw, bool halves, void* out, cudaStream_t stream) {
-  reg::reg_pack_kernel<T><<<2048, 256, 0, stream>>>(w, k, n, ldw, 1, static_cast<uint4*>(out),
-                                                    bulk_packed_bytes(k, n) / 16, halves);
+  detail::bulk_pack_kernel<T><<<2048, 256, 0, stream>>>(w, k, n, ldw, static_cast<uint4*>(out),
+                                                        bulk_packed_bytes(k, n) / 16, halves);
   return cudaGetLastError();
 }
 
@@ -461,6 +712,7 @@ inline char const* bulk_make(StageArgs const& a, int m_pad, int grid, BulkGemm* 
   if (a.m < 1 || a.m > m_pad) return "m must be in 1..M_pad";
   if (a.n % 8 || a.k % 8 || a.ldx % 8 || a.ldo % 8) return "n, k, ldx and ldo must be multiples of 8";
   if (a.ldx < a.k) return "ldx >= k is required";
+  if (int64_t(a.ldx) * 64 > INT32_MAX) return "ldx must stay below 2^31 / 64";
   if (a.act < 0 || a.act > int(Act::kSilu)) return "act must be identity, relu, gelu, swiglu, gelu_tanh or silu";
   if (a.act == int(Act::kSwiglu) ? (a.n % 16 != 0 || a.ldo < a.n / 2) : a.ldo < a.n)
     return "SwiGLU needs n % 16 == 0 and ldo >= n/2; other acts need ldo >= n";
@@ -505,7 +757,7 @@ inline cudaError_t bulk_launch(BulkParams const& p, bool pdl, StreamState* state
   // Every chunk belongs to a CTA of p.grid, and all of them must be resident at once (one per SM).
   if (grid < 1 || grid > sms || p.gm[0].g > grid || p.gm[1].g > grid) return cudaErrorInvalidConfiguration;
   cudaLaunchAttribute attrs[2];
-  cudaLaunchConfig_t cfg = launch_config(grid, kThreads, BulkCfg<kMPad>::kSmemBytes, stream, pdl, &attrs[0]);
+  cudaLaunchConfig_t cfg = launch_config(grid, BulkCfg<kMPad>::kThreads, BulkCfg<kMPad>::kSmemBytes, stream, pdl, &attrs[0]);
   if (cooperative) {
     attrs[cfg.numAttrs].id = cudaLaunchAttributeCooperative;
     attrs[cfg.numAttrs].val.cooperative = 1;
