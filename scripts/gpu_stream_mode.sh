@@ -6,7 +6,10 @@
 #                  fp32 reference, bitwise equal run to run), another mode at 65; overlap forced, every check on;
 #   bench-*.jsonl  M = 1..128: every mode timed in one binary (CUDA graphs, round robin) with cuBLAS and cuBLASLt,
 #                  after autotune (which preheats and picks per M);
-#   sanitizer-*    memcheck and racecheck of the stream kernel alone (decode_stream_sm90, M = 3);
+#   sanitizer-*    memcheck and synccheck of the stream kernel alone (decode_stream_sm90, M = 3) in the bench;
+#                  racecheck through scripts/decode_probe/stream_race.cu, a driver with no cuBLAS kernel (racecheck
+#                  fails inside the bench's cuBLAS peers), on decode_stream_sm90 and llama_mlp_sm90_stream (whose
+#                  ring slots are reused);
 # then the peers (PyTorch eager, torch.compile; 2 s preheat) on the same projects if torch is there.
 # Usage: python3 scripts/stream_specs.py .gen-stream (here); on the GPU: OUT=... bash scripts/gpu_stream_mode.sh
 # Four projects do not fit one 10-minute call (each builds its CUTLASS units too): split them, e.g.
@@ -36,11 +39,20 @@ for p in $PROJECTS; do
     > "$OUT/bench-$p.jsonl" 2> "$OUT/bench-$p.err"; echo "bench $p exit $?"; head -c 1500 "$OUT/bench-$p.err"
 done
 if [ "${SANITIZE:-1}" = 1 ] && [ -x ./build/stream/decode_stream_sm90/decode_stream_sm90_bench ]; then
-  for tool in memcheck racecheck synccheck; do
+  for tool in memcheck synccheck; do
     timeout 300 compute-sanitizer --tool $tool --print-limit 20 --kernel-name kns=bulk_chain \
       --error-exitcode 9 ./build/stream/decode_stream_sm90/decode_stream_sm90_bench --m 3 --policies spec --repeats 1 \
       --warmup 1 --no-fallback > "$OUT/sanitizer-$tool.log" 2>&1
     echo "sanitizer $tool exit $?: $(tail -1 "$OUT/sanitizer-$tool.log")"
+  done
+  for p in decode_stream_sm90 llama_mlp_sm90_stream; do
+    [ -f "build/stream/$p/lib$p.a" ] || continue
+    def=""; [ "$p" = llama_mlp_sm90_stream ] && def=-DSTREAM_RACE_LLAMA
+    nvcc -std=c++17 -O2 -arch=sm_90a -cudart shared $def -I"$GEN/$p/include" scripts/decode_probe/stream_race.cu \
+      "build/stream/$p/lib$p.a" -lcublasLt -lcuda -o "build/stream/$p/stream_race" > "$OUT/race-build-$p.log" 2>&1 || continue
+    timeout 300 compute-sanitizer --tool racecheck --print-limit 20 --kernel-name kns=bulk_chain --error-exitcode 9 \
+      "build/stream/$p/stream_race" 1,9 > "$OUT/sanitizer-racecheck-$p.log" 2>&1
+    echo "sanitizer racecheck $p exit $?: $(grep -h "RACECHECK SUMMARY" "$OUT/sanitizer-racecheck-$p.log")"
   done
 fi
 python3 scripts/stream_check_summary.py "$OUT" "stream mode"

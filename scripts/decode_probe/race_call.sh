@@ -4,7 +4,7 @@
 # decode_stream_sm90 at M = 1, 3, 9, 17, 33 (every M_pad; its ring never wraps) and llama_mlp_sm90_stream (gate|up
 # halves, and every slot reused many times) at M = 1, 9. RUNS: "patch:project:ms ..."; patch none is the kernel as
 # it is, another names scripts/decode_probe/<patch>.patch. Each binary also runs once without the sanitizer, with
-# a rough timing of mode stream (STREAM_RACE_TIME).
+# a rough timing of mode stream (STREAM_RACE_TIME). PREBUILT: library_call.sh's BUILD, whose libraries patch none reuses.
 # Carry third_party/cutlass. Here first: python3 scripts/stream_specs.py .gen-stream
 # Usage (on the GPU machine): bash scripts/decode_probe/race_call.sh OUT_DIR
 set -u
@@ -17,10 +17,15 @@ B=${BUILD:-/tmp/race_call}
 RUNS=${RUNS:-"none:decode_stream_sm90:1,3,9,17,33 none:llama_mlp_sm90_stream:1,9"}
 build() {  # patch project
   local w=$B/$1-$2
-  rm -rf "$w"; mkdir -p "$B"; cp -r "$GEN/$2" "$w"
-  if [ "$1" != none ]; then (cd "$w" && patch -s --batch --forward -p3 < "$D/$1.patch") || { echo "$1 does not apply"; return 1; }; fi
-  cmake -S "$w" -B "$w/build" -G Ninja -DCUTLASS_DIR="$CUT" -DCMAKE_CUDA_ARCHITECTURES=90a > "$R/build-$1-$2.log" 2>&1 &&
-    cmake --build "$w/build" --target "$2" -j "${JOBS:-6}" >> "$R/build-$1-$2.log" 2>&1 || { tail -20 "$R/build-$1-$2.log"; return 1; }
+  rm -rf "$w"; mkdir -p "$B"
+  if [ "$1" = none ] && [ -f "${PREBUILT:-/nonexistent}/$2/build/lib$2.a" ]; then
+    ln -s "$PREBUILT/$2" "$w"  # PREBUILT: library_call.sh's BUILD (PATCH none), whose library is this one
+  else
+    cp -r "$GEN/$2" "$w"
+    if [ "$1" != none ]; then (cd "$w" && patch -s --batch --forward -p3 < "$D/$1.patch") || { echo "$1 does not apply"; return 1; }; fi
+    cmake -S "$w" -B "$w/build" -G Ninja -DCUTLASS_DIR="$CUT" -DCMAKE_CUDA_ARCHITECTURES=90a > "$R/build-$1-$2.log" 2>&1 &&
+      cmake --build "$w/build" --target "$2" -j "${JOBS:-6}" >> "$R/build-$1-$2.log" 2>&1 || { tail -20 "$R/build-$1-$2.log"; return 1; }
+  fi
   local def=""; [ "$2" = llama_mlp_sm90_stream ] && def=-DSTREAM_RACE_LLAMA
   nvcc -std=c++17 -O2 -arch=sm_90a -cudart shared $def -I"$w/include" "$D/stream_race.cu" "$w/build/lib$2.a" -lcublasLt -lcuda \
     -o "$w/stream_race" >> "$R/build-$1-$2.log" 2>&1
