@@ -678,9 +678,27 @@ struct Probe {
     uint64_t* buf;
     CK(cudaMalloc(&buf, words * 8)); CK(cudaMemsetAsync(buf, 0, words * 8, st));
     for (int r = 0; r < 4; ++r) ours(kBulk, 1, m, r % nsets);
-    bulk_trace = buf; ours(kBulk, 1, m, 0); bulk_trace = nullptr;
+    // DECODE_PROBE_TRACE_DUMP=n: n traced runs, each CTA's line in the log (CTA, SM, every stamp), so that a slow
+    // CTA can be told apart from a slow SM (the CTA -> SM mapping changes from launch to launch); the summary below
+    // is of the last run.
+    int const dumps = getenv("DECODE_PROBE_TRACE_DUMP") ? std::max(1, std::atoi(getenv("DECODE_PROBE_TRACE_DUMP"))) : 1;
     std::vector<uint64_t> h(words);
-    CK(cudaStreamSynchronize(st)); CK(cudaMemcpy(h.data(), buf, words * 8, cudaMemcpyDeviceToHost)); CK(cudaFree(buf));
+    for (int d = 0; d < dumps; ++d) {
+      CK(cudaMemsetAsync(buf, 0, words * 8, st));
+      bulk_trace = buf; ours(kBulk, 1, m, 0); bulk_trace = nullptr;
+      CK(cudaStreamSynchronize(st)); CK(cudaMemcpy(h.data(), buf, words * 8, cudaMemcpyDeviceToHost));
+      if (getenv("DECODE_PROBE_TRACE_DUMP") == nullptr) break;
+      uint64_t e0 = ~0ull;
+      for (int c = 0; c < sms; ++c) if (h[size_t(c) * bulk::kTraceWords]) e0 = std::min(e0, h[size_t(c) * bulk::kTraceWords]);
+      for (int c = 0; c < sms; ++c) {
+        uint64_t const* w = &h[size_t(c) * bulk::kTraceWords];
+        if (!w[0]) continue;
+        fprintf(log, "cta %s M=%d run %d cta %d sm %llu:", sd.name, m, d, c, (unsigned long long)w[bulk::kSmId]);
+        for (int at = 0; at < 7; ++at) fprintf(log, " %.2f", w[at] ? (double(w[at]) - double(e0)) * 1e-3 : -1.0);
+        fprintf(log, "\n");
+      }
+    }
+    CK(cudaFree(buf));
     uint64_t t0 = ~0ull;
     for (int c = 0; c < sms; ++c) if (h[size_t(c) * bulk::kTraceWords]) t0 = std::min(t0, h[size_t(c) * bulk::kTraceWords]);
     static char const* names[] = {"entry", "issued1", "issued", "data", "done1", "ready2", "done"};

@@ -126,6 +126,7 @@ enum TraceAt : int {
   kAtDoneGemm1 = 4,    // the consumers finished gemm1 (its last piece reduced, or handed on)
   kAtGemm2Ready = 5,   // gemm2's first H fragments loaded (its first waits satisfied)
   kAtDone = 6,         // the consumers finished
+  kSmId = 7,           // not a time: the SM the CTA ran on (%smid), stored at entry
   kTraceWords = 8
 };
 
@@ -648,6 +649,11 @@ __global__ void __launch_bounds__(BulkCfg<kMPad>::kThreads, 1)
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     detail::stamp(p, kAtEntry);
+    if (p.trace != nullptr) {
+      uint32_t sm;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+      p.trace[int64_t(blockIdx.x) * kTraceWords + kSmId] = sm;
+    }
   }
   __syncthreads();
   int const warp = int(threadIdx.x) >> 5;

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Here (no GPU needed): compile the probe once per kernel into build/decode_probe/<name>.o, so that a device call
+# only links and runs them (scripts/decode_probe/ab_call.sh, ~10 s of build there instead of ~170): `landed` from
+# the kernel as it is, and one object per patch of PATCHES (scripts/decode_probe/<patch>.patch applied to a copy
+# of templates/sm90/include). The probe needs cuBLAS's headers: CUBLAS_INCLUDE, e.g. from
+#   pip download --no-deps nvidia-cublas && unzip nvidia_cublas*.whl -d /tmp/cublas  (-> /tmp/cublas/nvidia/cu13/include)
+# Then run(carry=["build/decode_probe"]): bash scripts/decode_probe/ab_call.sh
+# Usage: CUBLAS_INCLUDE=... PATCHES="d17" bash scripts/decode_probe/ab_objects.sh
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+B=$ROOT/build/decode_probe; mkdir -p "$B"; rm -f "$B"/*.o
+INC=${CUBLAS_INCLUDE:?the directory of cublas_v2.h}
+build() {  # name include-dir
+  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -I"$ROOT/templates/runtime/include" -I"$2" \
+    -I"$INC" -c "$ROOT/scripts/decode_probe/main.cu" -o "$B/$1.o" > "$B/$1.log" 2>&1
+  echo "$1 rc=$?"
+}
+build landed "$ROOT/templates/sm90/include" &
+for p in ${PATCHES:-}; do
+  d=$(mktemp -d); cp -r "$ROOT/templates/sm90/include" "$d/"
+  (cd "$d" && patch -s --batch --forward -p3 < "$ROOT/scripts/decode_probe/$p.patch") || { echo "$p.patch does not apply"; exit 1; }
+  build "$p" "$d/include" &
+done
+wait
