@@ -679,8 +679,8 @@ struct Probe {
     CK(cudaMalloc(&buf, words * 8)); CK(cudaMemsetAsync(buf, 0, words * 8, st));
     for (int r = 0; r < 4; ++r) ours(kBulk, 1, m, r % nsets);
     // DECODE_PROBE_TRACE_DUMP=n: n traced runs, each CTA's line in the log (CTA, SM, every stamp), so that a slow
-    // CTA can be told apart from a slow SM (the CTA -> SM mapping changes from launch to launch); the summary below
-    // is of the last run.
+    // CTA can be told apart from a slow SM (scripts/decode_probe/cta_trace.py; on an H100 the CTA -> SM mapping
+    // was the same in every run of a shape and differed between shapes); the summary below is of the last run.
     int const dumps = getenv("DECODE_PROBE_TRACE_DUMP") ? std::max(1, std::atoi(getenv("DECODE_PROBE_TRACE_DUMP"))) : 1;
     std::vector<uint64_t> h(words);
     for (int d = 0; d < dumps; ++d) {
