@@ -255,6 +255,19 @@ struct BulkChain {
   static constexpr int kConsumerThreads = C::kConsumerThreads;
   static constexpr int kStepsPerWarp = C::kStepsPerWarp;
 
+  // Dynamic shared memory as BulkCfg lays it out: the ring (its address), the ring's barriers (kStages full, then
+  // kStages empty), the consumer warps' partials, and the last arriver's flag.
+  struct Smem {
+    uint32_t ring, bars;
+    float* scratch;
+    int* flag;
+    explicit __device__ __forceinline__ Smem(char* smem)
+        : ring(cusync::stream::detail::smem_u32(smem)),
+          bars(ring + C::kBarOff),
+          scratch(reinterpret_cast<float*>(smem + C::kStages * kChunkBytes)),
+          flag(reinterpret_cast<int*>(smem + C::kBarOff + 2 * C::kStages * 8)) {}
+  };
+
   struct XFrag { uint32_t x[kStepsPerWarp][kMSub][2]; };  // B fragments of the warp's k-steps of a chunk
 
   // The producer tiles a warp has seen posted in this run: [lo, hi). A wait that found a tile posted stays
@@ -439,10 +452,7 @@ struct BulkChain {
   }
 
   static __device__ void consumers(BulkParams const& p, RunCtx const& ctx, char* smem) {
-    uint32_t const ring = cusync::stream::detail::smem_u32(smem);
-    uint32_t const bars = ring + C::kBarOff;
-    float* scratch = reinterpret_cast<float*>(smem + C::kStages * kChunkBytes);
-    int* flag = reinterpret_cast<int*>(smem + C::kBarOff + 2 * C::kStages * 8);
+    auto const [ring, bars, scratch, flag] = Smem(smem);
     int const lane = int(threadIdx.x) & 31, w = int(threadIdx.x) >> 5;
     int const c = int(blockIdx.x);
     bool const full_mode = p.mode == kModeFull;
@@ -547,10 +557,7 @@ struct BulkChain {
   // chunk of the next piece (finish_piece's barriers are all the consumer warps').
   static __device__ void consumers_chunked(BulkParams const& p, RunCtx const& ctx, char* smem) {
     constexpr int W = kConsumerWarps;
-    uint32_t const ring = cusync::stream::detail::smem_u32(smem);
-    uint32_t const bars = ring + C::kBarOff;
-    float* scratch = reinterpret_cast<float*>(smem + C::kStages * kChunkBytes);
-    int* flag = reinterpret_cast<int*>(smem + C::kBarOff + 2 * C::kStages * 8);
+    auto const [ring, bars, scratch, flag] = Smem(smem);
     int const lane = int(threadIdx.x) & 31, w = int(threadIdx.x) >> 5;
     int const c = int(blockIdx.x);
     bool const full_mode = p.mode == kModeFull;
