@@ -225,20 +225,27 @@ def test_the_stream_mode_units_compile(tmp_path: Path, cutlass_dir: Path) -> Non
 
 def test_the_decode_probe_v5_kernels_compile(tmp_path: Path) -> None:
     """Run() mode stream's chain kernel (templates/sm90/include/cusync/sm90/bulk_chain.cuh, NOTES d11: one
-    persistent kernel over both GEMMs, a ring of 1D bulk copies) for each type, M_pad and launch kind, compiled
-    for sm_90a with ptxas's report: it builds without the probe's cuBLAS, and no instantiation spills."""
+    persistent kernel over both GEMMs, a ring of 1D bulk copies) for each type, M_pad and launch kind, with
+    either consumer kind, compiled for sm_90a with ptxas's report: it builds without the probe's cuBLAS, no
+    instantiation spills, and ptxas serializes no wgmma."""
     calls = "".join(f"  e = e == cudaSuccess ? cusync::stream::bulk::bulk_prepare<{t}, {m}, {p}>() : e;\n"
                     for t in ("__half", "__nv_bfloat16") for m in (8, 16, 32, 64) for p in ("false", "true"))
     unit = tmp_path / "bulk.cu"
     unit.write_text(f'#include "cusync/sm90/bulk_chain.cuh"\ncudaError_t prepare_all() {{\n  cudaError_t e = cudaSuccess;\n{calls}  return e;\n}}\n')
     templates = REPO / "templates"
-    cmd = [_tool("nvcc"), "-std=c++17", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v",
-           "-I", str(templates / "runtime" / "include"),
-           "-I", str(templates / "sm90" / "include"), "-c", str(unit), "-o", str(tmp_path / "bulk.o")]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
-    report = out.stderr.splitlines()
-    kernels = [i for i, line in enumerate(report) if "Compiling entry function" in line and "bulk_chain_kernel" in line]
-    assert len(kernels) == 16, out.stderr[-4000:]
-    spills = [line for line in report if "spill" in line and not line.strip().startswith("0 bytes stack frame, 0 bytes spill")]
-    assert not spills, "\n".join(spills)
+    # The default consumers (wgmma) and the mma.sync ones that -DCUSYNC_BULK_GMMA=0 selects.
+    for macros in ([], ["-DCUSYNC_BULK_GMMA=0"]):
+        cmd = [_tool("nvcc"), "-std=c++17", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v", *macros,
+               "-I", str(templates / "runtime" / "include"),
+               "-I", str(templates / "sm90" / "include"), "-c", str(unit), "-o", str(tmp_path / "bulk.o")]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+        report = out.stderr.splitlines()
+        kernels = [i for i, line in enumerate(report) if "Compiling entry function" in line and "bulk_chain_kernel" in line]
+        assert len(kernels) == 16, out.stderr[-4000:]
+        spills = [line for line in report if "spill" in line and not line.strip().startswith("0 bytes stack frame, 0 bytes spill")]
+        assert not spills, "\n".join(spills)
+        # ptxas serializes wgmma it cannot prove warpgroup-uniform (C7520): the consumers' MMAs would then
+        # wait for each other.
+        serialized = [line for line in report if "wgmma.mma_async instructions are serialized" in line]
+        assert not serialized, "\n".join(serialized)

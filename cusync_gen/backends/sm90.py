@@ -16,7 +16,7 @@ RUNTIME: tuple[str, ...] = ()
 HEADERS = ("dispatch.h", "autotune.h", "ticket_scheduler.cuh", "collective_hooks.cuh", "waiting_mainloop.cuh", "gated_epilogue.cuh", "posting_epilogue.cuh", "gemm.cuh",
            "cublaslt_context.h", "cublaslt.cuh", "stream_mode.h", "chain.h", "chain.cuh")
 #: Run() mode stream's kernel (a spec with optimizations.stream_weights): include/cusync/sm90/ and its unit.
-STREAM_HEADERS = ("stream_gemm.cuh", "reg_stream.cuh", "stream_chain_ws.cuh", "bulk_chain.cuh", "stream_mode.cuh")
+STREAM_HEADERS = ("stream_gemm.cuh", "reg_stream.cuh", "stream_chain_ws.cuh", "gmma_ss.cuh", "bulk_chain.cuh", "stream_mode.cuh")
 PARTS = {
     "api": "sm90/include/chain_api.h.j2",        # project/include/chain.h.j2: run() and the rest of the API
     "chain": "sm90/src/chain.cu.j2",             # project/src/chain.cu.j2: the runtime class and its tables

@@ -5,20 +5,28 @@
 # of templates/sm90/include). The probe needs cuBLAS's headers: CUBLAS_INCLUDE, e.g. from
 #   pip download --no-deps nvidia-cublas && unzip nvidia_cublas*.whl -d /tmp/cublas  (-> /tmp/cublas/nvidia/cu13/include)
 # Then run(carry=["build/decode_probe"]): bash scripts/decode_probe/ab_call.sh
-# Usage: CUBLAS_INCLUDE=... PATCHES="d17" bash scripts/decode_probe/ab_objects.sh
+# VARIANTS adds objects of the kernel as it is built with other macros: "name=-DA=1 -DB=2;name2=...".
+# Usage: CUBLAS_INCLUDE=... [PATCHES="name ..."] [VARIANTS="mma=-DCUSYNC_BULK_GMMA=0"] bash scripts/decode_probe/ab_objects.sh
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=$ROOT/build/decode_probe; mkdir -p "$B"; rm -f "$B"/*.o
 INC=${CUBLAS_INCLUDE:?the directory of cublas_v2.h}
-build() {  # name include-dir
-  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -I"$ROOT/templates/runtime/include" -I"$2" \
-    -I"$INC" -c "$ROOT/scripts/decode_probe/main.cu" -o "$B/$1.o" > "$B/$1.log" 2>&1
-  echo "$1 rc=$?"
+build() {  # name include-dir [macros...]
+  local name=$1 inc=$2; shift 2
+  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo "$@" -I"$ROOT/templates/runtime/include" -I"$inc" \
+    -I"$INC" -c "$ROOT/scripts/decode_probe/main.cu" -o "$B/$name.o" > "$B/$name.log" 2>&1
+  echo "$name rc=$?"
 }
 build landed "$ROOT/templates/sm90/include" &
 for p in ${PATCHES:-}; do
   d=$(mktemp -d); cp -r "$ROOT/templates/sm90/include" "$d/"
   (cd "$d" && patch -s --batch --forward -p3 < "$ROOT/scripts/decode_probe/$p.patch") || { echo "$p.patch does not apply"; exit 1; }
   build "$p" "$d/include" &
+done
+IFS=';' read -ra vs <<< "${VARIANTS:-}"
+for v in "${vs[@]}"; do
+  [ -n "$v" ] || continue
+  # shellcheck disable=SC2086  # the macros are words
+  build "${v%%=*}" "$ROOT/templates/sm90/include" ${v#*=} &
 done
 wait

@@ -10,8 +10,9 @@
 // on anything but a free slot, so gemm2's weights stream while gemm1's last tiles are reduced.
 //
 // LAYOUT. W is packed by bulk_pack (detail::bulk_pack_kernel): 64-column tiles, each tile's k-steps (16 rows,
-// 2 KB) consecutive, each k-step as four 512-byte groups, group j holding every lane's A fragment of mma tile j
-// (the row pairs interleaved at pack time, so the shared loads feed the mma as they are). A chunk is kChunkSteps
+// 2 KB) consecutive; a k-step is wgmma's A operand of 64 columns x 16 k in core matrices (the default) or, for the
+// mma.sync consumers, four 512-byte groups, group j holding every lane's A fragment of mma tile j (the row pairs
+// interleaved at pack time, so the shared loads feed the mma as they are). A chunk is kChunkSteps
 // (8) k-steps of one tile: 16 KB, or less at the tile's K end. GEMM g has Q = tiles x chunks-per-tile chunks;
 // CTA c of G = min(grid, Q) takes chunks [cQ/G, (c+1)Q/G) (stream-K in tile-major order, every CTA the same
 // bytes). A CTA's range is one or more pieces (runs of one tile); only its first and last can be shared with
@@ -19,7 +20,16 @@
 //
 // WARPS. W consumer warps (BulkCfg::kConsumerWarps) and warp W, the producer: one lane walks the CTA's chunks of
 // gemm1 then gemm2, waits for a free slot (mbarrier) and issues one bulk copy with complete_tx on the slot's full
-// barrier (L2 evict_first). The consumers read A fragments with ld.shared.v4 (a warp instruction reads 512
+// barrier (L2 evict_first).
+//
+// CONSUMERS, wgmma (CUSYNC_BULK_GMMA 1, the default; consumers_gmma): two warpgroups take alternate chunks. Per
+// chunk a warpgroup stores X's M_pad x 128 slice (loaded from L2 into registers one of its chunks ahead, after
+// the tile waits) to its shared buffer in the B operand's layout and issues eight wgmma m64nM_padk16 straight on
+// the ring slot, whose bytes bulk_pack laid out as the A operand's core matrices (cusync/sm90/gmma_ss.cuh): no
+// shared loads into registers, M_pad / 2 accumulator registers a thread. Measured on an H100: 1.2-1.4x
+// the mma.sync consumers below at M = 32-64, level at M = 1.
+//
+// CONSUMERS, mma.sync (CUSYNC_BULK_GMMA 0: consumers, consumers_chunked). The consumers read A fragments with ld.shared.v4 (a warp instruction reads 512
 // consecutive bytes: no bank conflict), X's B fragments from global memory ahead of use (ld.global.cg), and run
 // mma.sync m16n8k16 (swap-AB: 64 weight columns x M_pad batch rows per warp). Two ways to split a chunk:
 // - M_pad 8 (kChunked): 6 warps, each taking whole chunks (w, w + 6, ...: all 8 k-steps; X one chunk ahead), so a
@@ -30,7 +40,8 @@
 // the loads and the mma (chunk positions advance by increment, parameters stay in registers), and at M_pad <= 16
 // a second warp per scheduler fills the first one's stalls.
 //
-// PIECE END, DETERMINISTIC. The W warps' partials go to shared memory and are summed in warp order. A tile of one
+// PIECE END, DETERMINISTIC. The warps' (mma.sync) or warpgroups' (wgmma) partials go to shared memory and are
+// summed in their order. A tile of one
 // piece is finished at once; otherwise the sum goes to workspace slot 2c (the CTA's first piece) or 2c + 1 (its
 // last), the CTA arrives on the tile's epoch-tagged counter, and the last arriver sums the tile's slots in CTA
 // order (fixed by arithmetic, whoever arrives last), adds the bias, applies the activation (identity, relu,
@@ -51,11 +62,28 @@
 // H, Y or the run state. (The library launches it plainly: the kernel before a run may be the one that packs.)
 #pragma once
 
+#include "cusync/sm90/gmma_ss.cuh"
 #include "cusync/sm90/reg_stream.cuh"
 #include "cusync/sm90/stream_chain_ws.cuh"
 
 namespace cusync::stream::bulk {
 
+// The consumers' MMA: wgmma (1, the default), both operands in shared memory (the weights as the ring holds
+// them, X staged per chunk), CUSYNC_BULK_GMMA_WG warpgroups taking alternate chunks; or mma.sync (0) from
+// fragments in registers, warps as consumer_warps() says. The packed weights' layout follows the choice
+// (bulk_pack), so a program packs and runs with the same setting.
+#ifndef CUSYNC_BULK_GMMA
+#define CUSYNC_BULK_GMMA 1
+#endif
+#ifndef CUSYNC_BULK_GMMA_WG
+#define CUSYNC_BULK_GMMA_WG 2
+#endif
+static_assert(CUSYNC_BULK_GMMA_WG >= 1 && CUSYNC_BULK_GMMA_WG <= 3, "1 to 3 consumer warpgroups");
+#ifndef CUSYNC_BULK_GMMA_X_AHEAD
+#define CUSYNC_BULK_GMMA_X_AHEAD 1
+#endif
+static_assert(CUSYNC_BULK_GMMA_X_AHEAD >= 1 && CUSYNC_BULK_GMMA_X_AHEAD <= 4, "1 to 4 chunks of X ahead");
+constexpr bool kGmma = CUSYNC_BULK_GMMA != 0;
 #ifndef CUSYNC_BULK_SMALL_M_WARPS
 #define CUSYNC_BULK_SMALL_M_WARPS 8
 #endif
@@ -78,6 +106,7 @@ constexpr bool chunk_per_warp() { return kMPad <= CUSYNC_BULK_CHUNK_PER_WARP_MAX
 // (their partials and X fragments need the room).
 template <int kMPad>
 constexpr int consumer_warps() {
+  if (kGmma) return 4 * CUSYNC_BULK_GMMA_WG;
   return chunk_per_warp<kMPad>() ? CUSYNC_BULK_CHUNKED_WARPS : (kMPad <= 16 ? CUSYNC_BULK_SMALL_M_WARPS : 4);
 }
 static_assert(CUSYNC_BULK_SMALL_M_WARPS == 4 || CUSYNC_BULK_SMALL_M_WARPS == 8, "4 or 8 consumer warps");
@@ -136,28 +165,36 @@ struct BulkCfg {
   static constexpr int kConsumerWarps = consumer_warps<kMPad>();
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   static constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
-  static constexpr bool kChunked = chunk_per_warp<kMPad>();
+  static constexpr bool kChunked = !kGmma && chunk_per_warp<kMPad>();
+  static constexpr int kWG = kConsumerWarps / 4;  // wgmma: consumer warpgroups
+  // Partials summed at a piece end: one per warp (mma.sync), one per warpgroup (wgmma).
+  static constexpr int kParts = kGmma ? kWG : kConsumerWarps;
+  // wgmma: each warpgroup's X of one chunk in shared memory, M_pad rows x 128 k (the B operand).
+  static constexpr int kXChunkBytes = kMPad * kChunkSteps * 32;
+  static constexpr int kXBytes = kGmma ? kWG * kXChunkBytes : 0;
   // k-steps of a chunk per warp: all of them (kChunked), else w, w + warps, ...
-  static constexpr int kStepsPerWarp = kChunked ? kChunkSteps : kChunkSteps / kConsumerWarps;
-  static_assert(kChunked || kChunkSteps % kConsumerWarps == 0, "whole k-steps per consumer warp");
+  static constexpr int kStepsPerWarp = kChunked || kGmma ? kChunkSteps : kChunkSteps / kConsumerWarps;
+  static_assert(kGmma || kChunked || kChunkSteps % kConsumerWarps == 0, "whole k-steps per consumer warp");
   // A slot's empty barrier completes when every lane of its consumer warps has arrived: each lane's arrive
   // (.release) orders its own shared loads of the slot before the producer's next bulk copy into it. (One arrive
   // per warp after __syncwarp reads the same on the GPU, but racecheck reports every wrapped slot as a race, and
   // the PTX model is plainer this way; the 32 arrives cost nothing measurable.)
-  static constexpr int kEmptyArrivals = 32 * (kChunked ? 1 : kConsumerWarps);
+  static constexpr int kEmptyArrivals = kGmma ? 128 : 32 * (kChunked ? 1 : kConsumerWarps);
   // X fragments in registers per chunk: 2 x kStepsPerWarp x kMSub (4 at M_pad 8, 32 at 64), kXAhead + 1
   // chunks of them beside the accumulators (4 x kMSub x 4): as many as fit without spilling at M_pad 32 and 64.
   static constexpr int kXAheadFit = kMPad <= 16 ? 8 : (kMPad == 32 ? 2 : 1);
   static constexpr int kXAhead = kXAheadMax < kXAheadFit ? kXAheadMax : kXAheadFit;
   static constexpr int kSlot = kTileN * kMPad;                       // floats of one partial (M_pad, 64)
-  static constexpr int kScratchBytes = kConsumerWarps * kSlot * 4;
-  static constexpr int kRingMax = (kMaxSmem - kScratchBytes - 1024) / kChunkBytes;
-  static constexpr int kStages = kRingMax < 12 * 8 / kChunkSteps ? kRingMax : 12 * 8 / kChunkSteps;  // <= 192 KB
-  static constexpr int kBarOff = kStages * kChunkBytes + kScratchBytes;
+  static constexpr int kScratchBytes = kParts * kSlot * 4;
+  static constexpr int kRingMax = (kMaxSmem - kScratchBytes - kXBytes - 1024) / kChunkBytes;
+  static constexpr int kStagesMax = kRingMax < 12 * 8 / kChunkSteps ? kRingMax : 12 * 8 / kChunkSteps;  // <= 192 KB
+  static constexpr int kStages = kGmma ? kStagesMax / kWG * kWG : kStagesMax;  // wgmma: a multiple of the warpgroups
+  static constexpr int kBarOff = kStages * kChunkBytes + kScratchBytes + kXBytes;
   static constexpr int kSmemBytes = kBarOff + 2 * kStages * 8 + 16;
   static_assert(kMPad == 8 || kMPad == 16 || kMPad == 32 || kMPad == 64, "M_pad 8..64");
   static_assert(kSmemBytes <= kMaxSmem && kStages * kChunkSteps >= 64, "shared memory");
   static_assert(!kChunked || kStages % kConsumerWarps == 0, "a chunk per warp: the warps must divide the stages");
+  static_assert(!kGmma || kStages % kWG == 0, "a chunk per warpgroup: the warpgroups must divide the stages");
 };
 
 namespace detail {
@@ -188,6 +225,28 @@ __device__ __forceinline__ uint32_t ld_cg_32_if(void const* p, bool ok) {
   return v;
 }
 __device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// 16 bytes from L2 where `ok`, else zeros (one predicated load, as ld_cg_32_if).
+__device__ __forceinline__ uint4 ld_cg_128_if(void const* p, bool ok) {
+  uint4 v = make_uint4(0, 0, 0, 0);
+  asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %4, 0;\n @q ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%5];\n}"
+               : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
+               : "r"(int(ok)), "l"(p));
+  return v;
+}
+__device__ __forceinline__ void sts_16(uint32_t addr, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+// The 128 threads of warpgroup g (named barrier 2 + g; 1 is all the consumers'). Each number an immediate: with
+// a register operand ptxas reserves all 16 hardware barriers for the kernel, with these 5.
+__device__ __forceinline__ void warpgroup_bar(int g) {
+  static_assert(kNamedBar == 1, "warpgroup barriers are numbered 2, 3, 4");
+  if (g == 0)
+    asm volatile("bar.sync 2, 128;" ::: "memory");
+  else if (g == 1)
+    asm volatile("bar.sync 3, 128;" ::: "memory");
+  else
+    asm volatile("bar.sync 4, 128;" ::: "memory");
+}
 
 // One k-step of a warp: w[j], the lane's A fragment of mma tile j as bulk_pack stored it (no byte permutes),
 // times kMSub B fragments.
@@ -206,27 +265,52 @@ __device__ __forceinline__ void mma_frag(uint4 const (&w)[4], uint32_t const (&x
 // (r + 8, r + 9; c + 1) with r = 16 s + 2 t and c = tile * 64 + 8 g + 2 j (each pair's first row in its low half);
 // zeros past K or N. Each ld.shared.v4 of a warp still reads 512 consecutive bytes, and the words are the mma's
 // operands as they are (reg_pack_kernel's rows needed 4 byte permutes per mma tile).
+//
+// With wgmma (kGmma) a k-step is instead the A operand of one m64nNk16 in the no-swizzle K-major layout
+// (cusync/sm90/gmma_ss.cuh): 16-byte unit (tile * ksteps + s) * 128 + (2 rg + kg) * 8 + r holds k 16 s + 8 kg ..
+// + 7 of column tile * 64 + 8 rg + r (LBO 128 bytes, SBO 256), zeros past K or N.
 template <typename T>
 __global__ void bulk_pack_kernel(T const* w, int k, int n, int64_t ldw, uint4* out, int64_t chunks, bool halves) {
   uint16_t const* w16 = reinterpret_cast<uint16_t const*>(w);
   int64_t const ks = reg::reg_ksteps(k);
-  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += int64_t(gridDim.x) * blockDim.x) {
-    int const lane = int(c % 32), j = int((c / 32) % 4);
-    int64_t const rest = c / 128;
-    int const step = int(rest % ks), tile = int(rest / ks);
-    int const g = lane >> 2, t = lane & 3;
-    int const col8 = tile * kTileN + 8 * g;  // the lane's group of 8 columns (all in N or all past it)
-    int const src8 = halves ? (col8 / 16) * 8 + (col8 % 16 >= 8 ? n / 2 : 0) : col8;
-    uint32_t v[4];
+  if constexpr (kGmma) {
+    for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += int64_t(gridDim.x) * blockDim.x) {
+      int const r = int(c % 8), cm = int((c / 8) % 16);
+      int64_t const rest = c / 128;
+      int const step = int(rest % ks), tile = int(rest / ks);
+      int const rg = cm >> 1, kg = cm & 1;
+      int const col8 = tile * kTileN + 8 * rg;  // the row's group of 8 columns (all in N or all past it)
+      int const src8 = halves ? (col8 / 16) * 8 + (col8 % 16 >= 8 ? n / 2 : 0) : col8;
+      int64_t const col = src8 + r;
+      uint32_t v[4];
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      int const row = step * reg::kStepK + 2 * t + (r >= 2 ? 8 : 0);
-      int64_t const col = src8 + 2 * j + (r & 1);
-      uint32_t const lo = row < k && col8 < n ? w16[int64_t(row) * ldw + col] : 0u;
-      uint32_t const hi = row + 1 < k && col8 < n ? w16[int64_t(row + 1) * ldw + col] : 0u;
-      v[r] = lo | hi << 16;
+      for (int e = 0; e < 4; ++e) {
+        int const row = step * reg::kStepK + 8 * kg + 2 * e;
+        uint32_t const lo = row < k && col8 < n ? w16[int64_t(row) * ldw + col] : 0u;
+        uint32_t const hi = row + 1 < k && col8 < n ? w16[int64_t(row + 1) * ldw + col] : 0u;
+        v[e] = lo | hi << 16;
+      }
+      out[c] = make_uint4(v[0], v[1], v[2], v[3]);
     }
-    out[c] = make_uint4(v[0], v[1], v[2], v[3]);
+  } else {
+    for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += int64_t(gridDim.x) * blockDim.x) {
+      int const lane = int(c % 32), j = int((c / 32) % 4);
+      int64_t const rest = c / 128;
+      int const step = int(rest % ks), tile = int(rest / ks);
+      int const g = lane >> 2, t = lane & 3;
+      int const col8 = tile * kTileN + 8 * g;  // the lane's group of 8 columns (all in N or all past it)
+      int const src8 = halves ? (col8 / 16) * 8 + (col8 % 16 >= 8 ? n / 2 : 0) : col8;
+      uint32_t v[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        int const row = step * reg::kStepK + 2 * t + (r >= 2 ? 8 : 0);
+        int64_t const col = src8 + 2 * j + (r & 1);
+        uint32_t const lo = row < k && col8 < n ? w16[int64_t(row) * ldw + col] : 0u;
+        uint32_t const hi = row + 1 < k && col8 < n ? w16[int64_t(row + 1) * ldw + col] : 0u;
+        v[r] = lo | hi << 16;
+      }
+      out[c] = make_uint4(v[0], v[1], v[2], v[3]);
+    }
   }
 }
 
@@ -261,11 +345,13 @@ struct BulkChain {
     uint32_t ring, bars;
     float* scratch;
     int* flag;
+    uint32_t xs;  // wgmma: the warpgroups' X chunks (kXBytes)
     explicit __device__ __forceinline__ Smem(char* smem)
         : ring(cusync::stream::detail::smem_u32(smem)),
           bars(ring + C::kBarOff),
           scratch(reinterpret_cast<float*>(smem + C::kStages * kChunkBytes)),
-          flag(reinterpret_cast<int*>(smem + C::kBarOff + 2 * C::kStages * 8)) {}
+          flag(reinterpret_cast<int*>(smem + C::kBarOff + 2 * C::kStages * 8)),
+          xs(ring + C::kStages * kChunkBytes + C::kScratchBytes) {}
   };
 
   struct XFrag { uint32_t x[kStepsPerWarp][kMSub][2]; };  // B fragments of the warp's k-steps of a chunk
@@ -376,9 +462,32 @@ struct BulkChain {
   // order; then either the epilogue (one piece) or the workspace + arrival, the last arriver finishing the tile.
   static __device__ __forceinline__ void finish_piece(BulkGemm const& b, RunCtx const& ctx, int c, int t,
                                                       float (&acc)[4][kMSub][4], float* scratch, int* flag) {
-    StageArgs const& a = b.a;
     int const tid = int(threadIdx.x);
     reg::detail::store_partial(acc, scratch + (tid >> 5) * C::kSlot, kTileN, tid & 31);
+    finish_stored(b, ctx, c, t, scratch, flag);
+  }
+  // wgmma: the warpgroup's accumulators (cusync/sm90/gmma_ss.cuh's layout; D rows are the tile's 64 columns, D
+  // columns the batch rows) to its partial, [m][64] as store_partial's.
+  static __device__ __forceinline__ void finish_piece(BulkGemm const& b, RunCtx const& ctx, int c, int t,
+                                                      float (&acc)[kMSub * 4], float* scratch, int* flag) {
+    int const tid = int(threadIdx.x), lane = tid & 31;
+    float* dst = scratch + (tid >> 7) * C::kSlot;
+    int const col = 16 * ((tid >> 5) & 3) + (lane >> 2);
+#pragma unroll
+    for (int j = 0; j < kMSub; ++j) {
+      int const m = 8 * j + 2 * (lane & 3);
+      dst[m * kTileN + col] = acc[4 * j + 0];
+      dst[(m + 1) * kTileN + col] = acc[4 * j + 1];
+      dst[m * kTileN + col + 8] = acc[4 * j + 2];
+      dst[(m + 1) * kTileN + col + 8] = acc[4 * j + 3];
+    }
+    finish_stored(b, ctx, c, t, scratch, flag);
+  }
+  // The rest of a piece's finish, with every part's partial in scratch.
+  static __device__ __forceinline__ void finish_stored(BulkGemm const& b, RunCtx const& ctx, int c, int t,
+                                                       float* scratch, int* flag) {
+    StageArgs const& a = b.a;
+    int const tid = int(threadIdx.x);
     detail::consumer_bar<kConsumerThreads>();
     int const c_first = detail::owner_of(b, int64_t(t) * b.chunks);
     int const c_last = detail::owner_of(b, int64_t(t + 1) * b.chunks - 1);
@@ -387,7 +496,7 @@ struct BulkChain {
     for (int i = tid * 4; i < a.m * kTileN; i += kConsumerThreads * 4) {
       float4 s = *reinterpret_cast<float4 const*>(scratch + i);
 #pragma unroll
-      for (int ww = 1; ww < kConsumerWarps; ++ww) {
+      for (int ww = 1; ww < C::kParts; ++ww) {
         float4 const p = *reinterpret_cast<float4 const*>(scratch + ww * C::kSlot + i);
         s.x += p.x; s.y += p.y; s.z += p.z; s.w += p.w;
       }
@@ -452,7 +561,7 @@ struct BulkChain {
   }
 
   static __device__ void consumers(BulkParams const& p, RunCtx const& ctx, char* smem) {
-    auto const [ring, bars, scratch, flag] = Smem(smem);
+    [[maybe_unused]] auto const [ring, bars, scratch, flag, xs_] = Smem(smem);
     int const lane = int(threadIdx.x) & 31, w = int(threadIdx.x) >> 5;
     int const c = int(blockIdx.x);
     bool const full_mode = p.mode == kModeFull;
@@ -557,7 +666,7 @@ struct BulkChain {
   // chunk of the next piece (finish_piece's barriers are all the consumer warps').
   static __device__ void consumers_chunked(BulkParams const& p, RunCtx const& ctx, char* smem) {
     constexpr int W = kConsumerWarps;
-    auto const [ring, bars, scratch, flag] = Smem(smem);
+    [[maybe_unused]] auto const [ring, bars, scratch, flag, xs_] = Smem(smem);
     int const lane = int(threadIdx.x) & 31, w = int(threadIdx.x) >> 5;
     int const c = int(blockIdx.x);
     bool const full_mode = p.mode == kModeFull;
@@ -639,6 +748,145 @@ struct BulkChain {
       if (threadIdx.x == 0) detail::stamp(p, gi == 0 ? kAtDoneGemm1 : kAtDone);
     }
   }
+
+  // wgmma (kGmma): X's rows [0, M_pad) x k [k0, k0 + 128) of chunk `at`, thread wt's 16-byte units wt + 128 u
+  // (batch row 8 u + wt % 8, k k0 + 8 (wt / 8)), into registers; zeros past m or K. Waits first, when the GEMM reads
+  // the producer, for every producer tile of the chunk's k range (each warp for itself, as load_x).
+  static __device__ __forceinline__ void load_x_gmma(BulkGemm const& b, RunCtx const& ctx, Pos at, int wt, int lane,
+                                                     Ready& ready, uint4 (&xr)[kMSub]) {
+    StageArgs const& a = b.a;
+    int const k0 = at.cc * kChunkSteps * reg::kStepK;
+    if (a.wait_sems != nullptr) {
+      int const kend = a.k < k0 + kChunkSteps * reg::kStepK ? a.k : k0 + kChunkSteps * reg::kStepK;
+      for (int kk = k0; kk < kend;) {
+        int const pt = int(unsigned(kk) / unsigned(a.wait_tile_cols));
+        if (!ready.has(pt)) {
+          int r = posted_run(a, ctx, pt, lane);
+          if (r == 0) {  // not posted yet: the bounded wait on pt alone
+            StreamGemm<T, 8>::warp_wait(a, ctx, pt, at.tile);
+            r = 1;
+          }
+          ready.add(pt, r);
+        }
+        kk = (pt + 1) * a.wait_tile_cols;
+      }
+    }
+    int const k = k0 + 8 * (wt >> 3);
+    T const* row = static_cast<T const*>(a.x) + int64_t(wt & 7) * a.ldx + k;
+#pragma unroll
+    for (int u = 0; u < kMSub; ++u)
+      xr[u] = detail::ld_cg_128_if(row + int64_t(8 * u) * a.ldx, 8 * u + (wt & 7) < a.m && k < a.k);
+  }
+
+  // kGmma: warpgroup g of kWG takes chunks g, g + kWG, ... of the CTA's range of each GEMM, as consumers_chunked's
+  // warps take theirs (the same slot ownership: kWG divides kStages, so a slot's chunks all belong to one
+  // warpgroup). Per chunk its 128 threads store X's fragment (loaded one of its chunks ahead) to the warpgroup's
+  // buffer in the B operand's layout (unit u at byte 16 u: batch rows 8 u / 128.. are SBO 2048 apart, k groups LBO
+  // 128), then issue one m64nM_padk16 per k-step on the ring slot as bulk_pack laid it out (A: LBO 128, SBO 256),
+  // wait for them, and free the slot. Each warpgroup's accumulators are its partial; pieces end as
+  // consumers_chunked's do, the partials summed in warpgroup order.
+  static __device__ void consumers_gmma(BulkParams const& p, RunCtx const& ctx, char* smem) {
+    constexpr int W = C::kWG;
+    constexpr bool kBf16 = std::is_same<T, __nv_bfloat16>::value;
+    [[maybe_unused]] auto const [ring, bars, scratch, flag, xs_all] = Smem(smem);
+    int const tid = int(threadIdx.x), lane = tid & 31, wg = tid >> 7, wt = tid & 127;
+    uint32_t const xs = xs_all + wg * C::kXChunkBytes;
+    int const c = int(blockIdx.x);
+    bool const full_mode = p.mode == kModeFull;
+    int64_t issued = 0;  // chunks of earlier GEMMs in this CTA's ring
+    for (int gi = 0; gi < 2; ++gi) {
+      if ((gi == 0 && p.which == kOnlyGemm2) || (gi == 1 && p.which == kOnlyGemm1)) continue;
+      BulkGemm const& b = p.gm[gi];
+      int64_t lo, hi;
+      detail::range_of(b, c, lo, hi);
+      if (lo >= hi) continue;
+      int const n_chunks = int(hi - lo);
+      Ready ready;
+      int const chunks = b.chunks, ksteps = b.ksteps;
+      int cur = Pos::of(b, lo).tile;             // the next piece this warpgroup finishes
+      int const last = Pos::of(b, hi - 1).tile;  // the range's last piece
+      int slot = int((issued + wg) % C::kStages);
+      uint32_t phase = uint32_t((issued + wg) / C::kStages) & 1u;
+      float acc[kMSub * 4];
+#pragma unroll
+      for (int i = 0; i < kMSub * 4; ++i) acc[i] = 0.f;
+      // X of the warpgroup's chunks in kXA register buffers, chunk j (its j-th) in xr[j % kXA], loaded kXA of its
+      // chunks ahead; the loop is unrolled by kXA so that every buffer index is static.
+      constexpr int kXA = CUSYNC_BULK_GMMA_X_AHEAD;
+      Pos at = Pos::of(b, lo + (wg < n_chunks ? wg : 0));
+      Pos ahead = at;
+      uint4 xr[kXA][kMSub];
+#pragma unroll
+      for (int d = 0; d < kXA; ++d)
+        if (full_mode && wg + d * W < n_chunks) {
+          load_x_gmma(b, ctx, ahead, wt, lane, ready, xr[d]);
+          ahead.skip(W, chunks);
+        }
+      if (gi == 1 && threadIdx.x == 0) detail::stamp(p, kAtGemm2Ready);
+      for (int i0 = wg; i0 < n_chunks; i0 += kXA * W) {
+#pragma unroll
+        for (int d = 0; d < kXA; ++d) {
+          int const i = i0 + d * W;
+          if (i >= n_chunks) break;
+          Pos const here = at;
+          at.skip(W, chunks);
+          for (; cur < here.tile; ++cur) {
+            if (full_mode) finish_piece(b, ctx, c, cur, acc, scratch, flag);
+#pragma unroll
+            for (int e = 0; e < kMSub * 4; ++e) acc[e] = 0.f;
+          }
+          int const steps = ksteps - here.cc * kChunkSteps < kChunkSteps ? ksteps - here.cc * kChunkSteps : kChunkSteps;
+          if (full_mode) {
+            // The buffer's last reader is this warpgroup's previous chunk's wgmma. A thread's wait<0> below covers
+            // only its own warp's part of it (another warp's may still read the buffer), hence the barrier: every
+            // warp past its wait before any thread stores the next X.
+            detail::warpgroup_bar(wg);
+#pragma unroll
+            for (int u = 0; u < kMSub; ++u) detail::sts_16(xs + 16 * (wt + 128 * u), xr[d][u]);
+            gmma::fence_proxy_shared();
+            detail::warpgroup_bar(wg);
+            if (i + kXA * W < n_chunks) {
+              load_x_gmma(b, ctx, ahead, wt, lane, ready, xr[d]);
+              ahead.skip(W, chunks);
+            }
+          }
+          ws::dev::mbar_wait(bars + slot * 8, phase);  // full
+          if (gi == 0 && i == 0 && threadIdx.x == 0) detail::stamp(p, kAtFirstData);
+          if (full_mode) {
+            uint32_t const wa = ring + slot * kChunkBytes;
+            if (steps < kChunkSteps) {
+              // A tile's last chunk, short of k-steps: zeros past them (X is zero there too, but the slot's old
+              // bytes need not be finite), so that every chunk runs all kChunkSteps wgmma without a branch.
+              for (int o = steps * kStepBytes + wt * 16; o < kChunkBytes; o += 128 * 16)
+                detail::sts_16(wa + o, make_uint4(0, 0, 0, 0));
+              gmma::fence_proxy_shared();
+              detail::warpgroup_bar(wg);
+            }
+            gmma::fence_regs(acc);
+            gmma::fence();
+#pragma unroll
+            for (int s = 0; s < kChunkSteps; ++s)
+              gmma::mma_64xN<kMPad, kBf16>(gmma::desc_k_major(wa + s * kStepBytes, 128, 256),
+                                           gmma::desc_k_major(xs + s * 256, 128, 2048), acc);
+            gmma::commit();
+            gmma::wait<0>();
+            gmma::fence_regs(acc);
+          }
+          ws::dev::mbar_arrive(bars + (C::kStages + slot) * 8);  // empty: every thread, after its wgmma completed
+          slot += W;
+          if (slot >= C::kStages) { slot -= C::kStages; phase ^= 1u; }
+        }
+      }
+      for (; cur <= last; ++cur) {
+        if (full_mode) finish_piece(b, ctx, c, cur, acc, scratch, flag);
+#pragma unroll
+        for (int e = 0; e < kMSub * 4; ++e) acc[e] = 0.f;
+      }
+      if (!full_mode) detail::consumer_bar<kConsumerThreads>();
+      issued += n_chunks;
+      if (threadIdx.x == 0) detail::stamp(p, gi == 0 ? kAtDoneGemm1 : kAtDone);
+    }
+  }
 };
 
 template <typename T, int kMPad, bool kPdl>
@@ -672,7 +920,9 @@ __global__ void __launch_bounds__(BulkCfg<kMPad>::kThreads, 1)
     if (kPdl) detail::griddep_wait();  // the previous run (epoch, X, workspace) is complete and visible
     epoch = ptx::ld_relaxed_gpu(&state->epoch);
     RunCtx const ctx{epoch, error, timeout_ns};
-    if constexpr (C::kChunked)
+    if constexpr (kGmma)
+      BulkChain<T, kMPad>::consumers_gmma(p, ctx, smem);
+    else if constexpr (C::kChunked)
       BulkChain<T, kMPad>::consumers_chunked(p, ctx, smem);
     else
       BulkChain<T, kMPad>::consumers(p, ctx, smem);
