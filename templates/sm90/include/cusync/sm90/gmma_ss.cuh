@@ -33,81 +33,53 @@ __device__ __forceinline__ void fence_regs(float (&d)[kN]) {
   for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-template <bool kBf16>
-__device__ __forceinline__ void gmma_64x8(uint64_t da, uint64_t db, float (&d)[4], int accumulate) {
-  if constexpr (kBf16) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %6, 0;\n"
-        " wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "l"(da), "l"(db), "r"(accumulate));
-  } else {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %6, 0;\n"
-        " wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "l"(da), "l"(db), "r"(accumulate));
-  }
-}
-template <bool kBf16>
-__device__ __forceinline__ void gmma_64x16(uint64_t da, uint64_t db, float (&d)[8], int accumulate) {
-  if constexpr (kBf16) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %10, 0;\n"
-        " wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-        : "l"(da), "l"(db), "r"(accumulate));
-  } else {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %10, 0;\n"
-        " wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-        : "l"(da), "l"(db), "r"(accumulate));
-  }
-}
-template <bool kBf16>
-__device__ __forceinline__ void gmma_64x32(uint64_t da, uint64_t db, float (&d)[16], int accumulate) {
-  if constexpr (kBf16) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %18, 0;\n"
-        " wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(da), "l"(db), "r"(accumulate));
-  } else {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %18, 0;\n"
-        " wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(da), "l"(db), "r"(accumulate));
-  }
-}
-template <bool kBf16>
-__device__ __forceinline__ void gmma_64x64(uint64_t da, uint64_t db, float (&d)[32], int accumulate) {
-  if constexpr (kBf16) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
-        " wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(da), "l"(db), "r"(accumulate));
-  } else {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
-        " wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(da), "l"(db), "r"(accumulate));
-  }
-}
+// The instructions, one per N: TY is the input type's PTX name (f16 or bf16); d, da, db and accumulate are the
+// caller's names.
+#define CUSYNC_GMMA_64x8(TY)                                                                             \
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %6, 0;\n"                                                   \
+               " wgmma.mma_async.sync.aligned.m64n8k16.f32." TY "." TY " {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n}" \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) \
+               : "l"(da), "l"(db), "r"(accumulate))
+#define CUSYNC_GMMA_64x16(TY)                                                                             \
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %10, 0;\n"                                                   \
+               " wgmma.mma_async.sync.aligned.m64n16k16.f32." TY "." TY " {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n}" \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
+               : "l"(da), "l"(db), "r"(accumulate))
+#define CUSYNC_GMMA_64x32(TY)                                                                             \
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %18, 0;\n"                                                   \
+               " wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}" \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) \
+               : "l"(da), "l"(db), "r"(accumulate))
+#define CUSYNC_GMMA_64x64(TY)                                                                             \
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"                                                   \
+               " wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}" \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+               : "l"(da), "l"(db), "r"(accumulate))
 
 // D (64 x kN, fp32) += A (64 x 16) B^T (B: kN x 16), with A and B K-major in shared memory (descriptors da, db).
 template <int kN, bool kBf16>
 __device__ __forceinline__ void mma_64xN(uint64_t da, uint64_t db, float (&d)[kN / 2]) {
-  if constexpr (kN == 8) gmma_64x8<kBf16>(da, db, d, 1);
-  else if constexpr (kN == 16) gmma_64x16<kBf16>(da, db, d, 1);
-  else if constexpr (kN == 32) gmma_64x32<kBf16>(da, db, d, 1);
-  else {
-    static_assert(kN == 64, "N must be 8, 16, 32 or 64");
-    gmma_64x64<kBf16>(da, db, d, 1);
+  static_assert(kN == 8 || kN == 16 || kN == 32 || kN == 64, "N must be 8, 16, 32 or 64");
+  int const accumulate = 1;  // D += A B (0 would be D = A B)
+#define CUSYNC_GMMA_TYPED(SHAPE) \
+  if constexpr (kBf16)           \
+    SHAPE("bf16");               \
+  else                           \
+    SHAPE("f16")
+  if constexpr (kN == 8) {
+    CUSYNC_GMMA_TYPED(CUSYNC_GMMA_64x8);
+  } else if constexpr (kN == 16) {
+    CUSYNC_GMMA_TYPED(CUSYNC_GMMA_64x16);
+  } else if constexpr (kN == 32) {
+    CUSYNC_GMMA_TYPED(CUSYNC_GMMA_64x32);
+  } else {
+    CUSYNC_GMMA_TYPED(CUSYNC_GMMA_64x64);
   }
+#undef CUSYNC_GMMA_TYPED
 }
+#undef CUSYNC_GMMA_64x8
+#undef CUSYNC_GMMA_64x16
+#undef CUSYNC_GMMA_64x32
+#undef CUSYNC_GMMA_64x64
 
 }  // namespace cusync::gmma
