@@ -5,7 +5,8 @@
 # of templates/sm90/include). The probe needs cuBLAS's headers: CUBLAS_INCLUDE, e.g. from
 #   pip download --no-deps nvidia-cublas && unzip nvidia_cublas*.whl -d /tmp/cublas  (-> /tmp/cublas/nvidia/cu13/include)
 # Then run(carry=["build/decode_probe"]): bash scripts/decode_probe/ab_call.sh
-# VARIANTS adds objects of the kernel as it is built with other macros: "name=-DA=1 -DB=2;name2=...".
+# VARIANTS adds objects of the kernel as it is built with other macros: "name=-DA=1 -DB=2;name2=...", on the
+# kernel as it is or, with VARIANT_PATCH=<patch>, on it with that patch applied.
 # Usage: CUBLAS_INCLUDE=... [PATCHES="name ..."] [VARIANTS="mma=-DCUSYNC_BULK_GMMA=0"] bash scripts/decode_probe/ab_objects.sh
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -23,10 +24,16 @@ for p in ${PATCHES:-}; do
   (cd "$d" && patch -s --batch --forward -p3 < "$ROOT/scripts/decode_probe/$p.patch") || { echo "$p.patch does not apply"; exit 1; }
   build "$p" "$d/include" &
 done
+vinc=$ROOT/templates/sm90/include
+if [ -n "${VARIANT_PATCH:-}" ]; then
+  d=$(mktemp -d); cp -r "$ROOT/templates/sm90/include" "$d/"
+  (cd "$d" && patch -s --batch --forward -p3 < "$ROOT/scripts/decode_probe/$VARIANT_PATCH.patch") || { echo "$VARIANT_PATCH.patch does not apply"; exit 1; }
+  vinc=$d/include
+fi
 IFS=';' read -ra vs <<< "${VARIANTS:-}"
 for v in "${vs[@]}"; do
   [ -n "$v" ] || continue
   # shellcheck disable=SC2086  # the macros are words
-  build "${v%%=*}" "$ROOT/templates/sm90/include" ${v#*=} &
+  build "${v%%=*}" "$vinc" ${v#*=} &
 done
 wait

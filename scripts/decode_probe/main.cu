@@ -127,6 +127,7 @@ static char const* kVarName[] = {"b2b", "sync", "pers", "ws", "reg", "regs", "ri
 // v5 (bulk_chain.cuh, M <= 64): f = 1 the chain in one kernel, 2 the same launched as a programmatic dependent of
 // the previous run, 3 two launches of the same kernel (one GEMM each, no waits; the same reduction order).
 static bool g_bulk_trace = false;         // DECODE_PROBE_BULK_TRACE=1: v5's per-CTA timeline at every point
+static constexpr int64_t kWsScale = 4;       // the workspaces' size over what the landed kernels need
 static int g_bulk_mode = 0;               // DECODE_PROBE_BULK_MODE=1: consumers only release slots (wrong results)
 static bool g_bulk_coop = false;          // DECODE_PROBE_BULK_COOP=1: cooperative launches (as the library's mode stream)
 static std::vector<std::string> g_variant_filter;
@@ -238,7 +239,9 @@ struct Probe {
     CK(cudaMalloc(&lt_ws, lt_ws_bytes));
     grid_max = 4 * sms;
     slots1 = ws_slots_for(grid_max, n1w); slots2 = ws_slots_for(grid_max, sd.n2);
-    CK(cudaMalloc(&ws1, slots1 * kBlkN * 128 * sizeof(float))); CK(cudaMalloc(&ws2, slots2 * kBlkN * 128 * sizeof(float)));
+    // kWsScale: room for a kernel that keeps one partial per (tile, K slab) (a patch's unit schedule).
+    CK(cudaMalloc(&ws1, kWsScale * slots1 * kBlkN * 128 * sizeof(float)));
+    CK(cudaMalloc(&ws2, kWsScale * slots2 * kBlkN * 128 * sizeof(float)));
     CK(cudaMalloc(&arr1, tiles_of(n1w) * 8)); CK(cudaMalloc(&arr2, tiles_of(sd.n2) * 8)); CK(cudaMalloc(&sem1, tiles_of(n1w) * 8));
     CK(cudaMemsetAsync(arr1, 0, tiles_of(n1w) * 8, st)); CK(cudaMemsetAsync(arr2, 0, tiles_of(sd.n2) * 8, st));
     CK(cudaMemsetAsync(sem1, 0, tiles_of(n1w) * 8, st));
@@ -406,8 +409,8 @@ struct Probe {
       bool const b2b = f == 3;
       StageArgs a1 = args1(m, set, bias, skip), a2 = args2(m, set, !b2b);
       a1.w = w1b[set]; a2.w = w2b[set];
-      a1.ws = ws1; a1.ws_slots = slots1 * kBlkN * 128 / (bulk::kTileN * mpad); a1.arrivals = arrr1; a1.post_sems = semr1;
-      a2.ws = ws2; a2.ws_slots = slots2 * kBlkN * 128 / (bulk::kTileN * mpad); a2.arrivals = arrr2;
+      a1.ws = ws1; a1.ws_slots = kWsScale * slots1 * kBlkN * 128 / (bulk::kTileN * mpad); a1.arrivals = arrr1; a1.post_sems = semr1;
+      a2.ws = ws2; a2.ws_slots = kWsScale * slots2 * kBlkN * 128 / (bulk::kTileN * mpad); a2.arrivals = arrr2;
       a2.wait_sems = b2b ? nullptr : semr1; a2.wait_tile_cols = reg::out_tile_cols(int(sd.act), bulk::kTileN);
       a2.wait_tiles = reg::tiles_of(n1w, bulk::kTileN);
       bulk::BulkParams p{};
