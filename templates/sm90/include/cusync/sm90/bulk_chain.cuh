@@ -384,6 +384,18 @@ struct BulkChain {
     __syncwarp();
     return mask == 0xffffffffu ? 32 : __ffs(~mask) - 1;
   }
+  // Producer tile p posted, as far as this warp is concerned: remembered in `ready`, else polled with its
+  // neighbours (posted_run), else the bounded wait on p alone (a timeout names consumer tile `tile`).
+  static __device__ __forceinline__ void ensure_posted(StageArgs const& a, RunCtx const& ctx, int p, int tile, int lane,
+                                                       Ready& ready) {
+    if (ready.has(p)) return;
+    int r = posted_run(a, ctx, p, lane);
+    if (r == 0) {  // not posted yet: the bounded wait on p alone
+      StreamGemm<T, 8>::warp_wait(a, ctx, p, tile);
+      r = 1;
+    }
+    ready.add(p, r);
+  }
 
   // A chunk position, advanced without division (the consumers' loop does no 64-bit arithmetic per chunk).
   struct Pos {
@@ -434,17 +446,8 @@ struct BulkChain {
       int const k = s * reg::kStepK;
       int const kk = kMPad == 64 ? b.a.k : v.k;
       bool const lo_in = k < kk, hi_in = k + 16 <= kk;
-      if (lo_in && (kMPad == 64 ? b.a.wait_sems != nullptr : v.waits)) {
-        int const p = int(unsigned(k) / unsigned(b.a.wait_tile_cols));
-        if (!ready.has(p)) {
-          int r = posted_run(b.a, ctx, p, lane);
-          if (r == 0) {  // not posted yet: the bounded wait on p alone
-            StreamGemm<T, 8>::warp_wait(b.a, ctx, p, at.tile);
-            r = 1;
-          }
-          ready.add(p, r);
-        }
-      }
+      if (lo_in && (kMPad == 64 ? b.a.wait_sems != nullptr : v.waits))
+        ensure_posted(b.a, ctx, int(unsigned(k) / unsigned(b.a.wait_tile_cols)), at.tile, lane, ready);
 #pragma unroll
       for (int mb = 0; mb < kMSub; ++mb) {
         // At M_pad 64 the row pointers are formed from the parameters at each load: a loop-invariant pointer
@@ -760,14 +763,7 @@ struct BulkChain {
       int const kend = a.k < k0 + kChunkSteps * reg::kStepK ? a.k : k0 + kChunkSteps * reg::kStepK;
       for (int kk = k0; kk < kend;) {
         int const pt = int(unsigned(kk) / unsigned(a.wait_tile_cols));
-        if (!ready.has(pt)) {
-          int r = posted_run(a, ctx, pt, lane);
-          if (r == 0) {  // not posted yet: the bounded wait on pt alone
-            StreamGemm<T, 8>::warp_wait(a, ctx, pt, at.tile);
-            r = 1;
-          }
-          ready.add(pt, r);
-        }
+        ensure_posted(a, ctx, pt, at.tile, lane, ready);
         kk = (pt + 1) * a.wait_tile_cols;
       }
     }
