@@ -70,8 +70,9 @@ from typing import Any
 
 from cusync_gen.errors import SpecError
 from cusync_gen.plan import ChainPlan, EdgePlan, StagePlan
-from cusync_gen.spec.model import Op, Policy
+from cusync_gen.spec.model import STREAM_MAX_M, Op, Policy
 from cusync_gen.spec.policies import POLICIES
+from cusync_gen.verify_stream import StreamProof, verify_stream
 
 
 class VerificationError(SpecError):
@@ -109,14 +110,18 @@ class Proof:
     config: int
     edges: tuple[EdgeProof, ...]
     progress: str
+    stream: StreamProof | None = None  # run() mode stream's K-range sync, where it can run at this M
 
     def as_json(self) -> dict[str, Any]:
-        return {"tile_config": self.config, "edges": [e.as_json() for e in self.edges], "progress": self.progress}
+        return {"tile_config": self.config, "edges": [e.as_json() for e in self.edges], "progress": self.progress,
+                "stream": None if self.stream is None else self.stream.as_json()}
 
     def describe(self) -> str:
         lines = [f"verified at M = {self.m} (tile configuration {self.config}):"]
         lines += [f"  {e.describe()}" for e in self.edges]
         lines.append(f"  progress: {self.progress}")
+        if self.stream is not None:
+            lines.append(f"  {self.stream.describe()}")
         lines.append("  earlier runs: posts carry their run's epoch, so none of them satisfies a wait of this run")
         return "\n".join(lines)
 
@@ -145,7 +150,10 @@ def verify(plan: ChainPlan, m: int) -> Proof:
             if edge.policy is Policy.NONE:
                 continue
             proofs.append(_verify_edge(stages[edge.producer], stage, edge, m))
-    return Proof(m, config.index, tuple(proofs), _progress(plan, m))
+    stream = None
+    if plan.optimizations.stream_weights and plan.stream_problem is None and m <= STREAM_MAX_M:
+        stream = verify_stream(plan)
+    return Proof(m, config.index, tuple(proofs), _progress(plan, m), stream)
 
 
 def validate_json(plan: ChainPlan, ms: Sequence[int]) -> dict[str, Any]:
