@@ -5,7 +5,8 @@
 # halves, and every slot reused many times) at M = 1, 9. RUNS: "patch:project:ms ..."; patch none is the kernel as
 # it is, another names scripts/decode_probe/<patch>.patch. Each binary also runs once without the sanitizer, with
 # a rough timing of mode stream (STREAM_RACE_TIME). PREBUILT: library_call.sh's BUILD, whose libraries patch none reuses.
-# Patch "mma" builds the kernel as it is with -DCUSYNC_BULK_GMMA=0 (the mma.sync consumers); SAN_FLAGS adds options
+# Patch "mma" builds the kernel as it is with -DCUSYNC_BULK_GMMA=0 (the mma.sync consumers), "wg1" with one consumer
+# warpgroup (-DCUSYNC_BULK_GMMA_WG=1); SAN_FLAGS adds options
 # to racecheck (e.g. "--check-warpgroup-mma no").
 # Carry third_party/cutlass. Here first: python3 scripts/stream_specs.py .gen-stream
 # Usage (on the GPU machine): bash scripts/decode_probe/race_call.sh OUT_DIR
@@ -20,12 +21,13 @@ RUNS=${RUNS:-"none:decode_stream_sm90:1,3,9,17,33 none:llama_mlp_sm90_stream:1,9
 build() {  # patch project
   local w=$B/$1-$2
   rm -rf "$w"; mkdir -p "$B"
-  local flags=""; [ "$1" = mma ] && flags=-DCUSYNC_BULK_GMMA=0
+  local flags=""
+  case $1 in mma) flags=-DCUSYNC_BULK_GMMA=0 ;; wg1) flags=-DCUSYNC_BULK_GMMA_WG=1 ;; esac
   if [ "$1" = none ] && [ -f "${PREBUILT:-/nonexistent}/$2/build/lib$2.a" ]; then
     ln -s "$PREBUILT/$2" "$w"  # PREBUILT: library_call.sh's BUILD (PATCH none), whose library is this one
   else
     cp -r "$GEN/$2" "$w"
-    if [ "$1" != none ] && [ "$1" != mma ]; then (cd "$w" && patch -s --batch --forward -p3 < "$D/$1.patch") || { echo "$1 does not apply"; return 1; }; fi
+    if [ "$1" != none ] && [ "$1" != mma ] && [ "$1" != wg1 ]; then (cd "$w" && patch -s --batch --forward -p3 < "$D/$1.patch") || { echo "$1 does not apply"; return 1; }; fi
     cmake -S "$w" -B "$w/build" -G Ninja -DCUTLASS_DIR="$CUT" -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_FLAGS="$flags" \
       > "$R/build-$1-$2.log" 2>&1 &&
       cmake --build "$w/build" --target "$2" -j "${JOBS:-6}" >> "$R/build-$1-$2.log" 2>&1 || { tail -20 "$R/build-$1-$2.log"; return 1; }

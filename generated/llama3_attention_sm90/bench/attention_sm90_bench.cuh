@@ -7,8 +7,6 @@
 //   --decode-persistent: the tensor-core decode on a persistent grid instead of one CTA per unit;
 //   --decode-split-major / --decode-sequence-major: its units with the same split of every sequence side by side,
 //   or each sequence's splits side by side
-//   --decode-fused-rope / --decode-rope-stage: a generation step's rotary embedding and cache append inside the
-//   tensor-core decode (the rope stage then launches nothing), or in the rope stage (the layer's default)
 //   --autotune: Layer::autotune() (each cuBLASLt GEMM's algorithm timed in the layer) at the first shape of
 //   each row count, every row count before the first shape is checked or timed; on by default with --time
 //   (--no-autotune: the heuristic's first algorithm). --fmha-pingpong: prompts on the FMHA's ping-pong schedule;
@@ -20,9 +18,7 @@
 // the whole layer against an fp32 chain (fp32 GEMMs, rotary and attention from the same fp16/bf16
 // inputs), both as ||out - ref|| / ||ref||; every output element written (outputs poisoned with NaN
 // first); bitwise equal run to run; bitwise equal when replayed from a CUDA graph; bitwise equal with the
-// tensor-core decode's other grid (persistent or one CTA per unit), unit order; bitwise equal with the rope
-// stage's other place (in the decode or on its own): the output, the rotated queries, and each sequence's appended
-// K and V rows (poisoned before the second run).
+// tensor-core decode's other grid (persistent or one CTA per unit), unit order.
 // Times (--time): each stage and the layer, each captured in its own CUDA graph, median of --repeats
 // replays (CUDA events); then the layer's graph twice more, bitwise equal (the algorithms autotune chose
 // included). Prints one JSON line per shape (with the algorithms each GEMM ran: the candidate index in
@@ -234,7 +230,6 @@ struct Bench {
   bool fmha_heaviest_first = true;
   bool decode_persistent = false;
   int decode_split_major = -1;  // -1: the layer's default
-  int decode_fused_rope = -1;   // -1: the layer's default
   std::set<int> tuned_rows, reported_rows;  // autotune once per row count (the GEMMs' shape)
   std::map<int, std::string> tuned_json;     // what it found, printed with the first shape of the row count
 
@@ -304,8 +299,6 @@ struct Bench {
       else if (a == "--decode-persistent") decode_persistent = true;
       else if (a == "--decode-split-major") decode_split_major = 1;
       else if (a == "--decode-sequence-major") decode_split_major = 0;
-      else if (a == "--decode-fused-rope") decode_fused_rope = 1;
-      else if (a == "--decode-rope-stage") decode_fused_rope = 0;
       else if (a == "--autotune-rounds" && i + 1 < argc) autotune_rounds = std::min(200, std::max(1, std::atoi(argv[++i])));
       else if (a == "--repeats" && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
       else if (a == "--preheat-ms" && i + 1 < argc) preheat_ms = std::atof(argv[++i]);
@@ -329,7 +322,6 @@ struct Bench {
     layer.fmha_heaviest_first = fmha_heaviest_first;
     layer.decode_persistent = decode_persistent;
     if (decode_split_major >= 0) layer.decode_split_major = decode_split_major == 1;
-    if (decode_fused_rope >= 0) layer.decode_fused_rope = decode_fused_rope == 1;
     if (layer.initialize() != Status::kSuccess) {
       std::fprintf(stderr, "initialize failed\n");
       return 2;
@@ -388,7 +380,6 @@ struct Bench {
                        "\", \"batch\": " + std::to_string(sa.batch) + ", \"tokens\": " + std::to_string(sa.tokens) +
                        ", \"cache\": " + std::to_string(sa.cache) + (sa.ragged ? ", \"ragged\": true" : "") + (sa.varlen ? ", \"varlen\": true" : "");
     json += std::string(", \"fmha\": \"") + (layer.fmha_pingpong ? "pingpong" : layer.fmha_heaviest_first ? "heaviest_first" : "cooperative") + "\"";
-    json += std::string(", \"rope\": \"") + (layer.rope_in_decode(s) ? "fused" : "stage") + "\"";
     int failed = 0;
     char buf[512];
     auto release = [&] {
@@ -468,43 +459,6 @@ struct Bench {
       layer.decode_persistent = !layer.decode_persistent, layer.decode_split_major = !layer.decode_split_major;
       auto y4 = host(static_cast<T const*>(b.y), int64_t(rows) * Config::kHidden);
       bool const grid_equal = std::memcmp(y1.data(), y4.data(), y1.size() * sizeof(T)) == 0;
-      // The rope stage's other place: the same output, rotated queries and appended rows, written anew.
-      int64_t const nq = int64_t(rows) * kOCols, kv_row = int64_t(hk) * dh;
-      auto appended = [&](bool poison) {  // each sequence's rows at cache_len[b] + t, K then V
-        std::vector<T> rows_kv;
-        for (int sq = 0; sq < sa.batch; ++sq) {
-          for (int t = 0; t < sa.tokens_of[sq]; ++t) {
-            int64_t const pos = int64_t(hl[sq]) + t;
-            if (pos >= capacity) continue;
-            for (T* cache : {kc, vc}) {
-              T* row = cache + (int64_t(sq) * capacity + pos) * kv_row;
-              if (poison) {
-                BENCH_CUDA(cudaMemset(row, 0xff, kv_row * sizeof(T)));
-              } else {
-                size_t const at = rows_kv.size();
-                rows_kv.resize(at + kv_row);
-                BENCH_CUDA(cudaMemcpy(rows_kv.data() + at, row, kv_row * sizeof(T), cudaMemcpyDeviceToHost));
-              }
-            }
-          }
-        }
-        return rows_kv;
-      };
-      auto const kv_a = appended(false);
-      auto const q_a = host(static_cast<T const*>(b.q), nq);
-      appended(true);
-      BENCH_CUDA(cudaMemset(b.q, 0xff, nq * sizeof(T)));
-      BENCH_CUDA(cudaMemset(b.y, 0xff, int64_t(rows) * Config::kHidden * sizeof(T)));
-      layer.decode_fused_rope = !layer.decode_fused_rope;
-      layer.run(s, b, stream);
-      BENCH_CUDA(cudaStreamSynchronize(stream));
-      layer.decode_fused_rope = !layer.decode_fused_rope;
-      auto const y5 = host(static_cast<T const*>(b.y), int64_t(rows) * Config::kHidden);
-      auto const q_b = host(static_cast<T const*>(b.q), nq);
-      auto const kv_b = appended(false);
-      bool const rope_equal = std::memcmp(y1.data(), y5.data(), y1.size() * sizeof(T)) == 0 &&
-                              std::memcmp(q_a.data(), q_b.data(), q_a.size() * sizeof(T)) == 0 && kv_a.size() == kv_b.size() &&
-                              std::memcmp(kv_a.data(), kv_b.data(), kv_a.size() * sizeof(T)) == 0;
 
       // Attention stage alone: the reference over our q and caches (fp32 math on the same fp16/bf16 values).
       float* o_ref = alloc<float>(int64_t(rows) * kOCols);
@@ -544,13 +498,12 @@ struct Bench {
       double const layer_err = rel_err(y1, host(y32, int64_t(rows) * Config::kHidden), &bad_y);
       for (void* p : {(void*)o_ref, (void*)qkv32, (void*)q32, (void*)kc32, (void*)vc32, (void*)y32}) BENCH_CUDA(cudaFree(p));
       double const tol = std::is_same_v<T, cutlass::bfloat16_t> ? 2e-2 : 5e-3;
-      bool const ok = bitwise && graph && grid_equal && rope_equal && bad_o == 0 && bad_y == 0 && attn_err < tol &&
-                      layer_err < tol;
+      bool const ok = bitwise && graph && grid_equal && bad_o == 0 && bad_y == 0 && attn_err < tol && layer_err < tol;
       failed += ok ? 0 : 1;
       std::snprintf(buf, sizeof(buf),
-                    ", \"attn_err\": %.3e, \"layer_err\": %.3e, \"unwritten\": %lld, \"bitwise\": %s, \"graph\": %s, \"grid_equal\": %s, \"rope_equal\": %s, \"ok\": %s",
+                    ", \"attn_err\": %.3e, \"layer_err\": %.3e, \"unwritten\": %lld, \"bitwise\": %s, \"graph\": %s, \"grid_equal\": %s, \"ok\": %s",
                     attn_err, layer_err, (long long)(bad_o + bad_y), bitwise ? "true" : "false", graph ? "true" : "false",
-                    grid_equal ? "true" : "false", rope_equal ? "true" : "false", ok ? "true" : "false");
+                    grid_equal ? "true" : "false", ok ? "true" : "false");
       json += buf;
     }
     if (do_time) {

@@ -181,8 +181,6 @@ struct Layer {
     auto smem_mma = DecodeMmaSmem<kHeadDim>::template bytes<T>();
     if (cudaFuncSetAttribute(decode_split_mma<T, kHeadDim, kGroup, kDecodeSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(smem_mma)) != cudaSuccess ||
-        cudaFuncSetAttribute(decode_split_mma<T, kHeadDim, kGroup, kDecodeSplit, true>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_mma)) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&decode_blocks_per_sm_, decode_split_mma<T, kHeadDim, kGroup, kDecodeSplit>,
                                                       kDecodeThreads, smem_mma) != cudaSuccess) {
       return Status::kCudaError;
@@ -198,7 +196,7 @@ struct Layer {
   }
 
   Status check_buffers(Shape const& s, Buffers const& b) const {
-    bool const step = is_step(s);
+    bool const step = s.new_tokens == 1 && s.new_tokens_of == nullptr && step_mode_;
     void const* const needed[] = {b.x, b.w_qkv, b.w_o, b.qkv, b.q, b.k_cache, b.v_cache, b.o, b.y, b.cache_len};
     for (void const* p : needed) {
       if (p == nullptr) return Status::kInvalidArgument;
@@ -238,7 +236,6 @@ struct Layer {
         return Gemm::launch(lt, p, stream);
       }
       case StageId::kRope: {
-        if (rope_in_decode(s)) return Status::kSuccess;  // the decode rotates and appends (decode_fused_rope)
         bool const varlen = s.new_tokens_of != nullptr;
         if (varlen && b.seq_start == nullptr) return Status::kInvalidArgument;
         int64_t const threads = int64_t(rows) * (kHeads + 2 * kKvHeads) * (kHeadDim / 2 / kRopeVector);
@@ -250,7 +247,7 @@ struct Layer {
         return e == cudaSuccess ? Status::kSuccess : Status::kCudaError;
       }
       case StageId::kAttention:
-        return is_step(s) ? decode(s, b, stream) : prompt(s, b, stream);
+        return s.new_tokens == 1 && s.new_tokens_of == nullptr && step_mode_ ? decode(s, b, stream) : prompt(s, b, stream);
       case StageId::kProj: {
         cusync::sm90::GemmProblem p{rows, kHidden, kHeads * kHeadDim, b.o, b.w_o, b.y};
         if (lt != nullptr) lt->stage = kLtStageProj;
@@ -275,13 +272,6 @@ struct Layer {
   // A generation step (one new token per sequence, per-sequence cache lengths) runs the split-KV decode;
   // a prompt (uniform cache) runs the FMHA. set_step_mode(false) runs a 1-token prompt through the FMHA.
   bool step_mode_ = true;
-  bool is_step(Shape const& s) const { return s.new_tokens == 1 && s.new_tokens_of == nullptr && step_mode_; }
-
-  // A generation step's rotary embedding and cache append inside the tensor-core decode (FusedRope in
-  // kernels.cuh): the rope stage then launches nothing, and the layer's results are bitwise the same. Off until
-  // measured on the GPU (docs/attention.md).
-  bool decode_fused_rope = false;
-  bool rope_in_decode(Shape const& s) const { return decode_fused_rope && is_step(s) && (decode_mma || !kSimtDecode); }
 
   Status prompt(Shape const& s, Buffers const& b, cudaStream_t stream) {
     if (fmha_pingpong) return prompt_on<PromptPingpong>(fmha_pingpong_op, s, b, stream);
@@ -375,19 +365,10 @@ struct Layer {
       if (units > INT32_MAX) return Status::kInvalidArgument;
       int64_t const resident = int64_t(decode_blocks_per_sm_ > 0 ? decode_blocks_per_sm_ : 1) * sm_count_;
       int const grid = int(decode_persistent && resident > 0 && resident < units ? resident : units);
-      FusedRope<T> fr{};
-      bool const fused = rope_in_decode(s);
-      if (fused) {
-        fr.qkv = static_cast<T const*>(b.qkv), fr.q = static_cast<T*>(b.q);
-        fr.k_cache = static_cast<T*>(b.k_cache), fr.v_cache = static_cast<T*>(b.v_cache);
-        fr.rotary_base = float(Config::kRotaryBase), fr.rotary = Config::kRotary;
-      }
-      auto kernel = fused ? decode_split_mma<T, kHeadDim, kGroup, kDecodeSplit, true>
-                          : decode_split_mma<T, kHeadDim, kGroup, kDecodeSplit, false>;
-      e = launch_pdl(kernel, dim3(unsigned(grid)), dim3(kDecodeThreads), DecodeMmaSmem<kHeadDim>::template bytes<T>(),
-                     stream, static_cast<T const*>(b.q), static_cast<T const*>(b.k_cache),
-                     static_cast<T const*>(b.v_cache), b.cache_len, b.o_part, b.ml_part, kKvHeads, b.capacity, stride,
-                     splits, int(units), decode_split_major, scale_log2, fr);
+      e = launch_pdl(decode_split_mma<T, kHeadDim, kGroup, kDecodeSplit>, dim3(unsigned(grid)), dim3(kDecodeThreads),
+                     DecodeMmaSmem<kHeadDim>::template bytes<T>(), stream, static_cast<T const*>(b.q),
+                     static_cast<T const*>(b.k_cache), static_cast<T const*>(b.v_cache), b.cache_len, b.o_part,
+                     b.ml_part, kKvHeads, b.capacity, stride, splits, int(units), decode_split_major, scale_log2);
     } else if constexpr (kSimtDecode) {
       e = launch_pdl(decode_split<T, kHeadDim, kGroup>, dim3(splits, kKvHeads, s.batch), dim3(kDecodeThreads),
                      DecodeSmem<kHeadDim, kGroup>::template bytes<T>(), stream, static_cast<T const*>(b.q),

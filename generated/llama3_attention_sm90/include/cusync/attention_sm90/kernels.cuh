@@ -60,26 +60,6 @@ __device__ __forceinline__ int sequence_of_row(int row, int new_tokens, int cons
   return lo;
 }
 
-// Element i (< dh/2) of a head and its partner i + dh/2, (a, c), rotated to position `pos`: every kernel that
-// rotates (rope_append, the decode with the rotation fused) calls this one function, so they agree bit for bit.
-// rope_angle gives the angle's sine and cosine for element i at `pos`; rope_apply rotates one pair by it.
-template <int kHeadDim>
-__device__ __forceinline__ void rope_angle(int i, int pos, float rotary_base, float& sn, float& cs) {
-  float const freq = exp2f(-float(2 * i) / float(kHeadDim) * log2f(rotary_base));
-  sincosf(float(pos) * freq, &sn, &cs);
-}
-template <class T>
-__device__ __forceinline__ void rope_apply(float a, float c, float sn, float cs, T& r0, T& r1) {
-  r0 = T(a * cs - c * sn);
-  r1 = T(c * cs + a * sn);
-}
-template <class T, int kHeadDim>
-__device__ __forceinline__ void rope_rotate(float a, float c, int i, int pos, float rotary_base, T& r0, T& r1) {
-  float sn, cs;
-  rope_angle<kHeadDim>(i, pos, rotary_base, sn, cs);
-  rope_apply<T>(a, c, sn, cs, r0, r1);
-}
-
 template <class T, int kHeadDim>
 __global__ void rope_append(T const* __restrict__ qkv, T* __restrict__ q, T* __restrict__ k_cache,
                             T* __restrict__ v_cache, int const* __restrict__ cache_len,
@@ -106,8 +86,14 @@ __global__ void rope_append(T const* __restrict__ qkv, T* __restrict__ q, T* __r
     T* x0 = reinterpret_cast<T*>(&lo);
     T* x1 = reinterpret_cast<T*>(&hi);
 #pragma unroll
-    for (int e = 0; e < kRopeVector; ++e)
-      rope_rotate<T, kHeadDim>(to_float(x0[e]), to_float(x1[e]), pair + e, pos, rotary_base, x0[e], x1[e]);
+    for (int e = 0; e < kRopeVector; ++e) {
+      float const freq = exp2f(-float(2 * (pair + e)) / float(kHeadDim) * log2f(rotary_base));
+      float sn, cs;
+      sincosf(float(pos) * freq, &sn, &cs);
+      float const a = to_float(x0[e]), c = to_float(x1[e]);
+      x0[e] = T(a * cs - c * sn);
+      x1[e] = T(c * cs + a * sn);
+    }
   }
   T* dst;
   if (slot < heads) {
@@ -330,7 +316,6 @@ struct DecodeMmaSmem {
 // This CTA's next unit with keys at or after unit u (units past a sequence's keys are skipped), or none.
 struct DecodeUnit {
   int u = 0, b = 0, kvh = 0, split = 0, first = 0, valid = 0, stages = 0;
-  int fresh = -1;  // the step's new key (at cache_len[b]) as a key of this unit, or -1 (another unit's, or none)
   static constexpr int kNone = -1;
 
   template <int kSplit>
@@ -348,8 +333,6 @@ struct DecodeUnit {
         w.u = u;
         w.valid = min(kSplit, keys - w.first);
         w.stages = (w.valid + kDecodeStageKeys - 1) / kDecodeStageKeys;
-        int const len = cache_len[w.b];  // rope_append's position: appended only inside the slot
-        w.fresh = len >= 0 && len < capacity && len >= w.first && len < w.first + w.valid ? len - w.first : -1;
         return w;
       }
     }
@@ -358,28 +341,11 @@ struct DecodeUnit {
   }
 };
 
-// The decode with the step's rotary embedding and cache append fused (kFused; the rope stage then launches
-// nothing): Q is read from qkv's row and rotated in registers (each thread holds both elements of each of its
-// pairs: columns quad + 8 f and + dh/2); the unit holding the new key (DecodeUnit::fresh) reads that key's K and
-// V from qkv instead of the cache, rotates K, puts both in its ring stage and appends them to the caches; split
-// 0 of each (sequence, KV head) writes the rotated queries to q. Every value is rope_append's (the same
-// functions), so the layer's results are bitwise those of the separate stage.
-template <class T>
-struct FusedRope {
-  T const* qkv = nullptr;  // [batch, (Hq + 2 Hkv) dh]: the qkv GEMM's output, one row per sequence
-  T* q = nullptr;          // [batch, Hq dh]: the rotated queries, as rope_append writes them
-  T* k_cache = nullptr;    // the caches the decode reads, for the append
-  T* v_cache = nullptr;
-  float rotary_base = 10000.f;
-  bool rotary = false;
-};
-
-template <class T, int kHeadDim, int kGroup, int kSplit, bool kFused = false>
+template <class T, int kHeadDim, int kGroup, int kSplit>
 __global__ void __launch_bounds__(kDecodeThreads, 2)
 decode_split_mma(T const* __restrict__ q, T const* __restrict__ k_cache, T const* __restrict__ v_cache,
                  int const* __restrict__ cache_len, float* __restrict__ o_part, float* __restrict__ ml_part,
-                 int kv_heads, int capacity, int max_splits, int splits, int units, bool split_major, float scale_log2,
-                 FusedRope<T> const fr = {}) {
+                 int kv_heads, int capacity, int max_splits, int splits, int units, bool split_major, float scale_log2) {
   static_assert(kHeadDim % 16 == 0, "head_dim must be a multiple of 16 for the mma decode");
   static_assert(kGroup >= 1 && kGroup <= 16, "at most 16 query heads per KV head (one 16-row mma tile)");
   static_assert(kDecodeStageKeys == 4 * 16 && kDecodeThreads == 128, "four warps of 16 keys per stage");
@@ -405,49 +371,17 @@ decode_split_mma(T const* __restrict__ q, T const* __restrict__ k_cache, T const
   int ld_j = 0;  // the load cursor's next stage in its unit
   // Stage j of unit w into ring slot `slot`: keys [first + 64 j, +64) of (b, kvh); keys past `valid` zero-filled.
   constexpr int kChunks = kHeadDim / 8;
-  constexpr int kHalf = kHeadDim / 2, kHalfVectors = kHalf / 8;
-  int const qkv_row = (kv_heads * kGroup + 2 * kv_heads) * kHeadDim;  // kFused: qkv's row, in elements
   auto load_next = [&](int slot) {
     if (ld.u == DecodeUnit::kNone) return;
     T* sK = ring + slot * kStageElems;
     T* sV = sK + kDecodeStageKeys * kRow;
-    // kFused: the stage's key that is the new token's (or -1), filled below instead of from the cache.
-    int const fresh = kFused && ld.fresh >= ld_j * kDecodeStageKeys && ld.fresh < (ld_j + 1) * kDecodeStageKeys
-                          ? ld.fresh - ld_j * kDecodeStageKeys : -1;
     for (int c = tid; c < kDecodeStageKeys * kChunks; c += kDecodeThreads) {
       int const key = c / kChunks, col = (c % kChunks) * 8;
-      if (kFused && key == fresh) continue;
       int const k = ld_j * kDecodeStageKeys + key;
       bool const ok = k < ld.valid;
       int64_t const off = ((int64_t(ld.b) * capacity + ld.first + (ok ? k : 0)) * kv_heads + ld.kvh) * kHeadDim + col;
       cp_async_16(sK + key * kRow + col, k_cache + off, ok);
       cp_async_16(sV + key * kRow + col, v_cache + off, ok);
-    }
-    if constexpr (kFused) {
-      if (fresh >= 0) {  // its K (rotated) and V from qkv, as rope_append computes and appends them
-        int const pos = ld.first + ld.fresh;
-        T const* src = fr.qkv + int64_t(ld.b) * qkv_row + (kv_heads * kGroup + ld.kvh) * kHeadDim;
-        int64_t const dst = ((int64_t(ld.b) * capacity + pos) * kv_heads + ld.kvh) * kHeadDim;
-        for (int c = tid; c < 2 * kHalfVectors; c += kDecodeThreads) {
-          bool const is_v = c >= kHalfVectors;
-          int const pair = (c % kHalfVectors) * 8;
-          T const* from = src + (is_v ? kv_heads * kHeadDim : 0);
-          uint4 lo = *reinterpret_cast<uint4 const*>(from + pair), hi = *reinterpret_cast<uint4 const*>(from + pair + kHalf);
-          if (!is_v && fr.rotary) {
-            T* x0 = reinterpret_cast<T*>(&lo);
-            T* x1 = reinterpret_cast<T*>(&hi);
-#pragma unroll
-            for (int e = 0; e < 8; ++e)
-              rope_rotate<T, kHeadDim>(to_float(x0[e]), to_float(x1[e]), pair + e, pos, fr.rotary_base, x0[e], x1[e]);
-          }
-          T* row = (is_v ? sV : sK) + fresh * kRow;
-          *reinterpret_cast<uint4*>(row + pair) = lo;
-          *reinterpret_cast<uint4*>(row + pair + kHalf) = hi;
-          T* cache = (is_v ? fr.v_cache : fr.k_cache) + dst;
-          *reinterpret_cast<uint4*>(cache + pair) = lo;
-          *reinterpret_cast<uint4*>(cache + pair + kHalf) = hi;
-        }
-      }
     }
     if (++ld_j == ld.stages) {
       ld = DecodeUnit::find<kSplit>(ld.u + int(gridDim.x), units, splits, kv_heads, split_major, cache_len, capacity);
@@ -465,8 +399,7 @@ decode_split_mma(T const* __restrict__ q, T const* __restrict__ k_cache, T const
   while (cp.u != DecodeUnit::kNone) {
     // Q as A fragments for all of head_dim: rows gid and gid + 8 (query heads; zero past G).
     uint32_t qa[kSteps][4];
-    T const* qrow = kFused ? fr.qkv + int64_t(cp.b) * qkv_row + int64_t(cp.kvh) * kGroup * kHeadDim
-                           : q + (int64_t(cp.b) * kv_heads * kGroup + int64_t(cp.kvh) * kGroup) * kHeadDim;
+    T const* qrow = q + (int64_t(cp.b) * kv_heads * kGroup + int64_t(cp.kvh) * kGroup) * kHeadDim;
 #pragma unroll
     for (int ks = 0; ks < kSteps; ++ks) {
 #pragma unroll
@@ -477,44 +410,6 @@ decode_split_mma(T const* __restrict__ q, T const* __restrict__ k_cache, T const
         if (gid + 8 < kGroup) hi = *reinterpret_cast<uint32_t const*>(qrow + (gid + 8) * kHeadDim + col);
         qa[ks][half * 2 + 0] = lo;
         qa[ks][half * 2 + 1] = hi;
-      }
-    }
-    if constexpr (kFused) {
-      // Column group f (8 columns, f = 2 ks + half) pairs with f + dh/16: this thread holds columns quad, quad + 1
-      // of both, for rows gid and gid + 8. One angle per column, both rows rotated by it.
-      if (fr.rotary) {
-        int const pos = cache_len[cp.b];  // rope_append's position of the step's token
-#pragma unroll
-        for (int f = 0; f < kHeadDim / 16; ++f) {
-          int const f2 = f + kHeadDim / 16;
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float sn, cs;
-            rope_angle<kHeadDim>(f * 8 + quad + e, pos, fr.rotary_base, sn, cs);
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              if (r == 1 && (kGroup <= 8 || gid + 8 >= kGroup)) continue;  // rows past G hold zeros
-              if (r == 0 && gid >= kGroup) continue;
-              uint32_t& w0 = qa[f / 2][(f % 2) * 2 + r];
-              uint32_t& w1 = qa[f2 / 2][(f2 % 2) * 2 + r];
-              T* x0 = reinterpret_cast<T*>(&w0);
-              T* x1 = reinterpret_cast<T*>(&w1);
-              rope_apply<T>(to_float(x0[e]), to_float(x1[e]), sn, cs, x0[e], x1[e]);
-            }
-          }
-        }
-      }
-      if (cp.split == 0 && warp == 0) {  // the rotated queries to q, once per (sequence, KV head)
-        T* qout = fr.q + (int64_t(cp.b) * kv_heads * kGroup + int64_t(cp.kvh) * kGroup) * kHeadDim;
-#pragma unroll
-        for (int ks = 0; ks < kSteps; ++ks) {
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            int const col = ks * 16 + half * 8 + quad;
-            if (gid < kGroup) *reinterpret_cast<uint32_t*>(qout + gid * kHeadDim + col) = qa[ks][half * 2 + 0];
-            if (gid + 8 < kGroup) *reinterpret_cast<uint32_t*>(qout + (gid + 8) * kHeadDim + col) = qa[ks][half * 2 + 1];
-          }
-        }
       }
     }
 
