@@ -3,7 +3,8 @@
 # build/decode_probe/*.o, run them ROUNDS times in turn (landed, patch, landed, patch, ...) on SHAPES at MS with
 # every probe check and the per-CTA timeline, then the odd shape and memcheck and synccheck on each patched one.
 # Writes $OUT/<name>-<round>/ (the probe's files) and prints each run's table.
-# Usage: OUT=... [SHAPES=gpt3,llama65,llama3-8b] [MS=1,4,8] [ROUNDS=2] bash scripts/decode_probe/ab_call.sh
+# NO_SAN=1 skips the odd shape and the sanitizers (timing probes whose results are wrong by design).
+# Usage: OUT=... [SHAPES=gpt3,llama65,llama3-8b] [MS=1,4,8] [ROUNDS=2] [NO_SAN=1] bash scripts/decode_probe/ab_call.sh
 set -u
 B=$(cd "$(dirname "$0")/../.." && pwd)/build/decode_probe
 OUT=${OUT:?an output folder}
@@ -24,7 +25,7 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
   done
 done
 for n in $names; do
-  [ "$n" = landed ] && continue
+  [ "$n" = landed ] || [ -n "${NO_SAN:-}" ] && continue
   mkdir -p "$OUT/$n-odd"
   DECODE_PROBE_SHAPES=odd timeout 60 "$B/$n" "$OUT/$n-odd" > "$OUT/$n-odd/stdout.txt" 2>&1
   echo "$n odd shape rc=$?: $(grep -h '^odd' "$OUT/$n-odd/stdout.txt")"
