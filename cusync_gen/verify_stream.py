@@ -84,13 +84,13 @@ class StreamProof:
     grids: tuple[int, int]        # the range of grids proved
     producer_tiles: int           # gemm1 tiles, one post each per run
     tile_cols: int                # H columns per gemm1 tile
-    reads: int                    # gemm2 (chunk position, producer tile) waits per output tile
+    waits_per_tile: int           # gemm2's waits over one output tile's K: (chunk, producer tile) pairs
     max_waits: int                # producer tiles one chunk waits on, at most
     shared_tiles: int             # at the plan's grid: tiles summed through the workspace, both GEMMs
 
     def as_json(self) -> dict[str, Any]:
         return {"producer": self.gemm1, "consumer": self.gemm2, "policy": "k_range", "grids": list(self.grids),
-                "producer_tiles": self.producer_tiles, "tile_cols": self.tile_cols, "waits_per_tile": self.reads,
+                "producer_tiles": self.producer_tiles, "tile_cols": self.tile_cols, "waits_per_tile": self.waits_per_tile,
                 "max_waits_per_chunk": self.max_waits, "workspace_tiles": self.shared_tiles, "wait_value": 1}
 
     def describe(self) -> str:
@@ -122,13 +122,13 @@ def verify_stream(plan: ChainPlan) -> StreamProof:
 
 @lru_cache(maxsize=64)
 def _prove(g1: StreamGemm, g2: StreamGemm, top: int, sms: int) -> StreamProof:
-    reads, max_waits = _coverage(g1, g2)
+    waits, max_waits = _coverage(g1, g2)
     shared = 0
     for grid in range(1, top + 1):
         count = sum(_reduction(g, grid) for g in (g1, g2))
         if grid == sms:
             shared = count
-    return StreamProof(g1.name, g2.name, (1, top), g1.tiles, g1.tile_out_cols, reads, max_waits, shared)
+    return StreamProof(g1.name, g2.name, (1, top), g1.tiles, g1.tile_out_cols, waits, max_waits, shared)
 
 
 def _fail(what: str, fix: str) -> StreamVerificationError:

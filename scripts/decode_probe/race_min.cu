@@ -51,7 +51,7 @@ __device__ __forceinline__ float finish(float (*scratch)[64 * 8], int* flag, flo
   float s = 0.f;
   for (int i = tid; i < 64 * 8; i += 256) s += scratch[0][i] + scratch[1][i];
   bar_all();
-  if (tid == 0) *flag = (r & 1) + kSite * 0;
+  if (tid == 0) *flag = r & 1;
   bar_all();
   float const got = *flag ? s : 0.f;
   bar_all();
