@@ -21,7 +21,7 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
     mkdir -p "$OUT/$n-$r"
     DECODE_PROBE_BULK_TRACE=1 DECODE_PROBE_VARIANTS=bulk DECODE_PROBE_MS=${MS:-1,4,8} DECODE_PROBE_SHAPES=${SHAPES:-gpt3,llama65,llama3-8b} \
       timeout 120 "$B/$n" "$OUT/$n-$r" > "$OUT/$n-$r/stdout.txt" 2>&1
-    echo "== $n round $r rc=$?"; sed -n '/^bulk trace/p;/^shape/,$p' "$OUT/$n-$r/stdout.txt" | cut -c1-250
+    echo "== $n round $r rc=$?"; sed -n '/^bulk trace/p;/^bulk cycles/p;/^shape/,$p' "$OUT/$n-$r/stdout.txt" | cut -c1-250
   done
 done
 for n in $names; do

@@ -720,6 +720,21 @@ struct Probe {
     }
     printf("%s\n", line.c_str());
     fprintf(log, "%s\n", line.c_str());
+    // waits.patch's clock64 sums (words 8..12 where the kernel has them): thread 0 of warpgroup 0, per CTA.
+    if (bulk::kTraceWords > 8) {
+      static char const* cy[] = {"x-store", "full-wait", "mma", "loop", "x-issue"};
+      std::string l2 = std::string("bulk cycles ") + sd.name + " M=" + std::to_string(m) + " (kcycles, min/med/max):";
+      for (int at = 8; at < int(bulk::kTraceWords) && at < 13; ++at) {
+        std::vector<double> v;
+        for (int c = 0; c < sms; ++c) v.push_back(double(h[size_t(c) * bulk::kTraceWords + at]) * 1e-3);
+        std::sort(v.begin(), v.end());
+        char b[96];
+        snprintf(b, sizeof(b), " %s %.1f/%.1f/%.1f", cy[at - 8], v.front(), v[v.size() / 2], v.back());
+        l2 += b;
+      }
+      printf("%s\n", l2.c_str());
+      fprintf(log, "%s\n", l2.c_str());
+    }
   }
 
   // v5 alone on a shape the other variants do not take (DECODE_PROBE_SHAPES=odd): partial tiles, a K tail of 8,
