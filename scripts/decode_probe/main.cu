@@ -704,34 +704,30 @@ struct Probe {
     CK(cudaFree(buf));
     uint64_t t0 = ~0ull;
     for (int c = 0; c < sms; ++c) if (h[size_t(c) * bulk::kTraceWords]) t0 = std::min(t0, h[size_t(c) * bulk::kTraceWords]);
-    static char const* names[] = {"entry", "issued1", "issued", "data", "done1", "ready2", "done"};
-    std::string line = std::string("bulk trace ") + sd.name + " M=" + std::to_string(m) + " (us, min/med/max):";
-    for (int at = 0; at < 7; ++at) {
+    // " name min/med/max" of one word over the CTAs: stamps (us after t0; unset ones skipped) or, for waits.patch's
+    // clock64 sums (words 8..12 where the kernel has them: thread 0 of warpgroup 0), kcycles.
+    auto spread = [&](int at, char const* name, bool stamp) {
       std::vector<double> v;
       for (int c = 0; c < sms; ++c) {
         uint64_t const x = h[size_t(c) * bulk::kTraceWords + at];
-        if (x) v.push_back((double(x) - double(t0)) * 1e-3);
+        if (!stamp) v.push_back(double(x) * 1e-3);
+        else if (x) v.push_back((double(x) - double(t0)) * 1e-3);
       }
-      if (v.empty()) continue;
+      if (v.empty()) return std::string();
       std::sort(v.begin(), v.end());
       char b[96];
-      snprintf(b, sizeof(b), " %s %.1f/%.1f/%.1f", names[at], v.front(), v[v.size() / 2], v.back());
-      line += b;
-    }
+      snprintf(b, sizeof(b), " %s %.1f/%.1f/%.1f", name, v.front(), v[v.size() / 2], v.back());
+      return std::string(b);
+    };
+    static char const* names[] = {"entry", "issued1", "issued", "data", "done1", "ready2", "done"};
+    std::string line = std::string("bulk trace ") + sd.name + " M=" + std::to_string(m) + " (us, min/med/max):";
+    for (int at = 0; at < 7; ++at) line += spread(at, names[at], true);
     printf("%s\n", line.c_str());
     fprintf(log, "%s\n", line.c_str());
-    // waits.patch's clock64 sums (words 8..12 where the kernel has them): thread 0 of warpgroup 0, per CTA.
     if (bulk::kTraceWords > 8) {
       static char const* cy[] = {"x-store", "full-wait", "mma", "loop", "x-issue"};
       std::string l2 = std::string("bulk cycles ") + sd.name + " M=" + std::to_string(m) + " (kcycles, min/med/max):";
-      for (int at = 8; at < int(bulk::kTraceWords) && at < 13; ++at) {
-        std::vector<double> v;
-        for (int c = 0; c < sms; ++c) v.push_back(double(h[size_t(c) * bulk::kTraceWords + at]) * 1e-3);
-        std::sort(v.begin(), v.end());
-        char b[96];
-        snprintf(b, sizeof(b), " %s %.1f/%.1f/%.1f", cy[at - 8], v.front(), v[v.size() / 2], v.back());
-        l2 += b;
-      }
+      for (int at = 8; at < int(bulk::kTraceWords) && at < 13; ++at) l2 += spread(at, cy[at - 8], false);
       printf("%s\n", l2.c_str());
       fprintf(log, "%s\n", l2.c_str());
     }
