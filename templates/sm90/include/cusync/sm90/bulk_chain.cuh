@@ -6,7 +6,7 @@
 // again, so the floor is the weights' bytes over the memory bandwidth. Two kernels back to back lose the tail of
 // gemm1 and the ramp of gemm2, and a 2D TMA box of a row-major weight matrix (64 rows x 128 B, rows kilobytes
 // apart) keeps DRAM pages open for 128 bytes at a time. A 1D bulk copy of a packed chunk reads 16 KB of
-// consecutive bytes, the ring keeps 192 KB per SM in flight without registers, and the producer warp never waits
+// consecutive bytes, the ring keeps 128-144 KB per SM in flight without registers, and the producer warp never waits
 // on anything but a free slot, so gemm2's weights stream while gemm1's last tiles are reduced.
 //
 // LAYOUT. W is packed by bulk_pack (detail::bulk_pack_kernel): 64-column tiles, each tile's k-steps (16 rows,
@@ -22,7 +22,8 @@
 // gemm1 then gemm2, waits for a free slot (mbarrier) and issues one bulk copy with complete_tx on the slot's full
 // barrier (L2 evict_first).
 //
-// CONSUMERS, wgmma (CUSYNC_BULK_GMMA 1, the default; consumers_gmma): two warpgroups take alternate chunks. Per
+// CONSUMERS, wgmma (CUSYNC_BULK_GMMA 1, the default; consumers_gmma): W warpgroups take chunks in turn (4 at M_pad
+// 8, 3 at 16, 2 at 32 and 64: a warpgroup's chunk is a serial chain far longer than the ring's time per chunk). Per
 // chunk a warpgroup stores X's M_pad x 128 slice (loaded from L2 into registers one of its chunks ahead, after
 // the tile waits) to its shared buffer in the B operand's layout and issues eight wgmma m64nM_padk16 straight on
 // the ring slot, whose bytes bulk_pack laid out as the A operand's core matrices (cusync/sm90/gmma_ss.cuh): no
@@ -78,7 +79,20 @@ namespace cusync::stream::bulk {
 #ifndef CUSYNC_BULK_GMMA_WG
 #define CUSYNC_BULK_GMMA_WG 2
 #endif
-static_assert(CUSYNC_BULK_GMMA_WG >= 1 && CUSYNC_BULK_GMMA_WG <= 3, "1 to 3 consumer warpgroups");
+// Warpgroups at M_pad 8 and 16: 4 and 3 (measured 8-15% faster than 2 at M <= 16 on an H200, 2-6% on an H100;
+// 5 and 6 no faster). A warpgroup's chunk is a serial chain (X's slice, which waits in the memory system behind
+// the weights in flight; its store and barrier; eight wgmma and their wait), much longer than the ring's time per
+// chunk, so more warpgroups in flight keep the ring drained. At 32 and 64 their partials and X buffers would cost
+// ring stages.
+#ifndef CUSYNC_BULK_GMMA_WG_M8
+#define CUSYNC_BULK_GMMA_WG_M8 4
+#endif
+#ifndef CUSYNC_BULK_GMMA_WG_M16
+#define CUSYNC_BULK_GMMA_WG_M16 3
+#endif
+static_assert(CUSYNC_BULK_GMMA_WG >= 1 && CUSYNC_BULK_GMMA_WG <= 6 && CUSYNC_BULK_GMMA_WG_M8 >= 1 &&
+                  CUSYNC_BULK_GMMA_WG_M8 <= 6 && CUSYNC_BULK_GMMA_WG_M16 >= 1 && CUSYNC_BULK_GMMA_WG_M16 <= 6,
+              "1 to 6 consumer warpgroups");
 #ifndef CUSYNC_BULK_GMMA_X_AHEAD
 #define CUSYNC_BULK_GMMA_X_AHEAD 1
 #endif
@@ -106,7 +120,7 @@ constexpr bool chunk_per_warp() { return kMPad <= CUSYNC_BULK_CHUNK_PER_WARP_MAX
 // (their partials and X fragments need the room).
 template <int kMPad>
 constexpr int consumer_warps() {
-  if (kGmma) return 4 * CUSYNC_BULK_GMMA_WG;
+  if (kGmma) return 4 * (kMPad == 8 ? CUSYNC_BULK_GMMA_WG_M8 : kMPad == 16 ? CUSYNC_BULK_GMMA_WG_M16 : CUSYNC_BULK_GMMA_WG);
   return chunk_per_warp<kMPad>() ? CUSYNC_BULK_CHUNKED_WARPS : (kMPad <= 16 ? CUSYNC_BULK_SMALL_M_WARPS : 4);
 }
 static_assert(CUSYNC_BULK_SMALL_M_WARPS == 4 || CUSYNC_BULK_SMALL_M_WARPS == 8, "4 or 8 consumer warps");
@@ -123,6 +137,12 @@ constexpr int kChunkBytes = kChunkSteps * kStepBytes;
 #endif
 constexpr int kXAheadMax = CUSYNC_BULK_X_AHEAD;  // chunks of X fragments in flight ahead of the mma (a build option)
 static_assert(kXAheadMax >= 1 && kXAheadMax <= 8, "CUSYNC_BULK_X_AHEAD must be in 1..8");
+// wgmma: the ring's stages at most, rounded down to a multiple of the consumer warpgroups (9: 8 of 16 KB at M_pad 8, 32
+// and 64, 9 at 16). A deeper ring streams no faster, and every other load (X's slices, the polls) waits behind
+// the bytes in flight: 9 ran 1-3% faster than 12 on an H200 and level to 3% faster on an H100.
+#ifndef CUSYNC_BULK_RING_STAGES
+#define CUSYNC_BULK_RING_STAGES (9 * 8 / CUSYNC_BULK_CHUNK_STEPS)
+#endif
 constexpr int kNamedBar = 1;
 constexpr int kMaxSmem = 227 * 1024;
 
@@ -187,7 +207,8 @@ struct BulkCfg {
   static constexpr int kSlot = kTileN * kMPad;                       // floats of one partial (M_pad, 64)
   static constexpr int kScratchBytes = kParts * kSlot * 4;
   static constexpr int kRingMax = (kMaxSmem - kScratchBytes - kXBytes - 1024) / kChunkBytes;
-  static constexpr int kStagesMax = kRingMax < 12 * 8 / kChunkSteps ? kRingMax : 12 * 8 / kChunkSteps;  // <= 192 KB
+  static constexpr int kStagesCap = kGmma ? CUSYNC_BULK_RING_STAGES : 12 * 8 / kChunkSteps;  // mma.sync: 192 KB
+  static constexpr int kStagesMax = kRingMax < kStagesCap ? kRingMax : kStagesCap;
   static constexpr int kStages = kGmma ? kStagesMax / kWG * kWG : kStagesMax;  // wgmma: a multiple of the warpgroups
   static constexpr int kBarOff = kStages * kChunkBytes + kScratchBytes + kXBytes;
   static constexpr int kSmemBytes = kBarOff + 2 * kStages * 8 + 16;
@@ -237,15 +258,17 @@ __device__ __forceinline__ void sts_16(uint32_t addr, uint4 v) {
   asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
 // The 128 threads of warpgroup g (named barrier 2 + g; 1 is all the consumers'). Each number an immediate: with
-// a register operand ptxas reserves all 16 hardware barriers for the kernel, with these 5.
+// a register operand ptxas reserves all 16 hardware barriers for the kernel, with these 8.
 __device__ __forceinline__ void warpgroup_bar(int g) {
-  static_assert(kNamedBar == 1, "warpgroup barriers are numbered 2, 3, 4");
-  if (g == 0)
-    asm volatile("bar.sync 2, 128;" ::: "memory");
-  else if (g == 1)
-    asm volatile("bar.sync 3, 128;" ::: "memory");
-  else
-    asm volatile("bar.sync 4, 128;" ::: "memory");
+  static_assert(kNamedBar == 1, "warpgroup barriers are numbered 2 to 7");
+  switch (g) {
+    case 0: asm volatile("bar.sync 2, 128;" ::: "memory"); break;
+    case 1: asm volatile("bar.sync 3, 128;" ::: "memory"); break;
+    case 2: asm volatile("bar.sync 4, 128;" ::: "memory"); break;
+    case 3: asm volatile("bar.sync 5, 128;" ::: "memory"); break;
+    case 4: asm volatile("bar.sync 6, 128;" ::: "memory"); break;
+    default: asm volatile("bar.sync 7, 128;" ::: "memory"); break;
+  }
 }
 
 // One k-step of a warp: w[j], the lane's A fragment of mma tile j as bulk_pack stored it (no byte permutes),
