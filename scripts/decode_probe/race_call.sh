@@ -6,7 +6,7 @@
 # it is, another names scripts/decode_probe/<patch>.patch. Each binary also runs once without the sanitizer, with
 # a rough timing of mode stream (STREAM_RACE_TIME). PREBUILT: library_call.sh's BUILD, whose libraries patch none reuses.
 # Patch "mma" builds the kernel as it is with -DCUSYNC_BULK_GMMA=0 (the mma.sync consumers), "wg1" with one consumer
-# warpgroup at every M_pad (-DCUSYNC_BULK_GMMA_WG=1 and the M_pad 8 and 16 counts); SAN_FLAGS adds options
+# warpgroup at every M_pad (-DCUSYNC_BULK_GMMA_WG=1 and the M_pad 8, 16 and 32 counts); SAN_FLAGS adds options
 # to racecheck (e.g. "--check-warpgroup-mma no").
 # Carry third_party/cutlass. Here first: python3 scripts/stream_specs.py .gen-stream
 # Usage (on the GPU machine): bash scripts/decode_probe/race_call.sh OUT_DIR
@@ -22,7 +22,7 @@ build() {  # patch project
   local w=$B/$1-$2
   rm -rf "$w"; mkdir -p "$B"
   local flags=""
-  case $1 in mma) flags=-DCUSYNC_BULK_GMMA=0 ;; wg1) flags="-DCUSYNC_BULK_GMMA_WG=1 -DCUSYNC_BULK_GMMA_WG_M8=1 -DCUSYNC_BULK_GMMA_WG_M16=1" ;; esac
+  case $1 in mma) flags=-DCUSYNC_BULK_GMMA=0 ;; wg1) flags="-DCUSYNC_BULK_GMMA_WG=1 -DCUSYNC_BULK_GMMA_WG_M8=1 -DCUSYNC_BULK_GMMA_WG_M16=1 -DCUSYNC_BULK_GMMA_WG_M32=1" ;; esac
   if [ "$1" = none ] && [ -f "${PREBUILT:-/nonexistent}/$2/build/lib$2.a" ]; then
     ln -s "$PREBUILT/$2" "$w"  # PREBUILT: library_call.sh's BUILD (PATCH none), whose library is this one
   else

@@ -23,7 +23,7 @@
 // barrier (L2 evict_first).
 //
 // CONSUMERS, wgmma (CUSYNC_BULK_GMMA 1, the default; consumers_gmma): W warpgroups take chunks in turn (4 at M_pad
-// 8, 3 at 16, 2 at 32 and 64: a warpgroup's chunk is a serial chain far longer than the ring's time per chunk). Per
+// 8, 3 at 16 and 32, 2 at 64: a warpgroup's chunk is a serial chain far longer than the ring's time per chunk). Per
 // chunk a warpgroup stores X's M_pad x 128 slice (loaded from L2 into registers one of its chunks ahead, after
 // the tile waits) to its shared buffer in the B operand's layout and issues eight wgmma m64nM_padk16 straight on
 // the ring slot, whose bytes bulk_pack laid out as the A operand's core matrices (cusync/sm90/gmma_ss.cuh): no
@@ -79,19 +79,23 @@ namespace cusync::stream::bulk {
 #ifndef CUSYNC_BULK_GMMA_WG
 #define CUSYNC_BULK_GMMA_WG 2
 #endif
-// Warpgroups at M_pad 8 and 16: 4 and 3 (measured 8-15% faster than 2 at M <= 16 on an H200, 2-6% on an H100;
-// 5 and 6 no faster). A warpgroup's chunk is a serial chain (X's slice, which waits in the memory system behind
-// the weights in flight; its store and barrier; eight wgmma and their wait), much longer than the ring's time per
-// chunk, so more warpgroups in flight keep the ring drained. At 32 and 64 their partials and X buffers would cost
-// ring stages.
+// Warpgroups at M_pad 8, 16 and 32: 4, 3 and 3 (measured 8-15% faster than 2 at M <= 16 on an H200, 2-6% on an
+// H100, and 2-8% at M_pad 32 on an H100; more spill or run no faster). A warpgroup's chunk is a serial chain (X's
+// slice, which waits in the memory system behind the weights in flight; its store and barrier; eight wgmma and
+// their wait), much longer than the ring's time per chunk, so more warpgroups in flight keep the ring drained. At
+// M_pad 64 (CUSYNC_BULK_GMMA_WG) a third warpgroup's partial and X buffer would cost the ring its stages.
 #ifndef CUSYNC_BULK_GMMA_WG_M8
 #define CUSYNC_BULK_GMMA_WG_M8 4
 #endif
 #ifndef CUSYNC_BULK_GMMA_WG_M16
 #define CUSYNC_BULK_GMMA_WG_M16 3
 #endif
+#ifndef CUSYNC_BULK_GMMA_WG_M32
+#define CUSYNC_BULK_GMMA_WG_M32 3
+#endif
 static_assert(CUSYNC_BULK_GMMA_WG >= 1 && CUSYNC_BULK_GMMA_WG <= 6 && CUSYNC_BULK_GMMA_WG_M8 >= 1 &&
-                  CUSYNC_BULK_GMMA_WG_M8 <= 6 && CUSYNC_BULK_GMMA_WG_M16 >= 1 && CUSYNC_BULK_GMMA_WG_M16 <= 6,
+                  CUSYNC_BULK_GMMA_WG_M8 <= 6 && CUSYNC_BULK_GMMA_WG_M16 >= 1 && CUSYNC_BULK_GMMA_WG_M16 <= 6 &&
+                  CUSYNC_BULK_GMMA_WG_M32 >= 1 && CUSYNC_BULK_GMMA_WG_M32 <= 6,
               "1 to 6 consumer warpgroups");
 #ifndef CUSYNC_BULK_GMMA_X_AHEAD
 #define CUSYNC_BULK_GMMA_X_AHEAD 1
@@ -120,7 +124,11 @@ constexpr bool chunk_per_warp() { return kMPad <= CUSYNC_BULK_CHUNK_PER_WARP_MAX
 // (their partials and X fragments need the room).
 template <int kMPad>
 constexpr int consumer_warps() {
-  if (kGmma) return 4 * (kMPad == 8 ? CUSYNC_BULK_GMMA_WG_M8 : kMPad == 16 ? CUSYNC_BULK_GMMA_WG_M16 : CUSYNC_BULK_GMMA_WG);
+  if (kGmma)
+    return 4 * (kMPad == 8    ? CUSYNC_BULK_GMMA_WG_M8
+                : kMPad == 16 ? CUSYNC_BULK_GMMA_WG_M16
+                : kMPad == 32 ? CUSYNC_BULK_GMMA_WG_M32
+                              : CUSYNC_BULK_GMMA_WG);
   return chunk_per_warp<kMPad>() ? CUSYNC_BULK_CHUNKED_WARPS : (kMPad <= 16 ? CUSYNC_BULK_SMALL_M_WARPS : 4);
 }
 static_assert(CUSYNC_BULK_SMALL_M_WARPS == 4 || CUSYNC_BULK_SMALL_M_WARPS == 8, "4 or 8 consumer warps");
@@ -137,8 +145,8 @@ constexpr int kChunkBytes = kChunkSteps * kStepBytes;
 #endif
 constexpr int kXAheadMax = CUSYNC_BULK_X_AHEAD;  // chunks of X fragments in flight ahead of the mma (a build option)
 static_assert(kXAheadMax >= 1 && kXAheadMax <= 8, "CUSYNC_BULK_X_AHEAD must be in 1..8");
-// wgmma: the ring's stages at most, rounded down to a multiple of the consumer warpgroups (9: 8 of 16 KB at M_pad 8, 32
-// and 64, 9 at 16). A deeper ring streams no faster, and every other load (X's slices, the polls) waits behind
+// wgmma: the ring's stages at most, rounded down to a multiple of the consumer warpgroups (9: 8 of 16 KB at M_pad 8
+// and 64, 9 at 16 and 32). A deeper ring streams no faster, and every other load (X's slices, the polls) waits behind
 // the bytes in flight: 9 ran 1-3% faster than 12 on an H200 and level to 3% faster on an H100.
 #ifndef CUSYNC_BULK_RING_STAGES
 #define CUSYNC_BULK_RING_STAGES (9 * 8 / CUSYNC_BULK_CHUNK_STEPS)
