@@ -6,8 +6,8 @@
 // again, so the floor is the weights' bytes over the memory bandwidth. Two kernels back to back lose the tail of
 // gemm1 and the ramp of gemm2, and a 2D TMA box of a row-major weight matrix (64 rows x 128 B, rows kilobytes
 // apart) keeps DRAM pages open for 128 bytes at a time. A 1D bulk copy of a packed chunk reads 16 KB of
-// consecutive bytes, the ring keeps 128-144 KB per SM in flight without registers, and the producer warp never waits
-// on anything but a free slot, so gemm2's weights stream while gemm1's last tiles are reduced.
+// consecutive bytes, the ring keeps 128-144 KB per SM in flight without registers, and the producer warp never
+// waits on anything but a free slot, so gemm2's weights stream while gemm1's last tiles are reduced.
 //
 // LAYOUT. W is packed by bulk_pack (detail::bulk_pack_kernel): 64-column tiles, each tile's k-steps (16 rows,
 // 2 KB) consecutive; a k-step is wgmma's A operand of 64 columns x 16 k in core matrices (the default) or, for the
@@ -145,9 +145,9 @@ constexpr int kChunkBytes = kChunkSteps * kStepBytes;
 #endif
 constexpr int kXAheadMax = CUSYNC_BULK_X_AHEAD;  // chunks of X fragments in flight ahead of the mma (a build option)
 static_assert(kXAheadMax >= 1 && kXAheadMax <= 8, "CUSYNC_BULK_X_AHEAD must be in 1..8");
-// wgmma: the ring's stages at most, rounded down to a multiple of the consumer warpgroups (9: 8 of 16 KB at M_pad 8
-// and 64, 9 at 16 and 32). A deeper ring streams no faster, and every other load (X's slices, the polls) waits behind
-// the bytes in flight: 9 ran 1-3% faster than 12 on an H200 and level to 3% faster on an H100.
+// wgmma: the ring's stages at most, rounded down to a multiple of the consumer warpgroups (9: 8 of 16 KB at
+// M_pad 8 and 64, 9 at 16 and 32). A deeper ring streams no faster, and every other load (X's slices, the polls)
+// waits behind the bytes in flight: 9 ran 1-3% faster than 12 on an H200 and level to 3% faster on an H100.
 #ifndef CUSYNC_BULK_RING_STAGES
 #define CUSYNC_BULK_RING_STAGES (9 * 8 / CUSYNC_BULK_CHUNK_STEPS)
 #endif
