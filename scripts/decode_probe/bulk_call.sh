@@ -14,8 +14,6 @@ wait
 [ -x "$B/decode_probe" ] || { tail -30 "$R/build.log"; exit 1; }
 echo "built at ${SECONDS}s"
 NCU=${NCU:-1} BIN=$B/decode_probe BIN16=$B/decode_probe_c16 bash "$ROOT/scripts/decode_probe/bulk.sh" "$R" 2>&1 | tail -150
-LT=$(find /usr/local/cuda*/ /usr/lib /opt /usr/local/lib -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
-[ -n "$LT" ] && export LD_LIBRARY_PATH=$(dirname "$LT"):${LD_LIBRARY_PATH:-}
 mkdir -p "$R/san"
 only() { echo --kernel-name "kns=$1"; }
 for tool in memcheck racecheck synccheck; do

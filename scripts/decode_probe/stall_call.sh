@@ -3,13 +3,10 @@
 # sampling of the stream kernel (the chain in one launch) per SASS instruction, for each object of NAMES at each
 # M of MS on SHAPE, summarized by stall_summary.py (the instructions that hold most samples, and their reasons).
 # Writes $OUT/<name>-m<M>.{ncu-rep,csv,details.txt,summary.txt} and prints the summaries.
-# Usage: OUT=... [NAMES="landed"] [SHAPE=llama65] [MS="1 8"] bash scripts/decode_probe/stall_call.sh
+# Usage: OUT=... [NAMES="landed"] [SHAPE=llama65] [MS="1 8"] [BUILD=build/decode_probe] bash scripts/decode_probe/stall_call.sh
 set -u
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-B=$ROOT/build/decode_probe
+. "$(dirname "$0")/probe_env.sh"  # ROOT, B (BUILD), cuBLASLt's folder
 OUT=${OUT:?an output folder}; mkdir -p "$OUT"
-LT=$(find /usr/local/cuda*/ /usr/lib /opt /usr/local/lib -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
-[ -n "$LT" ] && export LD_LIBRARY_PATH=$(dirname "$LT"):${LD_LIBRARY_PATH:-}
 for n in ${NAMES:-landed}; do
   [ -x "$B/$n" ] || nvcc "$B/$n.o" -o "$B/$n" -lcublas -lcublasLt || { echo "$n: link failed"; continue; }
   for m in ${MS:-1 8}; do

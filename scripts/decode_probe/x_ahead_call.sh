@@ -26,8 +26,6 @@ for p in $PATCHES; do
 done
 PATCHES=$BUILT
 echo "built at ${SECONDS}s"
-LT=$(find /usr/local/cuda*/ /usr/lib /opt /usr/local/lib -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
-[ -n "$LT" ] && export LD_LIBRARY_PATH=$(dirname "$LT"):${LD_LIBRARY_PATH:-}
 for v in decode_probe $(printf 'decode_probe_%s ' $PATCHES); do
   mkdir -p "$R/$v"
   DECODE_PROBE_BULK_TRACE=1 DECODE_PROBE_VARIANTS=bulk DECODE_PROBE_MS=${MS:-1,4,16,32,64} DECODE_PROBE_SHAPES=gpt3,llama65,llama3-8b \
