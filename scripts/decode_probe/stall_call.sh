@@ -5,10 +5,10 @@
 # Writes $OUT/<name>-m<M>.{ncu-rep,csv,details.txt,summary.txt} and prints the summaries.
 # Usage: OUT=... [NAMES="landed"] [SHAPE=llama65] [MS="1 8"] [BUILD=build/decode_probe] bash scripts/decode_probe/stall_call.sh
 set -u
-. "$(dirname "$0")/probe_env.sh"  # ROOT, B (BUILD), cuBLASLt's folder
+. "$(dirname "$0")/probe_env.sh"  # ROOT, B (BUILD), NVCC, cuBLASLt's folder
 OUT=${OUT:?an output folder}; mkdir -p "$OUT"
 for n in ${NAMES:-landed}; do
-  [ -x "$B/$n" ] || nvcc "$B/$n.o" -o "$B/$n" -lcublas -lcublasLt || { echo "$n: link failed"; continue; }
+  [ -x "$B/$n" ] || "$NVCC" "$B/$n.o" -o "$B/$n" -lcublas -lcublasLt || { echo "$n: link failed"; continue; }
   for m in ${MS:-1 8}; do
     r=$OUT/$n-m$m
     DECODE_PROBE_VARIANTS=bulk DECODE_PROBE_MS=$m DECODE_PROBE_SHAPES=${SHAPE:-llama65} DECODE_PROBE_NO_EXTRA=1 \
