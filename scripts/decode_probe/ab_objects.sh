@@ -19,14 +19,24 @@ build() {  # name include-dir [macros...]
   echo "$name rc=$?"
 }
 build landed "$ROOT/templates/sm90/include" &
+# A patch whose header has a line "# base: <commit>" applies to that commit's templates/sm90/include (the kernel it
+# was measured on), not to the working tree's.
+include_of() {  # dir patch-file: dir/include, from the patch's base commit or from the working tree
+  local base; base=$(sed -n 's/^# base: \([0-9a-f]\{7,40\}\).*/\1/p' "$2" | head -1)
+  if [ -n "$base" ]; then
+    git -C "$ROOT" archive "$base" templates/sm90/include | tar -x -C "$1" && mv "$1/templates/sm90/include" "$1/include"
+  else
+    cp -r "$ROOT/templates/sm90/include" "$1/"
+  fi
+}
 for p in ${PATCHES:-}; do
-  d=$(mktemp -d); cp -r "$ROOT/templates/sm90/include" "$d/"
+  d=$(mktemp -d); include_of "$d" "$ROOT/scripts/decode_probe/$p.patch"
   (cd "$d" && patch -s --batch --forward -p3 < "$ROOT/scripts/decode_probe/$p.patch") || { echo "$p.patch does not apply"; exit 1; }
   build "$p" "$d/include" &
 done
 vinc=$ROOT/templates/sm90/include
 if [ -n "${VARIANT_PATCH:-}" ]; then
-  d=$(mktemp -d); cp -r "$ROOT/templates/sm90/include" "$d/"
+  d=$(mktemp -d); include_of "$d" "$ROOT/scripts/decode_probe/$VARIANT_PATCH.patch"
   (cd "$d" && patch -s --batch --forward -p3 < "$ROOT/scripts/decode_probe/$VARIANT_PATCH.patch") || { echo "$VARIANT_PATCH.patch does not apply"; exit 1; }
   vinc=$d/include
 fi

@@ -126,10 +126,17 @@ enum Variant { kB2B = 0, kSync = 1, kPers = 2, kWS = 3, kReg = 4, kRegSync = 5, 
 static char const* kVarName[] = {"b2b", "sync", "pers", "ws", "reg", "regs", "ring", "bulk"};
 // v5 (bulk_chain.cuh, M <= 64): f = 1 the chain in one kernel, 2 the same launched as a programmatic dependent of
 // the previous run, 3 two launches of the same kernel (one GEMM each, no waits; the same reduction order).
+static std::string g_out = ".";           // the output folder (argv[1])
 static bool g_bulk_trace = false;         // DECODE_PROBE_BULK_TRACE=1: v5's per-CTA timeline at every point
 static constexpr int64_t kWsScale = 4;       // the workspaces' size over what the landed kernels need
 static int g_bulk_mode = 0;               // DECODE_PROBE_BULK_MODE=1: consumers only release slots (wrong results)
-static bool g_bulk_coop = false;          // DECODE_PROBE_BULK_COOP=1: cooperative launches (as the library's mode stream)
+static bool g_bulk_coop = false;
+// balance.patch (CUSYNC_BULK_BALANCE): DECODE_PROBE_BALANCE=1 calibrates per point a table of chunk ranges by SM.
+static bool g_balance = false;
+static std::vector<double> g_sm_weight;   // per SM, empty: the uniform split
+static int64_t g_bulk_q[2] = {0, 0};      // the last launch's chunks per GEMM (host-side record)
+static int* g_rs_dev = nullptr;           // 2 x (kMaxRanks + 1) starts on the device
+static int64_t g_rs_q[2] = {-1, -1};      // the chunks per GEMM the table was built for (another shape: uniform)          // DECODE_PROBE_BULK_COOP=1: cooperative launches (as the library's mode stream)
 static std::vector<std::string> g_variant_filter;
 static int g_reg_cfg = 0;                  // DECODE_PROBE_REG_CFG: v3 shape, see with_wn (0: 1 warp along N)
 static int g_reg_wn = 1;                   // warps side by side along N (1, 2, 4) of that shape
@@ -419,6 +426,11 @@ struct Probe {
       if (why) { fprintf(stderr, "bulk_make: %s\n", why); exit(1); }
       p.mode = g_bulk_mode;
       p.grid = sms;
+      g_bulk_q[0] = p.gm[0].q; g_bulk_q[1] = p.gm[1].q;
+#ifdef CUSYNC_BULK_BALANCE
+      if (!g_sm_weight.empty() && p.gm[0].q == g_rs_q[0] && p.gm[1].q == g_rs_q[1])
+        for (int g = 0; g < 2; ++g) { p.gm[g].rs = g_rs_dev + g * (bulk::kMaxRanks + 1); p.gm[g].table = g + 1; p.gm[g].g = sms; }
+#endif
       p.trace = bulk_trace;
       with_mpad_bulk(mpad, [&](auto mc) {
         constexpr int MP = decltype(mc)::value;
@@ -561,6 +573,9 @@ struct Probe {
       fprintf(log, "%s M=%d lt vs cublas rel_l2=%.3e max_rel=%.3e nans=%zu\n", sd.name, m, e.rel_l2, e.max_rel, e.nans);
     }
 
+#ifdef CUSYNC_BULK_BALANCE
+    if (g_balance && m <= 64) calibrate_balance(m, log);
+#endif
     // our variants and configs
     struct Cfg { Variant v; int f; };
     std::vector<Cfg> cfgs = {{kB2B, 1}, {kB2B, 2}, {kSync, 1}, {kSync, 2}, {kPers, 1}, {kPers, 2}, {kWS, 1}, {kWS, 2}};
@@ -674,6 +689,63 @@ struct Probe {
     fflush(log);
   }
 
+#ifdef CUSYNC_BULK_BALANCE
+  // balance.patch: the uniform split traced, each SM weighted by its gemm1 chunks over the time it took to issue
+  // them, the table built and uploaded; twice more with the table (each SM's new weight from its own range), the
+  // slowest and median SM's gemm1 issue end printed each round.
+  void calibrate_balance(int m, FILE* log) {
+    size_t const words = size_t(sms) * bulk::kTraceWords;
+    uint64_t* buf;
+    CK(cudaMalloc(&buf, words * 8));
+    if (!g_rs_dev) CK(cudaMalloc(&g_rs_dev, 2 * (bulk::kMaxRanks + 1) * sizeof(int)));
+    g_sm_weight.clear();
+    g_rs_q[0] = g_rs_q[1] = -1;
+    std::vector<int> rs(2 * (bulk::kMaxRanks + 1), 0);
+    std::vector<uint64_t> h(words);
+    std::string line = std::string("balance ") + sd.name + " M=" + std::to_string(m) + " gemm1 issued (us, median/max):";
+    for (int round = 0; round < 4; ++round) {
+      for (int r = 0; r < 2; ++r) ours(kBulk, 1, m, r % nsets);
+      CK(cudaMemsetAsync(buf, 0, words * 8, st));
+      bulk_trace = buf; ours(kBulk, 1, m, 0); bulk_trace = nullptr;
+      CK(cudaStreamSynchronize(st)); CK(cudaMemcpy(h.data(), buf, words * 8, cudaMemcpyDeviceToHost));
+      std::vector<double> t(sms, 0), w(sms, 0);
+      bool ok = true;
+      for (int c = 0; c < sms; ++c) {
+        uint64_t const* x = &h[size_t(c) * bulk::kTraceWords];
+        int const sm = int(x[bulk::kSmId]);
+        if (sm < 0 || sm >= sms || t[sm] != 0) { ok = false; break; }
+        t[sm] = (double(x[bulk::kAtIssuedGemm1]) - double(x[bulk::kAtEntry])) * 1e-3;
+        double const chunks = g_sm_weight.empty() ? double(g_bulk_q[0]) / sms : double(rs[sm + 1] - rs[sm]);
+        w[sm] = chunks / std::max(t[sm], 1e-3);
+      }
+      if (!ok) { fprintf(stderr, "balance: SM ids not one per CTA in 0..%d\n", sms - 1); exit(1); }
+      std::vector<double> ts = t;
+      std::sort(ts.begin(), ts.end());
+      char b[64];
+      snprintf(b, sizeof(b), " %.1f/%.1f", ts[sms / 2], ts.back());
+      line += b;
+      if (round == 3) break;
+      if (!g_sm_weight.empty())  // damped: half the old weight, half the new
+        for (int i = 0; i < sms; ++i) w[i] = 0.5 * w[i] + 0.5 * g_sm_weight[i];
+      g_sm_weight = w;
+      double tot = 0;
+      for (double x : w) tot += x;
+      for (int g = 0; g < 2; ++g) {
+        double acc = 0;
+        for (int i = 0; i <= sms; ++i) {
+          rs[g * (bulk::kMaxRanks + 1) + i] = i == sms ? int(g_bulk_q[g]) : int(std::llround(double(g_bulk_q[g]) * acc / tot));
+          if (i < sms) acc += w[i];
+        }
+      }
+      CK(cudaMemcpy(g_rs_dev, rs.data(), rs.size() * sizeof(int), cudaMemcpyHostToDevice));
+      g_rs_q[0] = g_bulk_q[0]; g_rs_q[1] = g_bulk_q[1];
+    }
+    printf("%s\n", line.c_str());
+    fprintf(log, "%s\n", line.c_str());
+    CK(cudaFree(buf));
+  }
+#endif
+
   // v5's timeline at this point: the chain run 5 times, the last one traced; per phase the min / median / max over
   // CTAs, in us from the first CTA's entry.
   void trace_bulk(int m, FILE* log) {
@@ -724,7 +796,16 @@ struct Probe {
     for (int at = 0; at < 7; ++at) line += spread(at, names[at], true);
     printf("%s\n", line.c_str());
     fprintf(log, "%s\n", line.c_str());
+#ifdef CUSYNC_BULK_CHUNK_TRACE
+    // ctrace.patch: the whole buffer of the last traced run (per CTA kTraceWords words) for chunk_trace.py.
+    if (FILE* bf = fopen((g_out + "/chunks-" + sd.name + "-M" + std::to_string(m) + ".bin").c_str(), "wb")) {
+      fwrite(h.data(), 8, words, bf);
+      fclose(bf);
+    }
+    if (false) {
+#else
     if (bulk::kTraceWords > 8) {
+#endif
       static char const* cy[] = {"x-store", "full-wait", "mma", "loop", "x-issue"};
       std::string l2 = std::string("bulk cycles ") + sd.name + " M=" + std::to_string(m) + " (kcycles, min/med/max):";
       for (int at = 8; at < int(bulk::kTraceWords) && at < 13; ++at) l2 += spread(at, cy[at - 8], false);
@@ -835,6 +916,7 @@ struct Probe {
 
 int main(int argc, char** argv) {
   std::string out = argc > 1 ? argv[1] : ".";
+  g_out = out;
   bool quick = getenv("DECODE_PROBE_QUICK") != nullptr;
   cudaDeviceProp prop; CK(cudaGetDeviceProperties(&prop, 0));
   int sms = prop.multiProcessorCount;
@@ -888,6 +970,7 @@ int main(int argc, char** argv) {
   if (char const* env = getenv("DECODE_PROBE_RING_MODE")) g_ring_mode = std::atoi(env);
   if (char const* env = getenv("DECODE_PROBE_BULK_MODE")) g_bulk_mode = std::atoi(env);
   g_bulk_coop = getenv("DECODE_PROBE_BULK_COOP") != nullptr;
+  g_balance = getenv("DECODE_PROBE_BALANCE") != nullptr;
   g_bulk_trace = getenv("DECODE_PROBE_BULK_TRACE") != nullptr;
   if (char const* env = getenv("DECODE_PROBE_REG_F")) {
     auto v = csv_list(env);

@@ -20,15 +20,21 @@
 //
 // WARPS. W consumer warps (BulkCfg::kConsumerWarps) and warp W, the producer: one lane walks the CTA's chunks of
 // gemm1 then gemm2, waits for a free slot (mbarrier) and issues one bulk copy with complete_tx on the slot's full
-// barrier (L2 evict_first).
+// barrier (L2 evict_first). At M_pad 64 (X by TMA, below) warp W + 1 is the X warp.
 //
 // CONSUMERS, wgmma (CUSYNC_BULK_GMMA 1, the default; consumers_gmma): W warpgroups take chunks in turn (4 at M_pad
-// 8, 3 at 16 and 32, 2 at 64: a warpgroup's chunk is a serial chain far longer than the ring's time per chunk). Per
-// chunk a warpgroup stores X's M_pad x 128 slice (loaded from L2 into registers one of its chunks ahead, after
-// the tile waits) to its shared buffer in the B operand's layout and issues eight wgmma m64nM_padk16 straight on
-// the ring slot, whose bytes bulk_pack laid out as the A operand's core matrices (cusync/sm90/gmma_ss.cuh): no
-// shared loads into registers, M_pad / 2 accumulator registers a thread. Measured on an H100: 1.2-1.4x
-// the mma.sync consumers below at M = 32-64, level at M = 1.
+// 8, 3 at 16 and 32: a warpgroup's chunk is a serial chain far longer than the ring's time per chunk). Per chunk a
+// warpgroup stores X's M_pad x 128 slice (loaded from L2 into registers one of its chunks ahead, after the tile
+// waits) to its shared buffer in the B operand's layout and issues eight wgmma m64nM_padk16 straight on the ring
+// slot, whose bytes bulk_pack laid out as the A operand's core matrices (cusync/sm90/gmma_ss.cuh): no shared loads
+// into registers, M_pad / 2 accumulator registers a thread. Measured on an H100: 1.2-1.4x the mma.sync consumers
+// below at M = 32-64, level at M = 1.
+// X BY TMA (M_pad 64, CUSYNC_BULK_X_TMA_MIN_MPAD): each ring stage also holds its chunk's X slice, two TMA boxes of
+// 64 k x M_pad rows in the 128-byte swizzle (the B operand's swizzled K-major layout), which complete on the stage's
+// full barrier with the weights. The X warp walks the chunks in the producer's order: it waits for the stage to be
+// free, for a GEMM that reads the producer for gemm1's tiles of the chunk's k range (polling 256 tiles a round
+// trip), then issues the boxes after fence.proxy.async.global. Four consumer warpgroups then only wait for the
+// stage, run the eight wgmma and free it: 16 KB of X a chunk no longer passes through their registers.
 //
 // CONSUMERS, mma.sync (CUSYNC_BULK_GMMA 0: consumers, consumers_chunked). The consumers read A fragments with ld.shared.v4 (a warp instruction reads 512
 // consecutive bytes: no bank conflict), X's B fragments from global memory ahead of use (ld.global.cg), and run
@@ -83,7 +89,9 @@ namespace cusync::stream::bulk {
 // H100, and 2-8% at M_pad 32 on an H100; more spill or run no faster). A warpgroup's chunk is a serial chain (X's
 // slice, which waits in the memory system behind the weights in flight; its store and barrier; eight wgmma and
 // their wait), much longer than the ring's time per chunk, so more warpgroups in flight keep the ring drained. At
-// M_pad 64 (CUSYNC_BULK_GMMA_WG) a third warpgroup's partial and X buffer would cost the ring its stages.
+// M_pad 64 X comes by TMA (CUSYNC_BULK_XT_WG warpgroups, below); CUSYNC_BULK_GMMA_WG is the count there when it
+// does not (CUSYNC_BULK_X_TMA_MIN_MPAD 128), where a third warpgroup's partial and X buffer would cost the ring
+// its stages.
 #ifndef CUSYNC_BULK_GMMA_WG_M8
 #define CUSYNC_BULK_GMMA_WG_M8 4
 #endif
@@ -97,11 +105,27 @@ static_assert(CUSYNC_BULK_GMMA_WG >= 1 && CUSYNC_BULK_GMMA_WG <= 6 && CUSYNC_BUL
                   CUSYNC_BULK_GMMA_WG_M8 <= 6 && CUSYNC_BULK_GMMA_WG_M16 >= 1 && CUSYNC_BULK_GMMA_WG_M16 <= 6 &&
                   CUSYNC_BULK_GMMA_WG_M32 >= 1 && CUSYNC_BULK_GMMA_WG_M32 <= 6,
               "1 to 6 consumer warpgroups");
+// X by TMA, at M_pad >= CUSYNC_BULK_X_TMA_MIN_MPAD (64; 128: never): each stage of the ring holds its chunk's X
+// slice (M_pad rows x 128 k, two boxes of 64 k in the 128-byte swizzle) beside the weights, copied by TMA loads that
+// complete on the same full barrier. The X warp issues them in the producer's chunk order, after gemm1's tiles for
+// the chunk's k range are posted (for gemm2), so the consumers (CUSYNC_BULK_XT_WG warpgroups) only wait for the
+// slot, run the wgmma and free it. Measured on an H100 at M = 64: 1.25-1.33x faster than X through the consumers'
+// registers (16 KB of X a chunk there), at M = 33 0.99-1.15x; at M_pad 8 and 16 level on gpt3 and 11% slower on
+// the llama shapes, at 32 level to 9% slower (there the chain loses to its own two launches: the hand-over).
+#ifndef CUSYNC_BULK_X_TMA_MIN_MPAD
+#define CUSYNC_BULK_X_TMA_MIN_MPAD 64
+#endif
+#ifndef CUSYNC_BULK_XT_WG
+#define CUSYNC_BULK_XT_WG 4  // measured at M = 64 (H100): 1.02-1.06x faster than two warpgroups, 1.07-1.18x than one
+#endif
+static_assert(CUSYNC_BULK_XT_WG >= 1 && CUSYNC_BULK_XT_WG <= 6, "1 to 6 consumer warpgroups");
 #ifndef CUSYNC_BULK_GMMA_X_AHEAD
 #define CUSYNC_BULK_GMMA_X_AHEAD 1
 #endif
 static_assert(CUSYNC_BULK_GMMA_X_AHEAD >= 1 && CUSYNC_BULK_GMMA_X_AHEAD <= 4, "1 to 4 chunks of X ahead");
 constexpr bool kGmma = CUSYNC_BULK_GMMA != 0;
+// X by TMA at M_pad >= CUSYNC_BULK_X_TMA_MIN_MPAD (wgmma consumers only).
+constexpr bool x_tma_for(int m_pad) { return kGmma && m_pad >= CUSYNC_BULK_X_TMA_MIN_MPAD; }
 #ifndef CUSYNC_BULK_SMALL_M_WARPS
 #define CUSYNC_BULK_SMALL_M_WARPS 8
 #endif
@@ -124,6 +148,7 @@ constexpr bool chunk_per_warp() { return kMPad <= CUSYNC_BULK_CHUNK_PER_WARP_MAX
 // (their partials and X fragments need the room).
 template <int kMPad>
 constexpr int consumer_warps() {
+  if (x_tma_for(kMPad)) return 4 * CUSYNC_BULK_XT_WG;
   if (kGmma)
     return 4 * (kMPad == 8    ? CUSYNC_BULK_GMMA_WG_M8
                 : kMPad == 16 ? CUSYNC_BULK_GMMA_WG_M16
@@ -164,6 +189,9 @@ struct BulkGemm {
   int chunks;    // chunks per tile: ceil(ksteps / 8)
   int64_t q;     // tiles x chunks
   int g;         // CTAs with work: min(grid, q)
+  // X by TMA: X row-major (m rows, k), box (64 k, M_pad rows) with the 128-byte swizzle; a chunk's 128 k are two
+  // boxes, M_pad x 128 bytes apart, each wgmma's B operand in the swizzled K-major layout.
+  CUtensorMap tmx;  // 64-byte aligned by its type
 };
 
 struct BulkParams {
@@ -190,16 +218,18 @@ enum TraceAt : int {
 template <int kMPad>
 struct BulkCfg {
   static constexpr int kMSub = kMPad / 8;
+  static constexpr bool kXTma = x_tma_for(kMPad);
   static constexpr int kConsumerWarps = consumer_warps<kMPad>();
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
-  static constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
+  static constexpr int kThreads = kConsumerThreads + 32 + (kXTma ? 32 : 0);  // + the producer warp (+ the X warp)
   static constexpr bool kChunked = !kGmma && chunk_per_warp<kMPad>();
   static constexpr int kWG = kConsumerWarps / 4;  // wgmma: consumer warpgroups
   // Partials summed at a piece end: one per warp (mma.sync), one per warpgroup (wgmma).
   static constexpr int kParts = kGmma ? kWG : kConsumerWarps;
   // wgmma: each warpgroup's X of one chunk in shared memory, M_pad rows x 128 k (the B operand).
   static constexpr int kXChunkBytes = kMPad * kChunkSteps * 32;
-  static constexpr int kXBytes = kGmma ? kWG * kXChunkBytes : 0;
+  static constexpr int kXBytes = kGmma && !kXTma ? kWG * kXChunkBytes : 0;
+  static constexpr int kXSlotBytes = kXTma ? kXChunkBytes : 0;  // X by TMA: each stage's X slice
   // k-steps of a chunk per warp: all of them (kChunked), else w, w + warps, ...
   static constexpr int kStepsPerWarp = kChunked || kGmma ? kChunkSteps : kChunkSteps / kConsumerWarps;
   static_assert(kGmma || kChunked || kChunkSteps % kConsumerWarps == 0, "whole k-steps per consumer warp");
@@ -214,14 +244,16 @@ struct BulkCfg {
   static constexpr int kXAhead = kXAheadMax < kXAheadFit ? kXAheadMax : kXAheadFit;
   static constexpr int kSlot = kTileN * kMPad;                       // floats of one partial (M_pad, 64)
   static constexpr int kScratchBytes = kParts * kSlot * 4;
-  static constexpr int kRingMax = (kMaxSmem - kScratchBytes - kXBytes - 1024) / kChunkBytes;
+  static constexpr int kRingMax = (kMaxSmem - kScratchBytes - kXBytes - 1024) / (kChunkBytes + kXSlotBytes);
   static constexpr int kStagesCap = kGmma ? CUSYNC_BULK_RING_STAGES : 12 * 8 / kChunkSteps;  // mma.sync: 192 KB
   static constexpr int kStagesMax = kRingMax < kStagesCap ? kRingMax : kStagesCap;
   static constexpr int kStages = kGmma ? kStagesMax / kWG * kWG : kStagesMax;  // wgmma: a multiple of the warpgroups
-  static constexpr int kBarOff = kStages * kChunkBytes + kScratchBytes + kXBytes;
+  static constexpr int kXSlotOff = kStages * kChunkBytes;                  // the stages' X slices (X by TMA)
+  static constexpr int kScratchOff = kXSlotOff + kStages * kXSlotBytes;   // the partials
+  static constexpr int kBarOff = kScratchOff + kScratchBytes + kXBytes;
   static constexpr int kSmemBytes = kBarOff + 2 * kStages * 8 + 16;
   static_assert(kMPad == 8 || kMPad == 16 || kMPad == 32 || kMPad == 64, "M_pad 8..64");
-  static_assert(kSmemBytes <= kMaxSmem && kStages * kChunkSteps >= 64, "shared memory");
+  static_assert(kSmemBytes <= kMaxSmem && (kXTma ? kStages >= 4 : kStages * kChunkSteps >= 64), "shared memory");
   static_assert(!kChunked || kStages % kConsumerWarps == 0, "a chunk per warp: the warps must divide the stages");
   static_assert(!kGmma || kStages % kWG == 0, "a chunk per warpgroup: the warpgroups must divide the stages");
 };
@@ -380,9 +412,9 @@ struct BulkChain {
     explicit __device__ __forceinline__ Smem(char* smem)
         : ring(cusync::stream::detail::smem_u32(smem)),
           bars(ring + C::kBarOff),
-          scratch(reinterpret_cast<float*>(smem + C::kStages * kChunkBytes)),
+          scratch(reinterpret_cast<float*>(smem + C::kScratchOff)),
           flag(reinterpret_cast<int*>(smem + C::kBarOff + 2 * C::kStages * 8)),
-          xs(ring + C::kStages * kChunkBytes + C::kScratchBytes) {}
+          xs(ring + C::kScratchOff + C::kScratchBytes) {}
   };
 
   struct XFrag { uint32_t x[kStepsPerWarp][kMSub][2]; };  // B fragments of the warp's k-steps of a chunk
@@ -416,11 +448,13 @@ struct BulkChain {
     return mask == 0xffffffffu ? 32 : __ffs(~mask) - 1;
   }
   // Producer tile p posted, as far as this warp is concerned: remembered in `ready`, else polled with its
-  // neighbours (posted_run), else the bounded wait on p alone (a timeout names consumer tile `tile`).
+  // neighbours (posted_run, or posted_run_wide for kWidePoll), else the bounded wait on p alone (a timeout names
+  // consumer tile `tile`).
+  template <bool kWidePoll = false>
   static __device__ __forceinline__ void ensure_posted(StageArgs const& a, RunCtx const& ctx, int p, int tile, int lane,
                                                        Ready& ready) {
     if (ready.has(p)) return;
-    int r = posted_run(a, ctx, p, lane);
+    int r = kWidePoll ? posted_run_wide(a, ctx, p, lane) : posted_run(a, ctx, p, lane);
     if (r == 0) {  // not posted yet: the bounded wait on p alone
       StreamGemm<T, 8>::warp_wait(a, ctx, p, tile);
       r = 1;
@@ -428,6 +462,29 @@ struct BulkChain {
     ready.add(p, r);
   }
 
+  // The X warp's poll: how many producer tiles from p on are posted, up to 32 x kWide, in one round trip: lane i
+  // loads tiles p + i + 32 r back to back (relaxed), then one fence.acq_rel makes every load an acquire (the fence
+  // after a load that reads the post's release); the ballots find the first tile not posted.
+  static constexpr int kWide = 8;
+  static __device__ __forceinline__ int posted_run_wide(StageArgs const& a, RunCtx const& ctx, int p, int lane) {
+    uint64_t const expected = cusync::tagged(ctx.epoch, 1);
+    uint64_t v[kWide];
+#pragma unroll
+    for (int r = 0; r < kWide; ++r) {
+      int const q = p + lane + 32 * r;
+      v[r] = q < a.wait_tiles ? ptx::ld_relaxed_gpu(a.wait_sems + q) : uint64_t(0);
+    }
+    ptx::fence_acq_rel_gpu();
+    int run = 0;
+#pragma unroll
+    for (int r = 0; r < kWide; ++r) {
+      unsigned const mask = __ballot_sync(0xffffffffu, p + lane + 32 * r < a.wait_tiles && v[r] >= expected);
+      if (mask != 0xffffffffu) { run += __ffs(~mask) - 1; break; }
+      run += 32;
+    }
+    __syncwarp();
+    return run;
+  }
   // A chunk position, advanced without division (the consumers' loop does no 64-bit arithmetic per chunk).
   struct Pos {
     int tile, cc;
@@ -584,13 +641,58 @@ struct BulkChain {
         uint32_t const bytes = uint32_t(steps) * kStepBytes;
         ws::dev::mbar_wait(bars + (C::kStages + slot) * 8, phase ^ 1u);  // empty
         uint32_t const full = bars + slot * 8;
-        ws::dev::mbar_expect_tx(full, bytes);
+        ws::dev::mbar_expect_tx(full, bytes + uint32_t(C::kXSlotBytes));  // X by TMA: the X warp's box too
         detail::bulk_load(ring + slot * kChunkBytes, w + (int64_t(at.tile) * b.ksteps + s0) * kStepBytes, bytes, full,
                           policy);
         if (++slot == C::kStages) { slot = 0; phase ^= 1u; }
         at.next(b.chunks);
       }
       detail::stamp(p, gi == 0 ? kAtIssuedGemm1 : kAtIssuedAll);
+    }
+  }
+
+  // X by TMA: the X warp walks the CTA's chunks in the producer's order; per chunk it waits for the slot to be free
+  // (its empty barrier, as the producer), then, for a GEMM that reads the producer, for gemm1's tiles covering the
+  // chunk's k range (ensure_posted<true>: 256 tiles a round trip, remembered; a timeout is recorded and the warp
+  // goes on), and lane 0 issues the chunk's two X boxes, which complete on the slot's full barrier (the producer's
+  // expect_tx counted their bytes). fence.proxy.async.global after the acquires: H's generic stores before the TMA
+  // reads them.
+  static __device__ void x_issuer(BulkParams const& p, RunCtx const& ctx, char* smem) {
+    uint32_t const ring = cusync::stream::detail::smem_u32(smem);
+    uint32_t const bars = ring + C::kBarOff;
+    int const lane = int(threadIdx.x) & 31;
+    int const c = int(blockIdx.x);
+    int slot = 0;
+    uint32_t phase = 0;
+    for (int gi = 0; gi < 2; ++gi) {
+      if ((gi == 0 && p.which == kOnlyGemm2) || (gi == 1 && p.which == kOnlyGemm1)) continue;
+      BulkGemm const& b = p.gm[gi];
+      StageArgs const& a = b.a;
+      int64_t lo, hi;
+      detail::range_of(b, c, lo, hi);
+      Ready ready;
+      Pos at = Pos::of(b, lo);
+      for (int64_t q = lo; q < hi; ++q) {
+        ws::dev::mbar_wait(bars + (C::kStages + slot) * 8, phase ^ 1u);  // empty
+        int const k0 = at.cc * kChunkSteps * reg::kStepK;
+        if (a.wait_sems != nullptr) {
+          int const kend = a.k < k0 + kChunkSteps * reg::kStepK ? a.k : k0 + kChunkSteps * reg::kStepK;
+          for (int kk = k0; kk < kend;) {
+            int const pt = int(unsigned(kk) / unsigned(a.wait_tile_cols));
+            ensure_posted<true>(a, ctx, pt, at.tile, lane, ready);
+            kk = (pt + 1) * a.wait_tile_cols;
+          }
+        }
+        if (lane == 0) {
+          if (a.wait_sems != nullptr) asm volatile("fence.proxy.async.global;" ::: "memory");
+          uint32_t const dst = ring + C::kXSlotOff + slot * C::kXSlotBytes;
+          ws::dev::tma_load_2d(dst, &b.tmx, bars + slot * 8, k0, 0);
+          ws::dev::tma_load_2d(dst + kMPad * 128, &b.tmx, bars + slot * 8, k0 + 64, 0);
+        }
+        __syncwarp();
+        if (++slot == C::kStages) { slot = 0; phase ^= 1u; }
+        at.next(b.chunks);
+      }
     }
   }
 
@@ -845,7 +947,7 @@ struct BulkChain {
       uint4 xr[kXA][kMSub];
 #pragma unroll
       for (int d = 0; d < kXA; ++d)
-        if (full_mode && wg + d * W < n_chunks) {
+        if (full_mode && !C::kXTma && wg + d * W < n_chunks) {
           load_x_gmma(b, ctx, ahead, wt, lane, ready, xr[d]);
           ahead.skip(W, chunks);
         }
@@ -863,7 +965,7 @@ struct BulkChain {
             for (int e = 0; e < kMSub * 4; ++e) acc[e] = 0.f;
           }
           int const steps = ksteps - here.cc * kChunkSteps < kChunkSteps ? ksteps - here.cc * kChunkSteps : kChunkSteps;
-          if (full_mode) {
+          if (full_mode && !C::kXTma) {
             // The buffer's last reader is this warpgroup's previous chunk's wgmma. A thread's wait<0> below covers
             // only its own warp's part of it (another warp's may still read the buffer), hence the barrier: every
             // warp past its wait before any thread stores the next X.
@@ -881,6 +983,7 @@ struct BulkChain {
           if (gi == 0 && i == 0 && threadIdx.x == 0) detail::stamp(p, kAtFirstData);
           if (full_mode) {
             uint32_t const wa = ring + slot * kChunkBytes;
+            uint32_t const xa = ring + C::kXSlotOff + slot * C::kXSlotBytes;  // X by TMA: the stage's X
             if (steps < kChunkSteps) {
               // A tile's last chunk, short of k-steps: zeros past them (X is zero there too, but the slot's old
               // bytes need not be finite), so that every chunk runs all kChunkSteps wgmma without a branch.
@@ -892,9 +995,13 @@ struct BulkChain {
             gmma::fence_regs(acc);
             gmma::fence();
 #pragma unroll
+            // X by TMA: k-step s is in box s / 4 (M_pad rows of 128 bytes), 32 bytes a k-step into its rows.
             for (int s = 0; s < kChunkSteps; ++s)
-              gmma::mma_64xN<kMPad, kBf16>(gmma::desc_k_major(wa + s * kStepBytes, 128, 256),
-                                           gmma::desc_k_major(xs + s * 256, 128, 2048), acc);
+              gmma::mma_64xN<kMPad, kBf16>(
+                  gmma::desc_k_major(wa + s * kStepBytes, 128, 256),
+                  C::kXTma ? gmma::desc_k_major_sw128(xa + (s / 4) * kMPad * 128 + (s % 4) * 32, 1024)
+                           : gmma::desc_k_major(xs + s * 256, 128, 2048),
+                  acc);
             gmma::commit();
             gmma::wait<0>();
             gmma::fence_regs(acc);
@@ -943,6 +1050,10 @@ __global__ void __launch_bounds__(BulkCfg<kMPad>::kThreads, 1)
   if (warp == C::kConsumerWarps) {
     if ((threadIdx.x & 31) == 0) BulkChain<T, kMPad>::producer(p, smem);
     __syncwarp();
+  } else if (C::kXTma && warp == C::kConsumerWarps + 1) {
+    if (kPdl) detail::griddep_wait();  // X (and H's semaphores) of this run are the previous run's to finish first
+    epoch = ptx::ld_relaxed_gpu(&state->epoch);
+    BulkChain<T, kMPad>::x_issuer(p, RunCtx{epoch, error, timeout_ns}, smem);
   } else {
     if (kPdl) detail::griddep_wait();  // the previous run (epoch, X, workspace) is complete and visible
     epoch = ptx::ld_relaxed_gpu(&state->epoch);
@@ -1021,6 +1132,19 @@ inline char const* bulk_make(StageArgs const& a, int m_pad, int grid, BulkGemm* 
   if (b.q > int64_t(1) << 30) return "too many chunks (tiles x chunks per tile must stay below 2^30)";
   b.g = int(b.q < grid ? b.q : grid);
   if (a.ws == nullptr || a.arrivals == nullptr) return "workspace and arrival counters are required";
+  if (x_tma_for(m_pad)) {
+    auto enc = ws::tensor_map_encoder();
+    if (enc == nullptr) return "cuTensorMapEncodeTiled is missing (the driver is older than CUDA 12.0)";
+    if (kChunkSteps * reg::kStepK != 128) return "X by TMA needs chunks of 128 k (CUSYNC_BULK_CHUNK_STEPS 8)";
+    cuuint64_t dims[2] = {cuuint64_t(a.k), cuuint64_t(a.m)};
+    cuuint64_t strides[1] = {cuuint64_t(a.ldx) * 2u};
+    cuuint32_t box[2] = {64u, cuuint32_t(m_pad)};
+    cuuint32_t estr[2] = {1u, 1u};
+    if (enc(&b.tmx, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, const_cast<void*>(a.x), dims, strides, box, estr,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+      return "cuTensorMapEncodeTiled failed for X's tensor map";
+  }
   if (a.ws_slots < 2 * int64_t(b.g)) return "workspace needs 2 x grid slots of 64 x M_pad floats";
   *out = b;
   return nullptr;

@@ -19,6 +19,13 @@ namespace cusync::gmma {
 __device__ __forceinline__ uint64_t desc_k_major(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   return uint64_t((addr >> 4) & 0x3FFFu) | uint64_t((lbo >> 4) & 0x3FFFu) << 16 | uint64_t((sbo >> 4) & 0x3FFFu) << 32;
 }
+// Descriptor of a K-major operand in the 128-byte swizzle layout that a TMA load with SWIZZLE_128B writes: rows of
+// 64 k (128 bytes), 8-row atoms of 1024 bytes (1024-byte aligned), their 16-byte units XOR-swizzled by the row;
+// `sbo` the distance between 8-row atoms. A k16 step further into the row starts 32 bytes further on (the hardware
+// applies the swizzle to the address bits). The leading offset is unused in this layout (set to 16 bytes).
+__device__ __forceinline__ uint64_t desc_k_major_sw128(uint32_t addr, uint32_t sbo) {
+  return uint64_t((addr >> 4) & 0x3FFFu) | uint64_t(1) << 16 | uint64_t((sbo >> 4) & 0x3FFFu) << 32 | uint64_t(1) << 62;
+}
 // Before the first wgmma that reads registers or shared memory written since the last one (wgmma.fence).
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
