@@ -10,7 +10,8 @@ A before the full wait, B past it, R the slot released. The CTA's clock runs fro
 Printed (medians over CTAs unless said):
 - rate: us a chunk per CTA in gemm1 and gemm2 (first full-wait return to last release);
 - lat: B - P of the chunks whose warpgroup waited on the full barrier (B - A > 50 ns), i.e. the time from issue
-  to landing, and how many chunks waited;
+  to landing, and how many chunks waited (the wait and its stamps cost about 50 ns themselves, so on an H100 nearly
+  every chunk counts: read lat as an upper bound of the copy's time in flight);
 - held: the time-average of slots issued and not yet released (in flight + landed + in use) and of slots in
   flight (issued, not yet landed; landing taken as B for waited chunks, else as A: an upper bound of in flight);
 - issue gap: P[j] - R[j - stages], the producer's delay past the release of the slot it needed (near 0 when it
