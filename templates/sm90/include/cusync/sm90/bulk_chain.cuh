@@ -502,6 +502,20 @@ struct BulkChain {
     }
   };
 
+  // Every producer tile of chunk `at`'s k range posted, where the GEMM reads the producer (ensure_posted for each).
+  template <bool kWidePoll = false>
+  static __device__ __forceinline__ void ensure_chunk_posted(StageArgs const& a, RunCtx const& ctx, Pos at, int lane,
+                                                             Ready& ready) {
+    if (a.wait_sems == nullptr) return;
+    int const k0 = at.cc * kChunkSteps * reg::kStepK;
+    int const kend = a.k < k0 + kChunkSteps * reg::kStepK ? a.k : k0 + kChunkSteps * reg::kStepK;
+    for (int kk = k0; kk < kend;) {
+      int const pt = int(unsigned(kk) / unsigned(a.wait_tile_cols));
+      ensure_posted<kWidePoll>(a, ctx, pt, at.tile, lane, ready);
+      kk = (pt + 1) * a.wait_tile_cols;
+    }
+  }
+
   // What a lane needs of GEMM b to load X, read once per GEMM into registers: the loop then re-reads no kernel
   // parameter per chunk (the asm statements' memory clobbers would make the compiler reload them).
   struct XView {
@@ -655,8 +669,8 @@ struct BulkChain {
   // (its empty barrier, as the producer), then, for a GEMM that reads the producer, for gemm1's tiles covering the
   // chunk's k range (ensure_posted<true>: 256 tiles a round trip, remembered; a timeout is recorded and the warp
   // goes on), and lane 0 issues the chunk's two X boxes, which complete on the slot's full barrier (the producer's
-  // expect_tx counted their bytes). fence.proxy.async.global after the acquires: H's generic stores before the TMA
-  // reads them.
+  // expect_tx counted their bytes; when they land first, the phase still waits for the producer's arrival).
+  // fence.proxy.async.global after the acquires: H's generic stores before the TMA reads them.
   static __device__ void x_issuer(BulkParams const& p, RunCtx const& ctx, char* smem) {
     uint32_t const ring = cusync::stream::detail::smem_u32(smem);
     uint32_t const bars = ring + C::kBarOff;
@@ -675,14 +689,7 @@ struct BulkChain {
       for (int64_t q = lo; q < hi; ++q) {
         ws::dev::mbar_wait(bars + (C::kStages + slot) * 8, phase ^ 1u);  // empty
         int const k0 = at.cc * kChunkSteps * reg::kStepK;
-        if (a.wait_sems != nullptr) {
-          int const kend = a.k < k0 + kChunkSteps * reg::kStepK ? a.k : k0 + kChunkSteps * reg::kStepK;
-          for (int kk = k0; kk < kend;) {
-            int const pt = int(unsigned(kk) / unsigned(a.wait_tile_cols));
-            ensure_posted<true>(a, ctx, pt, at.tile, lane, ready);
-            kk = (pt + 1) * a.wait_tile_cols;
-          }
-        }
+        ensure_chunk_posted<true>(a, ctx, at, lane, ready);
         if (lane == 0) {
           if (a.wait_sems != nullptr) asm volatile("fence.proxy.async.global;" ::: "memory");
           uint32_t const dst = ring + C::kXSlotOff + slot * C::kXSlotBytes;
@@ -892,14 +899,7 @@ struct BulkChain {
                                                      Ready& ready, uint4 (&xr)[kMSub]) {
     StageArgs const& a = b.a;
     int const k0 = at.cc * kChunkSteps * reg::kStepK;
-    if (a.wait_sems != nullptr) {
-      int const kend = a.k < k0 + kChunkSteps * reg::kStepK ? a.k : k0 + kChunkSteps * reg::kStepK;
-      for (int kk = k0; kk < kend;) {
-        int const pt = int(unsigned(kk) / unsigned(a.wait_tile_cols));
-        ensure_posted(a, ctx, pt, at.tile, lane, ready);
-        kk = (pt + 1) * a.wait_tile_cols;
-      }
-    }
+    ensure_chunk_posted(a, ctx, at, lane, ready);
     int const k = k0 + 8 * (wt >> 3);
     T const* row = static_cast<T const*>(a.x) + int64_t(wt & 7) * a.ldx + k;
 #pragma unroll
