@@ -6,7 +6,6 @@
 # Usage: OUT=... [SHAPES=gpt3,llama65] [MS=1,16] [MODES="0 1 1500 3000 5000"] [MS_TIME=1,16,17] bash scripts/decode_probe/ctrace_call.sh
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
-B=$HERE/../../build/decode_probe
 OUT=${OUT:?an output folder}
 source "$HERE/probe_env.sh"
 mkdir -p "$OUT"

@@ -130,13 +130,15 @@ static std::string g_out = ".";           // the output folder (argv[1])
 static bool g_bulk_trace = false;         // DECODE_PROBE_BULK_TRACE=1: v5's per-CTA timeline at every point
 static constexpr int64_t kWsScale = 4;       // the workspaces' size over what the landed kernels need
 static int g_bulk_mode = 0;               // DECODE_PROBE_BULK_MODE=1: consumers only release slots (wrong results)
-static bool g_bulk_coop = false;
-// balance.patch (CUSYNC_BULK_BALANCE): DECODE_PROBE_BALANCE=1 calibrates per point a table of chunk ranges by SM.
+static bool g_bulk_coop = false;          // DECODE_PROBE_BULK_COOP=1: cooperative launches (as the library's mode stream)
+#ifdef CUSYNC_BULK_BALANCE
+// balance.patch: DECODE_PROBE_BALANCE=1 calibrates per point a table of chunk ranges by SM.
 static bool g_balance = false;
 static std::vector<double> g_sm_weight;   // per SM, empty: the uniform split
 static int64_t g_bulk_q[2] = {0, 0};      // the last launch's chunks per GEMM (host-side record)
 static int* g_rs_dev = nullptr;           // 2 x (kMaxRanks + 1) starts on the device
-static int64_t g_rs_q[2] = {-1, -1};      // the chunks per GEMM the table was built for (another shape: uniform)          // DECODE_PROBE_BULK_COOP=1: cooperative launches (as the library's mode stream)
+static int64_t g_rs_q[2] = {-1, -1};      // the chunks per GEMM the table was built for (another shape: uniform)
+#endif
 static std::vector<std::string> g_variant_filter;
 static int g_reg_cfg = 0;                  // DECODE_PROBE_REG_CFG: v3 shape, see with_wn (0: 1 warp along N)
 static int g_reg_wn = 1;                   // warps side by side along N (1, 2, 4) of that shape
@@ -426,8 +428,8 @@ struct Probe {
       if (why) { fprintf(stderr, "bulk_make: %s\n", why); exit(1); }
       p.mode = g_bulk_mode;
       p.grid = sms;
-      g_bulk_q[0] = p.gm[0].q; g_bulk_q[1] = p.gm[1].q;
 #ifdef CUSYNC_BULK_BALANCE
+      g_bulk_q[0] = p.gm[0].q; g_bulk_q[1] = p.gm[1].q;
       if (!g_sm_weight.empty() && p.gm[0].q == g_rs_q[0] && p.gm[1].q == g_rs_q[1])
         for (int g = 0; g < 2; ++g) { p.gm[g].rs = g_rs_dev + g * (bulk::kMaxRanks + 1); p.gm[g].table = g + 1; p.gm[g].g = sms; }
 #endif
@@ -689,6 +691,13 @@ struct Probe {
     fflush(log);
   }
 
+  // One run of the chain (set 0) with the per-CTA trace in buf (h.size() words, cleared first), copied into h.
+  void traced_run(int m, uint64_t* buf, std::vector<uint64_t>& h) {
+    CK(cudaMemsetAsync(buf, 0, h.size() * 8, st));
+    bulk_trace = buf; ours(kBulk, 1, m, 0); bulk_trace = nullptr;
+    CK(cudaStreamSynchronize(st)); CK(cudaMemcpy(h.data(), buf, h.size() * 8, cudaMemcpyDeviceToHost));
+  }
+
 #ifdef CUSYNC_BULK_BALANCE
   // balance.patch: the uniform split traced, each SM weighted by its gemm1 chunks over the time it took to issue
   // them, the table built and uploaded; twice more with the table (each SM's new weight from its own range), the
@@ -705,9 +714,7 @@ struct Probe {
     std::string line = std::string("balance ") + sd.name + " M=" + std::to_string(m) + " gemm1 issued (us, median/max):";
     for (int round = 0; round < 4; ++round) {
       for (int r = 0; r < 2; ++r) ours(kBulk, 1, m, r % nsets);
-      CK(cudaMemsetAsync(buf, 0, words * 8, st));
-      bulk_trace = buf; ours(kBulk, 1, m, 0); bulk_trace = nullptr;
-      CK(cudaStreamSynchronize(st)); CK(cudaMemcpy(h.data(), buf, words * 8, cudaMemcpyDeviceToHost));
+      traced_run(m, buf, h);
       std::vector<double> t(sms, 0), w(sms, 0);
       bool ok = true;
       for (int c = 0; c < sms; ++c) {
@@ -759,9 +766,7 @@ struct Probe {
     int const dumps = getenv("DECODE_PROBE_TRACE_DUMP") ? std::max(1, std::atoi(getenv("DECODE_PROBE_TRACE_DUMP"))) : 1;
     std::vector<uint64_t> h(words);
     for (int d = 0; d < dumps; ++d) {
-      CK(cudaMemsetAsync(buf, 0, words * 8, st));
-      bulk_trace = buf; ours(kBulk, 1, m, 0); bulk_trace = nullptr;
-      CK(cudaStreamSynchronize(st)); CK(cudaMemcpy(h.data(), buf, words * 8, cudaMemcpyDeviceToHost));
+      traced_run(m, buf, h);
       if (getenv("DECODE_PROBE_TRACE_DUMP") == nullptr) break;
       uint64_t e0 = ~0ull;
       for (int c = 0; c < sms; ++c) if (h[size_t(c) * bulk::kTraceWords]) e0 = std::min(e0, h[size_t(c) * bulk::kTraceWords]);
@@ -802,16 +807,15 @@ struct Probe {
       fwrite(h.data(), 8, words, bf);
       fclose(bf);
     }
-    if (false) {
 #else
-    if (bulk::kTraceWords > 8) {
-#endif
+    if (bulk::kTraceWords > 8) {  // waits.patch: clock64 sums in words 8..12
       static char const* cy[] = {"x-store", "full-wait", "mma", "loop", "x-issue"};
       std::string l2 = std::string("bulk cycles ") + sd.name + " M=" + std::to_string(m) + " (kcycles, min/med/max):";
       for (int at = 8; at < int(bulk::kTraceWords) && at < 13; ++at) l2 += spread(at, cy[at - 8], false);
       printf("%s\n", l2.c_str());
       fprintf(log, "%s\n", l2.c_str());
     }
+#endif
   }
 
   // v5 alone on a shape the other variants do not take (DECODE_PROBE_SHAPES=odd): partial tiles, a K tail of 8,
@@ -970,7 +974,9 @@ int main(int argc, char** argv) {
   if (char const* env = getenv("DECODE_PROBE_RING_MODE")) g_ring_mode = std::atoi(env);
   if (char const* env = getenv("DECODE_PROBE_BULK_MODE")) g_bulk_mode = std::atoi(env);
   g_bulk_coop = getenv("DECODE_PROBE_BULK_COOP") != nullptr;
+#ifdef CUSYNC_BULK_BALANCE
   g_balance = getenv("DECODE_PROBE_BALANCE") != nullptr;
+#endif
   g_bulk_trace = getenv("DECODE_PROBE_BULK_TRACE") != nullptr;
   if (char const* env = getenv("DECODE_PROBE_REG_F")) {
     auto v = csv_list(env);
