@@ -6,6 +6,7 @@ own CUDA graph, ~2 s of preheat per graph, then timed round robin; medians. One 
 Triton) instead, captured in a CUDA graph too, as `compiled_us` (one line per chain and batch as each is done).
 
     python3 scripts/conv_torch.py [--batch 1,8,32] [--repeats 200] [--preheat 2.0] [--chains ...] [--compile]
+    python3 scripts/conv_torch.py --specs DIR ...   (every DIR/*.json conv chain spec, e.g. from conv_waves.py --write)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import json
 import statistics
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -76,6 +78,52 @@ def make_chain(name: str, batch: int, dev: str = "cuda", dt: torch.dtype = torch
     return block, layers
 
 
+def make_spec_chain(spec: dict, batch: int, dev: str = "cuda"):
+    """(input, block fn, [(layer name, layer fn)]) of a conv chain spec (the JSON `cusync-gen` reads; e.g.
+    scripts/conv_waves.py --write): each stage a conv of the stage before it (the first of the input), with its
+    padding, stride, dilation, bias, ReLU or identity epilogue and residual ("input" or an earlier stage)."""
+    dt = torch.bfloat16 if spec.get("dtype") == "bf16" else torch.float16
+    g = torch.Generator(device=dev).manual_seed(0)
+    first = spec["stages"][0]
+    x = torch.rand(batch, first["c"], first["h"], first["w"], device=dev, generator=g).to(dt)
+    x = x.contiguous(memory_format=torch.channels_last)
+    params, c = [], first["c"]
+    for st in spec["stages"]:
+        k, r, s_ = st["k"], st.get("r", 3), st.get("s", st.get("r", 3))
+        w = (torch.rand(k, c, r, s_, device=dev, generator=g) * 2 - 1) * (3.0 / (r * s_ * c)) ** 0.5
+        b = (torch.rand(k, device=dev, generator=g) * 2 - 1) * 0.1 if st.get("bias") else None
+        params.append((w.to(dt).contiguous(memory_format=torch.channels_last), None if b is None else b.to(dt)))
+        c = k
+
+    def stage(i: int, h: torch.Tensor, outs: dict) -> torch.Tensor:
+        st, (w, b) = spec["stages"][i], params[i]
+        y = F.conv2d(h, w, b, stride=st.get("stride", 1), padding=st.get("padding", 0), dilation=st.get("dilation", 1))
+        if st.get("residual"):
+            y = y.add_(outs[st["residual"]])
+        return torch.relu_(y) if st.get("epilogue", "identity") == "relu" else y
+
+    outs = {"input": x}
+    with torch.no_grad():
+        h = x
+        for i, st in enumerate(spec["stages"]):
+            h = stage(i, h, outs)
+            outs[st["name"]] = h
+
+    def block():
+        o = {"input": x}
+        h = x
+        for i, st in enumerate(spec["stages"]):
+            h = stage(i, h, o)
+            o[st["name"]] = h
+        return h
+
+    layers = []
+    for i, st in enumerate(spec["stages"]):
+        src = x if i == 0 else outs[spec["stages"][i - 1]["name"]]
+        layers.append((st["name"], lambda i=i, src=src: stage(i, src, outs)))
+    return block, layers
+
+
 def graph_of(fn) -> torch.cuda.CUDAGraph:
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -96,11 +144,13 @@ def main() -> None:
     ap.add_argument("--preheat", type=float, default=2.0, help="seconds of replays per graph before timing")
     ap.add_argument("--chains", default="resnet_block,vgg_block,bottleneck_block")
     ap.add_argument("--compile", action="store_true", help="time the blocks through torch.compile only")
+    ap.add_argument("--specs", default="", help="a folder of conv chain specs (JSON) to time instead of --chains")
     a = ap.parse_args()
     torch.backends.cudnn.benchmark = True
-    for name in a.chains.split(","):
+    specs = {p.stem: json.loads(p.read_text()) for p in sorted(Path(a.specs).glob("*.json"))} if a.specs else {}
+    for name in (list(specs) if specs else a.chains.split(",")):
         for batch in (int(b) for b in a.batch.split(",")):
-            block, layers = make_chain(name, batch)
+            block, layers = make_spec_chain(specs[name], batch) if specs else make_chain(name, batch)
             if a.compile:  # functional ops in place (relu_, add_) are fine for inductor; no graph breaks expected
                 compiled = torch.compile(block, dynamic=False)
                 peers = [("compiled", graph_of(compiled))]

@@ -6,7 +6,7 @@ leaves SMs idle at its end that the consumer's first tiles could use; one whose 
 give (benchmarks/NOTES.md c11). With --write DIR, also writes each block's spec (JSON) there, to generate and time on
 a GPU (scripts/gpu_conv_sm90.sh with PROJECTS).
 
-    python3 scripts/conv_waves.py [--sms 132] [--batches 1,2,4,8,16,32] [--write DIR]
+    python3 scripts/conv_waves.py [--sms 132] [--batches 1,2,4,8,16,32] [--write DIR [--no-tiles]]
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def main() -> None:
     ap.add_argument("--sms", type=int, default=132)
     ap.add_argument("--batches", default="1,2,4,8,16,32")
     ap.add_argument("--write", type=Path)
+    ap.add_argument("--no-tiles", action="store_true", help="write the specs without tiles (the generator derives them)")
     args = ap.parse_args()
     batches = [int(x) for x in args.batches.split(",")]
     specs = blocks(max(batches))
@@ -87,6 +88,8 @@ def main() -> None:
     if args.write is not None:
         args.write.mkdir(parents=True, exist_ok=True)
         for data in specs:
+            if args.no_tiles:
+                data = {**data, "stages": [{k: v for k, v in st.items() if k != "tile"} for st in data["stages"]]}
             (args.write / f"{data['name']}.json").write_text(json.dumps(data, indent=2) + "\n")
         print(f"\nwrote {len(specs)} specs to {args.write}")
 

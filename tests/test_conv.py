@@ -307,8 +307,10 @@ def test_defaults() -> None:
 
 def test_sm90_defaults_are_sm90_tiles() -> None:
     """An sm90 stage without a tile gets one the sm90 kernels take (not sm80's 32-channel K-blocks, which the
-    sm90 rules would then refuse in a field the user never wrote)."""
+    sm90 rules would then refuse in a field the user never wrote): the default tile where its grid is large
+    (here a 56 x 56 image at every batch from 4 on), the small one below (default_sm90_conv_tile_configs)."""
     data = _sm90()
+    data["stages"][0].update(n=32, h=56, w=56)
     data["stages"][1]["k"] = 128
     data["stages"][1].pop("residual")
     for stage in data["stages"]:
@@ -316,7 +318,54 @@ def test_sm90_defaults_are_sm90_tiles() -> None:
     spec = parse_spec(data)
     assert [s.tile.threadblock for s in spec.stages] == [(128, 64, 64), (128, 128, 64)]
     assert all(s.tile.warp is None and s.tile.stages is None for s in spec.stages)
+    # 3136 pixels an image: 49 tiles of 64 x 64 for 24 channels, 98 for 128; one wave of 132 up to batch 2 and 1.
+    assert [(c.batch_max, c.tiles) for c in spec.tile_configs] == [(1, {"c1": (64, 64, 64), "c2": (64, 64, 64)}),
+                                                                  (2, {"c1": (64, 64, 64)})]
     make_conv_plan(spec)
+
+
+def _deep(hw: int, channels: list[int], n: int = 8, **extra: object) -> dict:
+    """An sm90 chain of 3 x 3 convs (no tiles given) on an hw x hw image, stage i with channels[i] outputs."""
+    stages = [{"name": f"conv{i + 1}", "op": "conv", "a": "input" if i == 0 else f"conv{i}", "k": k, "padding": 1,
+               "bias": True, "epilogue": "relu"} for i, k in enumerate(channels)]
+    stages[0].update(n=n, h=hw, w=hw, c=channels[0])
+    return {"name": "deep", "arch": "sm90", "target": "sm_90", "stages": stages, **extra}
+
+
+@pytest.mark.parametrize(("hw", "channels", "own", "configs"), [
+    # ResNet's 14 x 14 x 256 at batch <= 8: 4-8 tiles of 128 x 128, 16-100 of 64 x 64: small at every batch.
+    (14, [256, 256], [(64, 64, 64)] * 2, []),
+    # VGG's 28 x 28 x 512: 104 small tiles at batch 1, 200 at 2 (past one wave): small at batch 1 only.
+    (28, [512, 512], [(128, 128, 64)] * 2, [(1, {"conv1": (64, 64, 64), "conv2": (64, 64, 64)})]),
+    # A wide last stage leaves one wave sooner than the narrow ones: each stage switches at its own batch.
+    (7, [512, 2048], [(64, 64, 64), (128, 128, 64)], [(5, {"conv2": (64, 64, 64)})]),
+    # VGG's 224 x 224 x 64: hundreds of tiles at batch 1, nothing to derive.
+    (224, [64, 64], [(128, 64, 64)] * 2, []),
+])
+def test_sm90_small_grids_take_small_tiles(hw: int, channels: list[int], own: list, configs: list) -> None:
+    """Measured on an H100 (benchmarks/NOTES.md c13): ResNet / VGG layers of 7 x 7 to 28 x 28 at batch 1-8 ran
+    1.3-1.8x faster on 64 x 64 tiles wherever that grid fits in one wave, and 7-15% slower past it."""
+    spec = parse_spec(_deep(hw, channels))
+    assert [s.tile.threadblock for s in spec.stages] == own
+    assert [(c.batch_max, c.tiles) for c in spec.tile_configs] == configs
+    plan = make_conv_plan(spec)
+    for batch in representative_batches(plan):
+        verify_conv(plan, batch)
+    again = parse_spec(spec.model_dump(mode="json", exclude_none=True))  # the derived spec as written: the same
+    assert again.stages == spec.stages and again.tile_configs == spec.tile_configs
+
+
+def test_sm90_given_tiles_are_kept() -> None:
+    """A stage with its own tile, and any spec with tile_configs, keep what the user wrote; only the stages
+    without a tile take the derived small tile."""
+    data = _deep(14, [256, 256])
+    data["stages"][1]["tile"] = {"threadblock": [128, 128, 64]}
+    spec = parse_spec(data)
+    assert [s.tile.threadblock for s in spec.stages] == [(64, 64, 64), (128, 128, 64)] and spec.tile_configs == []
+    data = _deep(14, [256, 256], tile_configs=[{"batch_max": 1, "tiles": {"conv1": [64, 128, 64]}}])
+    spec = parse_spec(data)
+    assert [s.tile.threadblock for s in spec.stages] == [(128, 128, 64)] * 2
+    assert [(c.batch_max, c.tiles) for c in spec.tile_configs] == [(1, {"conv1": (64, 128, 64)})]
 
 
 @pytest.mark.parametrize("name", EXAMPLES_CONV + EXAMPLES_CONV_SM90)

@@ -28,6 +28,7 @@ from cusync_gen.spec.model import (
     ConvChainSpec,
     default_sm80_tile,
     default_sm90_conv_tile,
+    default_sm90_conv_tile_configs,
     resolve_defaults,
 )
 from cusync_gen.spec.rules import check_attention_rules, check_conv_rules, check_rules
@@ -147,9 +148,16 @@ def _parse_conv(data: dict[str, Any], source: str) -> ConvChainSpec:
         stages = [s.model_copy(update={"tile": default_sm80_tile(s.tile)}) for s in spec.stages]
         spec = spec.model_copy(update={"stages": stages})
     elif any("tile" not in s.model_fields_set for s in spec.stages):
+        omitted = {s.name for s in spec.stages if "tile" not in s.model_fields_set}
         stages = [s if "tile" in s.model_fields_set else s.model_copy(update={"tile": default_sm90_conv_tile(s.k)})
                   for s in spec.stages]
         spec = spec.model_copy(update={"stages": stages})
+        derived = default_sm90_conv_tile_configs(spec, omitted)
+        try:  # the derived tiles are kept only where they are valid; otherwise the defaults alone are checked
+            check_conv_rules(derived)
+            return derived
+        except SpecError:
+            pass
     try:
         check_conv_rules(spec)
     except SpecError as exc:

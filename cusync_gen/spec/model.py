@@ -460,6 +460,55 @@ def default_sm90_conv_tile(k: int) -> TileSpec:
     return TileSpec(threadblock=(128, 128 if k >= 128 else 64, 64))
 
 
+#: The tile an sm90 conv stage without a tile of its own takes at the batches where that tile's grid still fits in
+#: one wave (default_sm90_conv_tile_configs), and the SM count that rule plans for (H100 SXM and H200).
+SM90_CONV_SMALL_TILE: tuple[int, int, int] = (64, 64, 64)
+SM90_CONV_PLAN_SMS = 132
+
+
+def conv_stage_pixels(spec: ConvChainSpec) -> dict[str, int]:
+    """Output pixels per image (p x q) of every stage, by name (each stage's input is the one its `a` names)."""
+    first = spec.stages[0]
+    sizes: dict[str, tuple[int, int]] = {"input": (first.h or 1, first.w or 1)}
+    for st in spec.stages:
+        h, w = sizes.get(st.a, sizes["input"])
+        sizes[st.name] = (max(conv_output_size(h, st.r, st.stride, st.padding, st.dilation), 1),
+                          max(conv_output_size(w, st.s, st.stride, st.padding, st.dilation), 1))
+    return {st.name: sizes[st.name][0] * sizes[st.name][1] for st in spec.stages}
+
+
+def default_sm90_conv_tile_configs(spec: ConvChainSpec, omitted: set[str]) -> ConvChainSpec:
+    """An sm90 conv spec without `tile_configs`, whose stages `omitted` gave no tile (they have their default,
+    default_sm90_conv_tile): each of them runs SM90_CONV_SMALL_TILE at the batches where that tile's grid still
+    fits in one wave of SM90_CONV_PLAN_SMS blocks. A stage's default tile there leaves most SMs idle while each
+    block walks the whole filter (ResNet's 14 x 14 x 256 layer at batch 1: 4 blocks of 128 x 128), and four
+    times the blocks with a quarter of the work each finish sooner; past one wave the larger tile wins again.
+    The stages that switch at a batch are a set that only shrinks as the batch grows, so each change is one
+    tile configuration (batch_max the last batch of its set); a stage that switches at every batch up to
+    stages[0].n takes the small tile as its own. The spec unchanged where no stage switches."""
+    if spec.tile_configs:
+        return spec
+    n = spec.stages[0].n or 1
+    pixels = conv_stage_pixels(spec)
+    bm, bn, _ = SM90_CONV_SMALL_TILE
+
+    def fits(st: ConvStageSpec, batch: int) -> bool:
+        return -(-batch * pixels[st.name] // bm) * -(-st.k // bn) <= SM90_CONV_PLAN_SMS
+
+    candidates = [st for st in spec.stages if st.name in omitted and st.tile.threadblock != SM90_CONV_SMALL_TILE]
+    last = {st.name: max((b for b in range(1, n + 1) if fits(st, b)), default=0) for st in candidates}
+    always = {name for name, b in last.items() if b >= n}
+    stages = [st.model_copy(update={"tile": TileSpec(threadblock=SM90_CONV_SMALL_TILE)}) if st.name in always else st
+              for st in spec.stages]
+    configs = []
+    for batch_max in sorted({b for b in last.values() if 0 < b < n}):
+        small = sorted(name for name, b in last.items() if batch_max <= b < n)
+        configs.append(ConvTileConfigSpec(batch_max=batch_max, tiles={name: SM90_CONV_SMALL_TILE for name in small}))
+    if len(configs) > MAX_TILE_CONFIGS:  # more switch points than a spec may list: the defaults alone
+        return spec
+    return spec.model_copy(update={"stages": stages, "tile_configs": configs})
+
+
 def resolve_defaults(spec: ChainSpec) -> ChainSpec:
     """Fill omitted gemm tile fields so the hash and the plan see the same explicit values."""
     stages: list[StageSpec] = []
