@@ -491,12 +491,10 @@ def default_sm90_conv_tile_configs(spec: ConvChainSpec, omitted: set[str]) -> Co
     n = spec.stages[0].n or 1
     pixels = conv_stage_pixels(spec)
     bm, bn, _ = SM90_CONV_SMALL_TILE
-
-    def fits(st: ConvStageSpec, batch: int) -> bool:
-        return -(-batch * pixels[st.name] // bm) * -(-st.k // bn) <= SM90_CONV_PLAN_SMS
-
-    candidates = [st for st in spec.stages if st.name in omitted and st.tile.threadblock != SM90_CONV_SMALL_TILE]
-    last = {st.name: max((b for b in range(1, n + 1) if fits(st, b)), default=0) for st in candidates}
+    # A stage's grid at batch b: ceil(b * pixels / bm) rows of ceil(k / bn) tiles; it fits in one wave up to
+    # (SMs // ceil(k / bn)) rows, i.e. up to b = rows * bm // pixels (0: not even one image).
+    last = {st.name: min(n, SM90_CONV_PLAN_SMS // -(-st.k // bn) * bm // pixels[st.name])
+            for st in spec.stages if st.name in omitted and st.tile.threadblock != SM90_CONV_SMALL_TILE}
     always = {name for name, b in last.items() if b >= n}
     stages = [st.model_copy(update={"tile": TileSpec(threadblock=SM90_CONV_SMALL_TILE)}) if st.name in always else st
               for st in spec.stages]
