@@ -19,7 +19,7 @@ from typing import Any
 
 from cusync_gen.errors import UsageError
 from cusync_gen.plan import DEFAULT_SMS, SMEM_PER_SM, TilePlan, occupancy, plan_head, tile_plan
-from cusync_gen.spec.archs import ARCHS, DEPENDENT_LAUNCH_TARGETS, OVERLAP_NEVER, ConvKernels
+from cusync_gen.spec.archs import ARCHS, DEPENDENT_LAUNCH_TARGETS, ConvKernels, ConvOverlapRule
 from cusync_gen.spec.rules import retarget
 from cusync_gen.spec.model import (
     Arch,
@@ -29,7 +29,7 @@ from cusync_gen.spec.model import (
     Op,
     StageSpec,
     conv_config_spec,
-    conv_output_size,
+    conv_stage_shapes,
 )
 
 INPUT = -1  # producer / residual index of the chain input
@@ -236,20 +236,20 @@ class ConvPlan:
         return self.conv_kernels.backend
 
     @property
-    def overlap_min_k_steps(self) -> int:
-        """run()'s rule takes the overlap only for tiles of at least this many main-loop iterations (OVERLAP_NEVER:
-        never); ConvTables::overlap_min_k_steps."""
-        return self.conv_kernels.overlap_min_k_steps
+    def overlap_rule(self) -> ConvOverlapRule:
+        """When run()'s rule takes the overlap (ConvTables::overlap_rule)."""
+        return self.conv_kernels.overlap_rule
 
     @property
-    def overlap_min_k_steps_cpp(self) -> str:
-        return "cusync::conv::kOverlapNever" if self.overlap_min_k_steps == OVERLAP_NEVER else "cusync::conv::kOverlapMinKSteps"
+    def overlap_rule_cpp(self) -> str:
+        return self.overlap_rule.cpp
 
     @property
     def overlap_rule_text(self) -> str:
-        if self.overlap_min_k_steps == OVERLAP_NEVER:
-            return "never: these kernels pay the overlap's waits and post on every tile's path"
-        return f"at least {self.overlap_min_k_steps} iterations"
+        rule = self.overlap_rule
+        idle = (f" and the widest producer's last wave leaves at least {rule.min_idle_percent}% of its SM time idle"
+                if rule.min_idle_percent else "")
+        return f"where tiles take at least {rule.min_k_steps} iterations{idle}"
 
     @property
     def kernel_text(self) -> str:
@@ -272,13 +272,15 @@ class ConvPlan:
         return self.target in DEPENDENT_LAUNCH_TARGETS
 
     def run_mode(self, batch: int, sms: int | None = None) -> tuple[str, str]:
-        """run()'s rule at `batch` on `sms` SMs (ConvChain::mode without set_mode or autotune), and why: the
-        overlap where some producer stage has more tiles than one wave (its grid over the SMs times its blocks
-        per SM) and every stage's tiles take at least OVERLAP_MIN_K_STEPS main-loop iterations; else back to
-        back: where every producer fits in one wave its tiles all run at once and end together (no consumer tile
-        can start early, and the overlap only adds its fixed cost), and short tiles pay that cost in every wave.
-        Chained with programmatic dependent launch where the kernels have it (`back-to-back+PDL`, on sm_90).
-        With tile_configs, the rule of the configuration that runs `batch`."""
+        """run()'s rule at `batch` on `sms` SMs (ConvChain::mode without set_mode or autotune,
+        cusync::conv::default_conv_mode), and why: the overlap where the producer stage with the most waves (its
+        tiles over its blocks on the GPU at once) runs more than one, its last wave leaves at least
+        overlap_rule.min_idle_percent of its SM time idle, and every stage's tiles take at least
+        overlap_rule.min_k_steps main-loop iterations; else back to back: where every producer fits in one wave
+        its tiles all run at once and end together (no consumer tile can start early, and the overlap only adds
+        its fixed cost), a nearly full last wave leaves little to fill, and short tiles pay that cost in every
+        wave. Chained with programmatic dependent launch where the kernels have it (`back-to-back+PDL`, on
+        sm_90). With tile_configs, the rule of the configuration that runs `batch`."""
         if self.configs:
             return self.at(batch).run_mode(batch, sms)
         sms = sms or self.sms
@@ -286,15 +288,23 @@ class ConvPlan:
                      for st in self.stages if self.has_consumer(st.index)]
         if not producers:
             return "back-to-back", "one stage: back-to-back"
-        tiles, slots, name = max(producers, key=lambda p: p[0] / p[1])
+        tiles, slots, name = producers[0]
+        for t, s, n in producers[1:]:  # the most waves, the first of equals (as the C++ compares them)
+            if t * slots > tiles * s:
+                tiles, slots, name = t, s, n
         apart = "back-to-back+PDL" if self.programmatic else "back-to-back"
+        slots = slots if slots > 0 else 1
         if tiles <= slots:
             return apart, f"rule: every producer fits in one wave ({name}: {tiles} tiles, {slots} blocks at once): {apart}"
-        steps = min(st.k_steps for st in self.stages)
+        rule = self.overlap_rule
+        up = _ceil_div(tiles, slots) * slots
+        idle = (up - tiles) * 100 // up
         head = f"rule: {name} has {tiles} tiles, more than one wave ({slots} blocks at once), "
-        if self.overlap_min_k_steps == OVERLAP_NEVER:
-            return apart, head + f"but these kernels pay the overlap's waits and post on every tile's path (measured slower than back to back): {apart}"
-        if steps >= self.overlap_min_k_steps:
+        if idle < rule.min_idle_percent:
+            return apart, head + (f"but its last wave leaves {idle}% of its SM time idle (the overlap fills at most that; "
+                                  f"these kernels take it from {rule.min_idle_percent}%): {apart}")
+        steps = min(st.k_steps for st in self.stages)
+        if steps >= rule.min_k_steps:
             return "overlap", head + f"and every stage's tiles take at least {steps} main-loop steps: overlap"
         return apart, head + (f"but some stage's tiles take {steps} main-loop steps (short tiles: the overlap's "
                               f"per-tile cost outweighs it): {apart}")
@@ -375,13 +385,8 @@ def make_conv_plan(spec: ConvChainSpec, target: str | None = None) -> ConvPlan:
     kernels = ARCHS[spec.arch].conv
     assert kernels is not None  # the spec rules refuse conv stages on an arch without conv kernels
     stages = []
-    h, w, c = spec.stages[0].h, spec.stages[0].w, spec.stages[0].c
-    shapes = {INPUT: (h, w, c)}
-    for i, st in enumerate(spec.stages):
+    for i, (st, (h, w, c, p, q)) in enumerate(zip(spec.stages, conv_stage_shapes(spec))):
         producer = names[st.a]
-        h, w, c = shapes[producer]
-        p = conv_output_size(h, st.r, st.stride, st.padding, st.dilation)
-        q = conv_output_size(w, st.s, st.stride, st.padding, st.dilation)
         if kernels.threads is not None:
             tb = st.tile.threadblock
             tile = TilePlan(tb[0], tb[1], tb[2], (0, 0, 0), (0, 0, 0), 0, kernels.threads, SMEM_PER_SM[spec.target])
@@ -395,7 +400,6 @@ def make_conv_plan(spec: ConvChainSpec, target: str | None = None) -> ConvPlan:
             bias=st.bias, epilogue=st.epilogue, tile=tile, blocks_per_sm=occupancy(tile, spec.target),
             per_tap_k=kernels.per_tap_k))
         names[st.name] = i
-        shapes[i] = (p, q, st.k)
     configs = tuple(ConvTileConfig(c.batch_max, make_conv_plan(conv_config_spec(spec, c)).stages)
                     for c in spec.tile_configs)
     return ConvPlan(

@@ -172,12 +172,12 @@ def test_validate_explains_the_layer(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_layer_autotune_times_both_gemms_in_the_layer() -> None:
     """Layer::autotune picks qkv's and proj's cuBLASLt algorithms by timing the whole layer (the sm90
-    chains' time_modes, shipped with the project), through LtContext's select_stage: each GEMM is a stage
+    runtime's time_modes, shipped with the project), through LtContext's select_stage: each GEMM is a stage
     of the context; the bench tunes by default under --time and checks the timed graph bitwise."""
     files = render_project(plan_of())
-    assert "include/cusync/sm90/autotune.h" in files
+    assert "include/cusync/time_modes.h" in files
     layer = files["include/cusync/attention_sm90/layer.cuh"]
-    assert '#include "cusync/sm90/autotune.h"' in layer
+    assert '#include "cusync/time_modes.h"' in layer
     assert "Status autotune(Shape const& s, Buffers const& b, cudaStream_t stream" in layer
     assert "lt->stage = kLtStageQkv;" in layer and "lt->stage = kLtStageProj;" in layer
     assert "time_modes(run_candidate, candidates, n, rounds, stream" in layer

@@ -355,6 +355,25 @@ def test_sm90_small_grids_take_small_tiles(hw: int, channels: list[int], own: li
     assert again.stages == spec.stages and again.tile_configs == spec.tile_configs
 
 
+@pytest.mark.parametrize(("hw", "channels", "n", "batch", "mode"), [
+    # 1.48 waves of 128 x 128 tiles, 72 (VGG 28 x 28 x 512, 14 x 14 x 512) or 36 (56 x 56 x 256) iterations a tile:
+    # measured 1.15x, 1.15x and 1.03x over back to back with the overlap.
+    (28, [512, 512], 8, 8, "overlap"), (14, [512, 512], 32, 32, "overlap"), (56, [256, 256], 8, 4, "overlap"),
+    # one wave (VGG 28 x 28 x 512 at batch 4: 0.84x), a nearly full last wave (56 x 56 x 256 at 8, 2.97 waves: 0.96x),
+    # short tiles at 1.48 waves (VGG 112 x 112 x 128 at 2 and ResNet 28 x 28 x 128 at 32, 18 iterations: 0.93x,
+    # 0.90x; ResNet 56 x 56 x 64 at 8, 9 iterations: 0.81x).
+    (28, [512, 512], 8, 4, "back-to-back+PDL"), (56, [256, 256], 8, 8, "back-to-back+PDL"),
+    (112, [128, 128], 2, 2, "back-to-back+PDL"), (28, [128, 128], 32, 32, "back-to-back+PDL"),
+    (56, [64, 64], 8, 8, "back-to-back+PDL"),
+])
+def test_sm90_rule_takes_the_overlap_where_it_was_measured_faster(hw: int, channels: list[int], n: int, batch: int,
+                                                                    mode: str) -> None:
+    """run()'s rule on the sm90 kernels (kOverlapRuleSm90) at the points of benchmarks/NOTES.md c14 (H100): the
+    overlap only where the widest producer's last wave leaves a fifth of its SM time idle and the tiles are long."""
+    plan = make_conv_plan(parse_spec(_deep(hw, channels, n=n)))
+    assert plan.run_mode(batch)[0] == mode, plan.run_mode(batch)
+
+
 def test_sm90_given_tiles_are_kept() -> None:
     """A stage with its own tile, and any spec with tile_configs, keep what the user wrote; only the stages
     without a tile take the derived small tile."""
@@ -553,16 +572,16 @@ def test_the_library_rule_is_the_planned_one(tmp_path: Path) -> None:
             at = plan.at(batch)  # the tile configuration that runs this batch
             producers = [(st.tiles_m(batch) * st.tiles_n, sms * st.blocks_per_sm, st.name)
                          for st in at.stages if at.has_consumer(st.index)]
-            cases.append((producers, min(st.k_steps for st in at.stages), plan.overlap_min_k_steps, plan.programmatic))
+            cases.append((producers, min(st.k_steps for st in at.stages), plan.overlap_rule.cpp, plan.programmatic))
             expected.append("%s|%s" % plan.run_mode(batch, sms))
     lines = []
-    for producers, steps, overlap_steps, programmatic in cases:
+    for producers, steps, overlap_rule, programmatic in cases:
         tiles = ", ".join(str(t) for t, _, _ in producers) or "0"
         slots = ", ".join(str(s) for _, s, _ in producers) or "0"
         names = ", ".join(f'"{n}"' for _, _, n in producers) or '""'
         lines.append(f"  {{ long long t[] = {{{tiles}}}; long long s[] = {{{slots}}}; char const* n[] = {{{names}}};\n"
                      f"    int64_t t64[16], s64[16]; for (int i = 0; i < {len(producers)}; ++i) {{ t64[i] = t[i]; s64[i] = s[i]; }}\n"
-                     f"    cusync::conv::ConvMode const m = cusync::conv::default_conv_mode({len(producers)}, t64, s64, n, {steps}, {overlap_steps}, "
+                     f"    cusync::conv::ConvMode const m = cusync::conv::default_conv_mode({len(producers)}, t64, s64, n, {steps}, {overlap_rule}, "
                      f"{'true' if programmatic else 'false'}, reason, sizeof(reason));\n"
                      '    std::printf("%s|%s\\n", cusync::conv::to_string(m), reason); }')
     src = tmp_path / "rule.cu"
@@ -800,9 +819,9 @@ using namespace cusync::conv;
 constexpr ConvStageInfo kSmall[1] = {{"c", -1, -2, 8, 8, 64, 64, 3, 3, 8, 8, 1, 1, 1, 64, 64, false, 9}};
 constexpr ConvStageInfo kMid[1] = {{"c", -1, -2, 8, 8, 64, 64, 3, 3, 8, 8, 1, 1, 1, 64, 128, false, 9}};
 constexpr ConvStageInfo kBase[1] = {{"c", -1, -2, 8, 8, 64, 64, 3, 3, 8, 8, 1, 1, 1, 128, 64, false, 9}};
-constexpr ConvTables kT1{1, kSmall, nullptr, nullptr, nullptr, 2, true, kOverlapNever};
-constexpr ConvTables kT4{1, kMid, nullptr, nullptr, nullptr, 2, true, kOverlapNever, &kT1, 1};
-constexpr ConvTables kT{1, kBase, nullptr, nullptr, nullptr, 2, true, kOverlapNever, &kT4, 4};
+constexpr ConvTables kT1{1, kSmall, nullptr, nullptr, nullptr, 2, true, kOverlapRuleSm90};
+constexpr ConvTables kT4{1, kMid, nullptr, nullptr, nullptr, 2, true, kOverlapRuleSm90, &kT1, 1};
+constexpr ConvTables kT{1, kBase, nullptr, nullptr, nullptr, 2, true, kOverlapRuleSm90, &kT4, 4};
 int main() {
   ConvChain c(kT);
   for (int b : {1, 2, 4, 5, 32}) std::printf("%d:%d:%d:%d:%d ", b, c.config(b), c.at(b).stages[0].tile_m, c.tiles_m(0, b), c.tiles_n(0, b));

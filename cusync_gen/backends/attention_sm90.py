@@ -5,7 +5,7 @@ The attention stage derives from CUTLASS's Hopper FMHA (CUTLASS_DIR/examples/88_
 `cusync-gen fetch-cutlass` copies): our mask (bottom-right causal over a KV cache, GQA heads packed into
 query rows) and our strides; generation steps run our split-KV decode kernel. qkv and proj run through
 the sm90 backend's cuBLASLt GEMM (cusync/sm90/cublaslt.cuh); Layer::autotune() times their algorithms with
-the sm90 backend's time_modes() (cusync/sm90/autotune.h).
+the runtime's time_modes() (cusync/time_modes.h), as every backend's autotune does.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from cusync_gen.spec.model import AttentionSpec
 
 NAME = "attention_sm90"
 #: What the sm90 cuBLASLt GEMM needs of the runtime and of the sm90 backend's headers.
-RUNTIME = ("status.h", "ptx.cuh", "sync_error.h", "semaphore.cuh", "policy.h", "tile_order.h", "stage.cuh")
+RUNTIME = ("status.h", "ptx.cuh", "sync_error.h", "semaphore.cuh", "policy.h", "tile_order.h", "stage.cuh",
+           "time_modes.h")
 SM90_HEADERS = ("dispatch.h", "ticket_scheduler.cuh", "collective_hooks.cuh", "waiting_mainloop.cuh", "gated_epilogue.cuh",
-                "posting_epilogue.cuh", "gemm.cuh", "cublaslt_context.h", "cublaslt.cuh", "autotune.h")
+                "posting_epilogue.cuh", "gemm.cuh", "cublaslt_context.h", "cublaslt.cuh")
 #: What manifest.json says of the project's kind ("build" and "run" read it).
 MANIFEST = {"kind": "attention_sm90"}
 STAGES = ("qkv", "rope", "attention", "proj")

@@ -15,7 +15,7 @@ from cusync_gen.verify_conv import verify_conv_plan
 
 NAME = "conv"
 RUNTIME = ("status.h", "ptx.cuh", "sync_error.h", "semaphore.cuh", "policy.h", "tile_order.h", "stage.cuh",
-           "chain_kernels.cuh")
+           "chain_kernels.cuh", "time_modes.h")
 #: What manifest.json says of the project's kind.
 MANIFEST = {"kind": "conv"}
 HEADERS = ("window.cuh", "conv.cuh", "chain.h", "chain.cuh", "launch.cuh")

@@ -11,7 +11,7 @@ from cusync_gen.plan import ChainPlan
 from cusync_gen.spec.model import Mode, Op
 
 NAME = "sm90"
-RUNTIME: tuple[str, ...] = ()
+RUNTIME: tuple[str, ...] = ("time_modes.h",)
 #: include/cusync/sm90/: the CUTLASS 3.x pieces, cuBLASLt, the run() modes and this backend's run().
 HEADERS = ("dispatch.h", "autotune.h", "ticket_scheduler.cuh", "collective_hooks.cuh", "waiting_mainloop.cuh", "gated_epilogue.cuh", "posting_epilogue.cuh", "gemm.cuh",
            "cublaslt_context.h", "cublaslt.cuh", "stream_mode.h", "chain.h", "chain.cuh")

@@ -40,14 +40,27 @@ _WAIT_KERNEL_ONLY: tuple[tuple[str, str], ...] = (
 )
 
 
-#: Conv chains: the overlap only where every stage's tiles take at least this many main-loop iterations
-#: (kOverlapMinKSteps of cusync/conv/chain.h): a synced tile pays a few microseconds per wave (its first poll,
-#: the close of the run), which shorter tiles do not win back.
-OVERLAP_MIN_K_STEPS = 16
-#: The sm90 kernels (one tile per block, and the persistent ones beyond a wave) pay the overlap's waits and post
-#: on every tile's path: measured slower than back to back at every point (benchmarks/results/
-#: 2026-12-04-h200-conv.md), so the rule never picks it there (kOverlapNever; autotune() still times it).
-OVERLAP_NEVER = 0
+
+
+@dataclass(frozen=True)
+class ConvOverlapRule:
+    """When run()'s rule takes a conv chain's overlap (cusync::conv::ConvOverlapRule, default_conv_mode): every
+    stage's tiles at least min_k_steps main-loop iterations long, and the widest producer's last wave leaving at
+    least min_idle_percent of its SM time idle (its waves rounded up, against its tiles)."""
+
+    min_k_steps: int
+    min_idle_percent: int
+    cpp: str  # the C++ constant
+
+
+#: The sm80 kernels: a synced tile pays a few microseconds per wave (its first poll, the close of the run), which
+#: tiles of 16 iterations win back wherever a producer runs more than one wave.
+OVERLAP_RULE_SM80 = ConvOverlapRule(16, 0, "cusync::conv::kOverlapRuleSm80")
+#: The sm90 kernels (persistent beyond a wave) pay the overlap's waits and post on every tile's path: slower than
+#: back to back wherever the last wave is nearly full or the tiles short (benchmarks/results/2026-12-04-h200-conv.md,
+#: 2026-12-05-h200-conv.md); 1.15x at 1.48 waves of 72-iteration tiles, 1.03x at 36, slower at 18 and below
+#: (2026-12-06-h100-conv-waves.md, NOTES c14).
+OVERLAP_RULE_SM90 = ConvOverlapRule(32, 20, "cusync::conv::kOverlapRuleSm90")
 
 
 @dataclass(frozen=True)
@@ -57,7 +70,7 @@ class ConvKernels:
     backend: str               # the backend module (backends/conv.py, backends/conv_sm90.py)
     kernels: str               # as validate names them
     readme: str                # what each conv is, as the project's README says it
-    overlap_min_k_steps: int   # run()'s rule (ConvTables::overlap_min_k_steps; OVERLAP_NEVER: never)
+    overlap_rule: ConvOverlapRule   # run()'s rule (ConvTables::overlap_rule)
     #: K-blocks never span filter taps (sm90: each TMA im2col load takes tile.k channels of one tap, the last
     #: block of a tap zero-filled past c); sm80's iterators walk r * s * c as one K.
     per_tap_k: bool
@@ -134,7 +147,7 @@ SM80 = ArchFacts(
     column_banded=False, hosts_attention=True, hosts_fused_attention=False, inapplicable_optimizations=(),
     conv=ConvKernels("conv", "sm80 implicit-GEMM kernels",
         "a CUTLASS 2.x implicit-GEMM kernel (sm80 `mma.sync`,\nalso on Hopper)",
-        OVERLAP_MIN_K_STEPS, per_tap_k=False, threads=None),
+        OVERLAP_RULE_SM80, per_tap_k=False, threads=None),
 )
 #: sm90 (CUTLASS 3.x, warp-specialized cooperative): two math warp groups split BLK_M, so M is 128 or 256;
 #: wgmma N is a multiple of 8 up to 256 (these are the widths CUTLASS's builder tiles well); BLK_K of 64
@@ -152,7 +165,7 @@ SM90 = ArchFacts(
         "a CUTLASS 3.x implicit-GEMM kernel (sm90: TMA im2col loads,\n"
         "`wgmma`, a producer and a consumer warp group; beyond one wave of tiles a persistent\n"
         "kernel: a producer and two math warp groups on alternate tiles)",
-        OVERLAP_NEVER, per_tap_k=True, threads=256, persistent=True),
+        OVERLAP_RULE_SM90, per_tap_k=True, threads=256, persistent=True),
 )
 
 #: The one table from an architecture to its facts.

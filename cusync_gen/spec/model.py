@@ -9,7 +9,7 @@ import hashlib
 import json
 import re
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -466,15 +466,35 @@ SM90_CONV_SMALL_TILE: tuple[int, int, int] = (64, 64, 64)
 SM90_CONV_PLAN_SMS = 132
 
 
-def conv_stage_pixels(spec: ConvChainSpec) -> dict[str, int]:
-    """Output pixels per image (p x q) of every stage, by name (each stage's input is the one its `a` names)."""
+class ConvStageShape(NamedTuple):
+    """One conv stage's input image (h, w, c: the tensor its `a` names) and output size (p, q)."""
+    h: int
+    w: int
+    c: int
+    p: int
+    q: int
+
+
+def conv_stage_shapes(spec: ConvChainSpec) -> list[ConvStageShape]:
+    """Every stage's shapes, in stage order: the one walk of the chain's image sizes, for the rules, the plan and
+    the tile derivation. A stage reads the tensor its `a` names (the chain input where that names nothing
+    earlier: the rules refuse it); p and q as conv_output_size computes them (< 1 where the window does not fit:
+    the rules refuse that too)."""
     first = spec.stages[0]
-    sizes: dict[str, tuple[int, int]] = {"input": (first.h or 1, first.w or 1)}
+    inputs: dict[str, tuple[int, int, int]] = {"input": (first.h or 1, first.w or 1, first.c or 1)}
+    shapes = []
     for st in spec.stages:
-        h, w = sizes.get(st.a, sizes["input"])
-        sizes[st.name] = (max(conv_output_size(h, st.r, st.stride, st.padding, st.dilation), 1),
-                          max(conv_output_size(w, st.s, st.stride, st.padding, st.dilation), 1))
-    return {st.name: sizes[st.name][0] * sizes[st.name][1] for st in spec.stages}
+        h, w, c = inputs.get(st.a, inputs["input"])
+        p = conv_output_size(h, st.r, st.stride, st.padding, st.dilation)
+        q = conv_output_size(w, st.s, st.stride, st.padding, st.dilation)
+        shapes.append(ConvStageShape(h, w, c, p, q))
+        inputs[st.name] = (max(p, 1), max(q, 1), st.k)
+    return shapes
+
+
+def conv_stage_pixels(spec: ConvChainSpec) -> dict[str, int]:
+    """Output pixels per image (p x q) of every stage, by name."""
+    return {st.name: max(s.p, 1) * max(s.q, 1) for st, s in zip(spec.stages, conv_stage_shapes(spec))}
 
 
 def default_sm90_conv_tile_configs(spec: ConvChainSpec, omitted: set[str]) -> ConvChainSpec:

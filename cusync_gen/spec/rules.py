@@ -52,7 +52,7 @@ from cusync_gen.spec.model import (
     producer_width,
     config_spec,
     conv_config_spec,
-    conv_output_size,
+    conv_stage_shapes,
 )
 
 #: "input" names the external A tensor, so no stage may be called that.
@@ -254,6 +254,7 @@ def check_conv_rules(spec: ConvChainSpec) -> None:
                             f"add {key}: ... to stages[0] ({'the largest batch' if key == 'n' else 'the input image'})")
     shapes["input"] = (first.h, first.w, first.c)
     batch = first.n
+    walk = conv_stage_shapes(spec)
     for i, stage in enumerate(spec.stages):
         field = f"stages[{i}]"
         _check_name(f"{field}.name", stage.name, stage=True)
@@ -266,7 +267,7 @@ def check_conv_rules(spec: ConvChainSpec) -> None:
             raise SpecError(f"{field}.a", f"a conv stage reads the output of the stage before it (a chain of layers); "
                             f"{show(stage.a)} is not {show(expected)}",
                             f"set a: {expected} (a skip connection is `residual:`)")
-        h, w, c = shapes[stage.a]
+        h, w, c, p, q = walk[i]  # the input of the stage before (checked above) and this stage's output size
         if stage.n is not None and stage.n != batch:
             raise SpecError(f"{field}.n", f"n={stage.n} differs from stages[0].n={batch}: one batch runs through the chain",
                             "remove n from this stage")
@@ -285,8 +286,6 @@ def check_conv_rules(spec: ConvChainSpec) -> None:
                 raise SpecError(f"{field}.padding", f"padding={stage.padding} is wider than the window's reach "
                                 f"dilation * ({key} - 1) = {stage.dilation * (filt - 1)}: some output rows would read "
                                 "only padding", f"use padding <= {stage.dilation * (filt - 1)}")
-        p = conv_output_size(h, stage.r, stage.stride, stage.padding, stage.dilation)
-        q = conv_output_size(w, stage.s, stage.stride, stage.padding, stage.dilation)
         if p < 1 or q < 1:
             raise SpecError(f"{field}.r" if p < 1 else f"{field}.s",
                             f"the window ({stage.r}x{stage.s}, dilation {stage.dilation}) does not fit the "

@@ -13,7 +13,7 @@ constexpr cusync::conv::ConvPrepareFn kPrepare[kNumStages] = {
     detail::prepare_conv3,
 };
 // programmatic: built for sm_90, whose kernels trigger the next stage's programmatic launch (one-stream overlap on sm_90 devices).
-// overlap_min_k_steps: run()'s rule takes the overlap only for tiles this long (at least 16 iterations).
+// overlap_rule: run()'s rule takes the overlap where tiles take at least 16 iterations.
 constexpr cusync::conv::ConvLaunchFn kLaunch[kNumStages] = {
     detail::launch_conv1,
     detail::launch_conv2,
@@ -25,7 +25,7 @@ constexpr cusync::conv::ConvOccupancyFn kOccupancy[kNumStages] = {
     detail::occupancy_conv3,
 };
 constexpr cusync::conv::ConvTables kTables{kNumStages, kStages, kLaunch, kPrepare, kOccupancy, 2, /*programmatic=*/true,
-                                           /*overlap_min_k_steps=*/cusync::conv::kOverlapMinKSteps};
+                                           /*overlap_rule=*/cusync::conv::kOverlapRuleSm80};
 
 }  // namespace
 

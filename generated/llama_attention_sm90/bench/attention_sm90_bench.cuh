@@ -391,7 +391,7 @@ struct Bench {
     if (tune_only) {  // the tuning pass: autotune at the first shape of each row count, nothing printed
       if (tuned_rows.insert(rows).second) {
         LayerTune t{};
-        int const tune_preheat_ms = tuned_rows.size() == 1 ? cusync::sm90::kTunePreheatMs : 0;
+        int const tune_preheat_ms = tuned_rows.size() == 1 ? cusync::kTunePreheatMs : 0;
         auto const t0 = std::chrono::steady_clock::now();
         Status const st = layer.autotune(s, b, stream, autotune_rounds, tune_preheat_ms, &t);
         double const tune_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

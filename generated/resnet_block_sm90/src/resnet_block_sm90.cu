@@ -12,7 +12,7 @@ constexpr cusync::conv::ConvPrepareFn kPrepare[kNumStages] = {
     detail::prepare_conv2,
 };
 // programmatic: built for sm_90, whose kernels trigger the next stage's programmatic launch (one-stream overlap on sm_90 devices).
-// overlap_min_k_steps: run()'s rule takes the overlap only for tiles this long (never: these kernels pay the overlap's waits and post on every tile's path).
+// overlap_rule: run()'s rule takes the overlap where tiles take at least 32 iterations and the widest producer's last wave leaves at least 20% of its SM time idle.
 // Batches up to 1 (tile_configs).
 constexpr cusync::conv::ConvLaunchFn kLaunch_b1[kNumStages] = {
     detail::launch_conv1_b1,
@@ -23,7 +23,7 @@ constexpr cusync::conv::ConvOccupancyFn kOccupancy_b1[kNumStages] = {
     detail::occupancy_conv2_b1,
 };
 constexpr cusync::conv::ConvTables kTables_b1{kNumStages, kStages_b1, kLaunch_b1, kPrepare, kOccupancy_b1, 2, /*programmatic=*/true,
-                                           /*overlap_min_k_steps=*/cusync::conv::kOverlapNever};
+                                           /*overlap_rule=*/cusync::conv::kOverlapRuleSm90};
 constexpr cusync::conv::ConvLaunchFn kLaunch[kNumStages] = {
     detail::launch_conv1,
     detail::launch_conv2,
@@ -33,7 +33,7 @@ constexpr cusync::conv::ConvOccupancyFn kOccupancy[kNumStages] = {
     detail::occupancy_conv2,
 };
 constexpr cusync::conv::ConvTables kTables{kNumStages, kStages, kLaunch, kPrepare, kOccupancy, 2, /*programmatic=*/true,
-                                           /*overlap_min_k_steps=*/cusync::conv::kOverlapNever,
+                                           /*overlap_rule=*/cusync::conv::kOverlapRuleSm90,
                                            /*smaller=*/&kTables_b1, /*smaller_batch_max=*/1,
                                            /*persistent=*/true};
 

@@ -11,6 +11,7 @@
 #include "cusync/conv/launch.cuh"
 #include "cusync/policy.h"
 #include "cusync/stage.cuh"
+#include "cusync/time_modes.h"
 
 namespace cusync::conv {
 
@@ -253,6 +254,10 @@ ConvMode ConvChain::mode(int batch) const {
       return tuned_mode_[i];
     }
   }
+  return rule_mode(batch);
+}
+
+ConvMode ConvChain::rule_mode(int batch) const {
   // The producers (stages some stage reads): their tiles at this batch and the blocks the GPU holds at once.
   int64_t tiles[kMaxConvStages], slots[kMaxConvStages];
   char const* names[kMaxConvStages];
@@ -265,7 +270,7 @@ ConvMode ConvChain::mode(int batch) const {
   }
   int min_k_steps = INT_MAX;
   for (int s = 0; s < t_->num_stages; ++s) min_k_steps = std::min(min_k_steps, at(batch).stages[s].k_steps);
-  return default_conv_mode(count, tiles, slots, names, min_k_steps, t_->overlap_min_k_steps, programmatic(), mode_reason_,
+  return default_conv_mode(count, tiles, slots, names, min_k_steps, t_->overlap_rule, programmatic(), mode_reason_,
                            int(sizeof(mode_reason_)));
 }
 
@@ -275,10 +280,9 @@ char const* ConvChain::mode_reason(int batch) const {
 }
 
 Status ConvChain::autotune(ConvArguments const& args, int const* batches, int count, int rounds, cudaStream_t stream) {
-  using detail::from_cuda;
   if (state_ == nullptr) return Status::kNotInitialized;
-  if (count < 1 || count > kMaxTunedBatches || rounds < 1 || batches == nullptr) {
-    last_error_ = "autotune: 1 .. kMaxTunedBatches batches and rounds >= 1";
+  if (count < 1 || count > kMaxTunedBatches || rounds < 1 || rounds > kMaxTuneRounds || batches == nullptr) {
+    last_error_ = "autotune: 1 .. kMaxTunedBatches batches and 1 .. kMaxTuneRounds rounds";
     return Status::kInvalidArgument;
   }
   int sorted[kMaxTunedBatches];
@@ -287,55 +291,32 @@ Status ConvChain::autotune(ConvArguments const& args, int const* batches, int co
   int tuned_batch[kMaxTunedBatches];
   ConvMode tuned_mode[kMaxTunedBatches];
   float tuned_us[kMaxTunedBatches][3];
-  int const modes = programmatic() ? 3 : 2;  // 0: back to back, 1: overlap, 2: back to back + PDL
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
-  Status status = from_cuda(cudaEventCreate(&e0));
-  if (status == Status::kSuccess) status = from_cuda(cudaEventCreate(&e1));
+  Status status = Status::kSuccess;
   for (int i = 0; i < count && status == Status::kSuccess; ++i) {
     ConvArguments a = args;
     a.batch = sorted[i];
     if ((status = check(a)) != Status::kSuccess) break;
-    cudaGraphExec_t exec[3] = {nullptr, nullptr, nullptr};
-    for (int m = 0; m < modes && status == Status::kSuccess; ++m) {
-      cudaGraph_t graph = nullptr;
-      status = from_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      if (status != Status::kSuccess) break;
-      Status const ran = m == 0 ? run_sequential(a, stream) : m == 1 ? run_overlapped(a, stream) : run_chained(a, stream);
-      status = from_cuda(cudaStreamEndCapture(stream, &graph));
-      if (ran != Status::kSuccess) status = ran;
-      if (status == Status::kSuccess) status = from_cuda(cudaGraphInstantiate(&exec[m], graph, 0));
-      if (graph != nullptr) cudaGraphDestroy(graph);
+    // The rule's choice first (it wins a tie), then the other modes; back to back + PDL only where programmatic().
+    ConvMode candidates[3];
+    int n = 0;
+    candidates[n++] = rule_mode(a.batch);
+    for (ConvMode m : {ConvMode::kSequential, ConvMode::kOverlap, ConvMode::kChained}) {
+      if (m != candidates[0] && (m != ConvMode::kChained || programmatic())) candidates[n++] = m;
     }
-    float samples[3][64];
-    int const n = rounds < 64 ? rounds : 64;
-    for (int r = -3; r < n && status == Status::kSuccess; ++r) {  // 3 untimed rounds first
-      for (int m = 0; m < modes && status == Status::kSuccess; ++m) {
-        status = from_cuda(cudaEventRecord(e0, stream));
-        if (status == Status::kSuccess) status = from_cuda(cudaGraphLaunch(exec[m], stream));
-        if (status == Status::kSuccess) status = from_cuda(cudaEventRecord(e1, stream));
-        if (status == Status::kSuccess) status = from_cuda(cudaEventSynchronize(e1));
-        float ms = 0.0f;
-        if (status == Status::kSuccess) status = from_cuda(cudaEventElapsedTime(&ms, e0, e1));
-        if (r >= 0) samples[m][r] = ms * 1000.0f;
-      }
-    }
-    for (cudaGraphExec_t e : exec) {
-      if (e != nullptr) cudaGraphExecDestroy(e);
-    }
-    if (status != Status::kSuccess) break;
-    ConvMode const mode_of[3] = {ConvMode::kSequential, ConvMode::kOverlap, ConvMode::kChained};
+    auto run_mode = [&](ConvMode m, cudaStream_t s) {
+      return m == ConvMode::kOverlap ? run_overlapped(a, s) : m == ConvMode::kChained ? run_chained(a, s) : run_sequential(a, s);
+    };
+    float median_us[3] = {};
     int best = 0;
-    tuned_us[i][2] = 0.0f;
-    for (int m = 0; m < modes; ++m) {
-      std::sort(samples[m], samples[m] + n);
-      tuned_us[i][m] = samples[m][n / 2];
-      if (tuned_us[i][m] < tuned_us[i][best]) best = m;
+    status = time_modes(run_mode, candidates, n, rounds, stream, median_us, &best, i == 0 ? kTunePreheatMs : kTunePreheatMs / 10);
+    if (status != Status::kSuccess) break;
+    tuned_us[i][0] = tuned_us[i][1] = tuned_us[i][2] = 0.0f;  // 0: not timed
+    for (int k = 0; k < n; ++k) {
+      tuned_us[i][candidates[k] == ConvMode::kSequential ? 0 : candidates[k] == ConvMode::kOverlap ? 1 : 2] = median_us[k];
     }
     tuned_batch[i] = sorted[i];
-    tuned_mode[i] = mode_of[best];
+    tuned_mode[i] = candidates[best];
   }
-  if (e0 != nullptr) cudaEventDestroy(e0);
-  if (e1 != nullptr) cudaEventDestroy(e1);
   if (status == Status::kSuccess) status = sync_error(nullptr, stream);  // a timed-out wait: keep the old table
   if (status != Status::kSuccess) return status;
   for (int i = 0; i < count; ++i) {

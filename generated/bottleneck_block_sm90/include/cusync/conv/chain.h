@@ -42,6 +42,20 @@ using ConvPrepareFn = Status (*)();
 // more blocks per SM (see SyncedConv in cusync/conv/conv.cuh).
 using ConvOccupancyFn = int (*)(bool bounded);
 
+// When run()'s rule takes the overlap (default_conv_mode): every stage's tiles at least min_k_steps main-loop
+// iterations long, and the widest producer's last wave leaving at least min_idle_percent of its SM time idle.
+struct ConvOverlapRule {
+  int min_k_steps;
+  int min_idle_percent;
+};
+// The sm80 kernels: a synced tile pays a few microseconds per wave (its first poll, the close of the run), which
+// tiles of 16 iterations win back wherever a producer runs more than one wave.
+constexpr ConvOverlapRule kOverlapRuleSm80{16, 0};
+// The sm90 kernels (persistent beyond one wave) pay the overlap's waits and post on every tile's path: it wins
+// only where the last wave leaves a fifth of the producer's SM time idle and the tiles are long (measured: 1.15x
+// at 1.48 waves of 72-iteration tiles, 1.03x at 36, slower at 18 and below, and slower at 2.97 waves).
+constexpr ConvOverlapRule kOverlapRuleSm90{32, 20};
+
 struct ConvTables {
   int num_stages;
   ConvStageInfo const* stages;
@@ -52,9 +66,8 @@ struct ConvTables {
   // The kernels were built for a target with programmatic dependent launch (sm_90: every block triggers the
   // next stage's launch at entry), so the overlap may run on one stream where the device has it too.
   bool programmatic;
-  // run()'s rule takes the overlap only for tiles of at least this many main-loop iterations (kOverlapMinKSteps,
-  // or kOverlapNever: see default_conv_mode).
-  int overlap_min_k_steps;
+  // When run()'s rule takes the overlap (kOverlapRuleSm80 or kOverlapRuleSm90: see default_conv_mode).
+  ConvOverlapRule overlap_rule;
   // Tiles by batch (the spec's tile_configs): batches up to smaller_batch_max run `smaller`'s kernels and stage
   // table (whose tiles differ; names, shapes, producers, residuals and bias are the same), which may name a
   // smaller configuration in turn. nullptr: these tables run every batch.
@@ -84,24 +97,18 @@ inline char const* to_string(ConvMode mode) {
   return "?";
 }
 
-// The overlap's per-tile cost (a synced tile's first poll and the close of the run, a few microseconds per
-// wave) outweighs what it hides unless every stage's tiles are long: at least this many main-loop iterations
-// (the sm80 kernels). kOverlapNever: the rule never picks the overlap (the sm90 kernels, one tile per block or
-// persistent: slower than back to back at every measured point; autotune() still times it).
-constexpr int kOverlapMinKSteps = 16;
-constexpr int kOverlapNever = 0;
-
 // run()'s rule (ConvChain::mode without set_mode or autotune), for the chain's producers (the stages some stage
 // reads): tiles[i] tiles of producer names[i] at this batch, slots[i] of its blocks on the GPU at once;
-// min_k_steps: the fewest main-loop iterations of any stage's tiles. The overlap where some producer has more
-// tiles than one wave and every stage's tiles take at least overlap_min_k_steps iterations (the kernels'
-// ConvTables::overlap_min_k_steps; kOverlapNever: never); else back to back,
-// chained with programmatic dependent launch where `programmatic`: where every producer's tiles run at once they
-// end together, so no consumer tile can start early and the overlap could only add its fixed cost, and short
-// tiles pay that cost in every wave. Writes why into `reason`.
+// min_k_steps: the fewest main-loop iterations of any stage's tiles. The overlap where the producer with the
+// most waves runs more than one, its last wave leaves at least rule.min_idle_percent of its SM time idle (its
+// waves rounded up, against its tiles), and every stage's tiles take at least rule.min_k_steps iterations; else
+// back to back, chained with programmatic dependent launch where `programmatic`. Where every producer's tiles
+// run at once they end together, so no consumer tile can start early and the overlap could only add its fixed
+// cost; what it hides is the idle part of the last wave, and each synced tile pays its waits and post, which
+// short tiles do not win back. Writes why into `reason`.
 // cusync_gen/conv_plan.py (ConvPlan.run_mode) mirrors it, reason text included (tests/test_conv.py).
 inline ConvMode default_conv_mode(int count, int64_t const* tiles, int64_t const* slots, char const* const* names,
-                                  int min_k_steps, int overlap_min_k_steps, bool programmatic, char* reason,
+                                  int min_k_steps, ConvOverlapRule rule, bool programmatic, char* reason,
                                   int reason_size) {
   int widest = -1;  // the producer with the most waves (the first of equals)
   for (int i = 0; i < count; ++i) {
@@ -111,20 +118,24 @@ inline ConvMode default_conv_mode(int count, int64_t const* tiles, int64_t const
     std::snprintf(reason, size_t(reason_size), "one stage: back-to-back");
     return ConvMode::kSequential;
   }
-  bool const waves = tiles[widest] > slots[widest];
-  bool const never = overlap_min_k_steps == kOverlapNever;
-  bool const overlap = waves && !never && min_k_steps >= overlap_min_k_steps;
+  int64_t const t = tiles[widest], at_once = slots[widest] > 0 ? slots[widest] : 1;
+  int64_t const waves_up = (t + at_once - 1) / at_once;
+  int const idle_percent = int((waves_up * at_once - t) * 100 / (waves_up * at_once));
+  bool const waves = t > at_once;
+  bool const idle = idle_percent >= rule.min_idle_percent;
+  bool const overlap = waves && idle && min_k_steps >= rule.min_k_steps;
   ConvMode const mode = overlap ? ConvMode::kOverlap : programmatic ? ConvMode::kChained : ConvMode::kSequential;
+  char const* name = names[widest];
   if (!waves) {
     std::snprintf(reason, size_t(reason_size), "rule: every producer fits in one wave (%s: %lld tiles, %lld blocks at once): %s",
-                  names[widest], (long long)tiles[widest], (long long)slots[widest], to_string(mode));
-  } else if (never) {
-    std::snprintf(reason, size_t(reason_size), "rule: %s has %lld tiles, more than one wave (%lld blocks at once), but "
-                  "these kernels pay the overlap's waits and post on every tile's path (measured slower than back to back): %s",
-                  names[widest], (long long)tiles[widest], (long long)slots[widest], to_string(mode));
+                  name, (long long)t, (long long)at_once, to_string(mode));
+  } else if (!idle) {
+    std::snprintf(reason, size_t(reason_size), "rule: %s has %lld tiles, more than one wave (%lld blocks at once), but its last "
+                  "wave leaves %d%% of its SM time idle (the overlap fills at most that; these kernels take it from %d%%): %s",
+                  name, (long long)t, (long long)at_once, idle_percent, rule.min_idle_percent, to_string(mode));
   } else {
     std::snprintf(reason, size_t(reason_size), "rule: %s has %lld tiles, more than one wave (%lld blocks at once), %s %d main-loop steps%s: %s",
-                  names[widest], (long long)tiles[widest], (long long)slots[widest],
+                  name, (long long)t, (long long)at_once,
                   overlap ? "and every stage's tiles take at least" : "but some stage's tiles take", min_k_steps,
                   overlap ? "" : " (short tiles: the overlap's per-tile cost outweighs it)", to_string(mode));
   }
@@ -276,13 +287,16 @@ class ConvChain {
     return Status::kSuccess;
   }
   // Times back to back, the overlap and (where programmatic()) back to back chained with PDL at each of
-  // batches[0..count) on this GPU (CUDA graphs of args' tensors, `rounds` runs each, round robin, medians)
-  // and makes the fastest run()'s choice at that batch. Synchronizes `stream`; args' outputs are overwritten.
+  // batches[0..count) on this GPU and makes the fastest run()'s choice at that batch: cusync::time_modes
+  // (cusync/time_modes.h), CUDA graphs of args' tensors replayed back to back after a preheat, `rounds`
+  // rounds (1 .. kMaxTuneRounds) round robin, medians; the rule's own choice first, so that it wins a tie.
+  // Synchronizes `stream`; args' outputs are overwritten.
   Status autotune(ConvArguments const& args, int const* batches, int count, int rounds, cudaStream_t stream);
   void clear_autotune() { tuned_count_ = 0; }
 
  private:
   Status check(ConvArguments const& args);
+  ConvMode rule_mode(int batch) const;  // mode() without set_mode or autotune's table
   bool has_consumer(int stage) const;
   Status launch_stage(int stage, ConvArguments const& args, bool synced, cudaStream_t stream, bool programmatic);
   Status run_unsynced(ConvArguments const& args, cudaStream_t stream, bool programmatic);

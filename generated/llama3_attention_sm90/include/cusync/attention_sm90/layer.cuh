@@ -16,9 +16,9 @@
 #include <cuda_runtime.h>
 
 #include "cusync/attention_sm90/kernels.cuh"
-#include "cusync/sm90/autotune.h"
 #include "cusync/sm90/cublaslt.cuh"
 #include "cusync/status.h"
+#include "cusync/time_modes.h"
 
 namespace cusync::attention_sm90 {
 
@@ -399,7 +399,7 @@ struct Layer {
   // kLtSearchAlgos candidates is run as the whole layer (the other GEMM on its current algorithm),
   // captured in a CUDA graph and timed with CUDA events round robin, `rounds` rounds after a warm-up
   // replay (and `preheat_ms` of replays before the first timed round); the median decides, the
-  // heuristic's first wins ties (cusync/sm90/autotune.h, time_modes). The choice stays with the GEMM's
+  // heuristic's first wins ties (cusync/time_modes.h). The choice stays with the GEMM's
   // shape: every later run with this many rows, in this process, takes it (graphs captured before keep
   // what they captured). Like cuDNN's benchmark mode: opt-in, outside stream capture, and it runs the
   // layer on `b` (the caches get this shape's new tokens appended, the outputs are overwritten).
@@ -416,7 +416,7 @@ struct Layer {
     } const reset{lt};
     lt->select_stage = -1;
     Status status = run(s, b, stream);  // makes both plans and reports their candidates
-    if (status == Status::kSuccess) status = cusync::sm90::detail::from_cuda_error(cudaStreamSynchronize(stream));
+    if (status == Status::kSuccess) status = cusync::detail::from_cuda_error(cudaStreamSynchronize(stream));
     LayerTune tune{};
     for (int stage_id : {kLtStageQkv, kLtStageProj}) {
       if (status != Status::kSuccess) break;
@@ -433,12 +433,12 @@ struct Layer {
           lt->select_stage = -1;
           return ran;
         };
-        float median_us[cusync::sm90::kMaxTunedModes] = {};
+        float median_us[cusync::kMaxTunedModes] = {};
         int best = 0;
-        status = cusync::sm90::time_modes(run_candidate, candidates, n, rounds, stream, median_us, &best, preheat_ms);
+        status = cusync::time_modes(run_candidate, candidates, n, rounds, stream, median_us, &best, preheat_ms);
         preheat_ms = 0;  // once, before the first GEMM's candidates
         if (status == Status::kSuccess) status = run_candidate(candidates[best], stream);  // the winner stays chosen
-        if (status == Status::kSuccess) status = cusync::sm90::detail::from_cuda_error(cudaStreamSynchronize(stream));
+        if (status == Status::kSuccess) status = cusync::detail::from_cuda_error(cudaStreamSynchronize(stream));
         g.chosen = best, g.first_us = median_us[0], g.chosen_us = median_us[best];
       }
       g.splitk = lt->stage_splitk[stage_id], g.reduction = lt->stage_reduction[stage_id];

@@ -327,7 +327,7 @@ inline Status Chain::search_lt_algorithms(cudaStream_t stream, int rounds, int p
   } const reset{lt};
   lt->select_stage = -1;
   Status status = run_mode(stream, Mode::kCublasLt);  // makes the plans and reports their candidates
-  if (status == Status::kSuccess) status = detail::from_cuda_error(cudaStreamSynchronize(stream));
+  if (status == Status::kSuccess) status = cusync::detail::from_cuda_error(cudaStreamSynchronize(stream));
   for (int s = 0; s < t_->num_stages && s < kLtMaxStages && status == Status::kSuccess; ++s) {
     int const n = std::min(lt->stage_candidates[s], kLtSearchAlgos);
     if (b_->cublaslt[s] == nullptr || n <= 1) continue;
@@ -345,7 +345,7 @@ inline Status Chain::search_lt_algorithms(cudaStream_t stream, int rounds, int p
     preheat_ms = 0;  // once, before the first stage's candidates
     if (status == Status::kSuccess) status = run_candidate(candidates[best], stream);  // the winner stays chosen
   }
-  if (status == Status::kSuccess) status = detail::from_cuda_error(cudaStreamSynchronize(stream));
+  if (status == Status::kSuccess) status = cusync::detail::from_cuda_error(cudaStreamSynchronize(stream));
   return status;
 }
 
