@@ -160,3 +160,17 @@ def test_chain_runtime_on_host(tmp_path: Path) -> None:
     out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout[-3000:]
     assert "0 failures" in out.stdout
+
+
+def test_autotune_reasons_name_the_timed_medians() -> None:
+    """After autotune(), mode_reason() says what was timed, not only the winner: the sm90 chains list every
+    candidate's median at the timed M that the entry stands for (autotune_chain hands them to the chain), and
+    the conv chains their three modes' medians at the batch; both time through the runtime's time_modes."""
+    sm90 = REPO / "templates" / "sm90" / "include" / "cusync" / "sm90"
+    autotune = (sm90 / "autotune.h").read_text()
+    chain = (sm90 / "chain.cuh").read_text()
+    assert '#include "cusync/time_modes.h"' in autotune and "TunedTimes* times = nullptr" in autotune
+    assert "tuned_times_, &tuned_timed_);" in chain and '" (timed at M = %d:"' in chain
+    conv = (REPO / "templates" / "conv" / "include" / "cusync" / "conv" / "chain.cuh").read_text()
+    assert '#include "cusync/time_modes.h"' in conv and "status = time_modes(run_mode, candidates, n, rounds, stream" in conv
+    assert "back to back %.1f us, overlap %.1f us, back to back + PDL %.1f us" in conv

@@ -39,19 +39,22 @@ inline int tuned_table(int const* ms, Mode const* winners, int count, DispatchEn
   return entries;
 }
 
+static_assert(kRunModes <= kMaxTunedModes, "autotune times every mode at one M at once");
+
 // A chain's autotune(): for each distinct M of ms[0..count) (1 <= M <= max_m, at most kMaxTunedMs),
 // set_m(M) makes M current, search_lt(rounds, preheat_ms) picks cuBLASLt's algorithms for the mode
 // kCublasLt (only if have_cublaslt; it preheats the GPU at the first M), the candidates are current_mode() (what run() would take without a tuned
 // table; it wins ties) and then every other mode (kCublasLt only if have_cublaslt, kStream only at
 // M <= stream_max_m, 0 where the chain has no such mode), time_modes() times
-// them through run_mode(mode, stream), and the winners become `table` (*entries rows, tuned_table()).
-// set_m(0) restores the chain's own M at the end, whatever happened. Nothing is written to `table` or
-// *entries unless every M was timed.
+// them through run_mode(mode, stream), and the winners become `table` (*entries rows, tuned_table());
+// times[i] (kMaxTunedMs of them, if not null) what was timed at the i-th distinct M, *timed how many.
+// set_m(0) restores the chain's own M at the end, whatever happened. Nothing is written to `table`,
+// *entries, `times` or *timed unless every M was timed.
 template <class SetM, class CurrentMode, class RunMode, class SearchLt>
 Status autotune_chain(int const* ms, int count, int max_m, int rounds, bool have_cublaslt, int stream_max_m,
                       cudaStream_t stream,
                       SetM&& set_m, CurrentMode&& current_mode, RunMode&& run_mode, SearchLt&& search_lt,
-                      DispatchEntry* table, int* entries) {
+                      DispatchEntry* table, int* entries, TunedTimes* times = nullptr, int* timed = nullptr) {
   if (ms == nullptr || count <= 0 || count > kMaxTunedMs) return Status::kInvalidArgument;
   int sorted[kMaxTunedMs];
   int distinct = 0;
@@ -62,6 +65,7 @@ Status autotune_chain(int const* ms, int count, int max_m, int rounds, bool have
     if (distinct == 0 || sorted[distinct - 1] != sorted[i]) sorted[distinct++] = sorted[i];
   }
   Mode winners[kMaxTunedMs];
+  TunedTimes measured[kMaxTunedMs];
   Status status = Status::kSuccess;
   for (int i = 0; i < distinct && status == Status::kSuccess; ++i) {
     if ((status = set_m(sorted[i])) != Status::kSuccess) break;
@@ -82,11 +86,19 @@ Status autotune_chain(int const* ms, int count, int max_m, int rounds, bool have
     }
     status = time_modes(run_mode, candidates, n, rounds, stream, median_us, &best, preheat_ms);
     winners[i] = candidates[best];
+    measured[i].m = sorted[i];
+    measured[i].count = status == Status::kSuccess ? std::min(n, kRunModes) : 0;
+    std::copy(candidates, candidates + measured[i].count, measured[i].mode);
+    std::copy(median_us, median_us + measured[i].count, measured[i].us);
   }
   Status const restored = set_m(0);
   if (status != Status::kSuccess) return status;
   if (restored != Status::kSuccess) return restored;
   *entries = tuned_table(sorted, winners, distinct, table, stream_max_m);
+  if (times != nullptr && timed != nullptr) {
+    std::copy(measured, measured + distinct, times);
+    *timed = distinct;
+  }
   return Status::kSuccess;
 }
 

@@ -56,6 +56,17 @@ struct DispatchEntry {
   Mode mode;
 };
 
+constexpr int kRunModes = int(Mode::kStream) + 1;  // every mode but kAuto
+
+// What autotune() timed at one M: each candidate mode and its median (mode_reason() says them, so that a
+// caller sees how close the modes were, not only which won).
+struct TunedTimes {
+  int m = 0;
+  int count = 0;
+  Mode mode[kRunModes] = {};
+  float us[kRunModes] = {};
+};
+
 // The row of `table` (`entries` rows, growing m_max) that covers M rows: the first with M <= m_max;
 // -1 past the last row (the table does not apply). The one lookup of both tables run() reads (the
 // spec's, and autotune()'s).

@@ -254,7 +254,18 @@ inline Mode Chain::mode() const {
   }
   int const m = args_.m;
   if (int const e = dispatch_entry(tuned_, tuned_entries_, m); e >= 0) {
-    std::snprintf(mode_reason_, sizeof(mode_reason_), "autotune on this GPU: M <= %d", tuned_[e].m_max);
+    int len = std::snprintf(mode_reason_, sizeof(mode_reason_), "autotune on this GPU: M <= %d", tuned_[e].m_max);
+    int t = 0;  // the times at the smallest timed M >= m (the one whose winner this entry holds), else the largest
+    while (t + 1 < tuned_timed_ && tuned_times_[t].m < m) ++t;
+    if (t < tuned_timed_ && tuned_times_[t].count > 0) {
+      TunedTimes const& at = tuned_times_[t];
+      len += std::snprintf(mode_reason_ + len, sizeof(mode_reason_) - size_t(len), " (timed at M = %d:", at.m);
+      for (int i = 0; i < at.count && len < int(sizeof(mode_reason_)); ++i) {
+        len += std::snprintf(mode_reason_ + len, sizeof(mode_reason_) - size_t(len), "%s %s %.1f us", i ? "," : "",
+                             to_string(at.mode[i]), double(at.us[i]));
+      }
+      if (len < int(sizeof(mode_reason_))) std::snprintf(mode_reason_ + len, sizeof(mode_reason_) - size_t(len), ")");
+    }
     return tuned_[e].mode;
   }
   int e = sms_ == b_->dispatch_sms ? dispatch_entry(b_->dispatch, b_->num_dispatch, m) : -1;
@@ -300,7 +311,8 @@ inline Status Chain::autotune(int const* ms, int count, cudaStream_t stream, int
       ms, count, max_m_, rounds, kHaveCublasLt && lt_ != nullptr, stream_mem_ != nullptr ? kStreamMaxM : 0, stream,
       set_m, [&] { return mode(); },
       [&](Mode c, cudaStream_t s) { return run_mode(s, c); },
-      [&](int r, int preheat_ms) { return search_lt_algorithms(stream, r, preheat_ms); }, table, &entries);
+      [&](int r, int preheat_ms) { return search_lt_algorithms(stream, r, preheat_ms); }, table, &entries,
+      tuned_times_, &tuned_timed_);
   if (status != Status::kSuccess) {
     tuned_entries_ = earlier;  // a call that fails changes nothing
     return status;

@@ -92,7 +92,7 @@ class Chain : public StagedChain {
   // after set_mode() (cusync/sm90/autotune.h); a call that fails leaves the table as it was. At each M
   // it first picks cuBLASLt's algorithm per GEMM shape for mode kCublasLt (kept for the process).
   Status autotune(int const* ms, int count, cudaStream_t stream, int rounds);
-  void clear_autotune() { tuned_entries_ = 0; }
+  void clear_autotune() { tuned_entries_ = 0, tuned_timed_ = 0; }
   void set_sequential_fallback(bool enabled) { mode_override_ = enabled ? Mode::kAuto : Mode::kOverlap; }
   bool overlaps() const { return mode() == Mode::kOverlap; }
   Status run_stock(cudaStream_t stream, bool programmatic) { return run_cutlass(stream, programmatic, Mode::kStock); }
@@ -122,6 +122,8 @@ class Chain : public StagedChain {
   mutable char mode_reason_[256] = {};
   int tuned_entries_ = 0;                      // autotune()'s table: tuned_[0 .. tuned_entries_)
   DispatchEntry tuned_[kMaxTunedMs] = {};
+  TunedTimes tuned_times_[kMaxTunedMs] = {};  // what autotune() timed at each M (mode_reason says it)
+  int tuned_timed_ = 0;
   void* streamk_workspace_ = nullptr;          // every GEMM stage's stream-K workspace
   void* lt_ = nullptr;                         // cusync::sm90::LtContext (mode kCublasLt)
   int64_t streamk_offset_[kMaxChainStages] = {};
