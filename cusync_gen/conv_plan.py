@@ -297,7 +297,7 @@ class ConvPlan:
         if tiles <= slots:
             return apart, f"rule: every producer fits in one wave ({name}: {tiles} tiles, {slots} blocks at once): {apart}"
         rule = self.overlap_rule
-        up = _ceil_div(tiles, slots) * slots
+        up = max(_ceil_div(tiles, slots), 1) * slots  # its waves, rounded up
         idle = (up - tiles) * 100 // up
         head = f"rule: {name} has {tiles} tiles, more than one wave ({slots} blocks at once), "
         if idle < rule.min_idle_percent:

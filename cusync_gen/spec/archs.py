@@ -40,8 +40,6 @@ _WAIT_KERNEL_ONLY: tuple[tuple[str, str], ...] = (
 )
 
 
-
-
 @dataclass(frozen=True)
 class ConvOverlapRule:
     """When run()'s rule takes a conv chain's overlap (cusync::conv::ConvOverlapRule, default_conv_mode): every

@@ -4,6 +4,7 @@
 // project emits the constexpr stage table (src/<name>_stages.h) and one launch function per stage.
 #pragma once
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
@@ -119,8 +120,8 @@ inline ConvMode default_conv_mode(int count, int64_t const* tiles, int64_t const
     return ConvMode::kSequential;
   }
   int64_t const t = tiles[widest], at_once = slots[widest] > 0 ? slots[widest] : 1;
-  int64_t const waves_up = (t + at_once - 1) / at_once;
-  int const idle_percent = int((waves_up * at_once - t) * 100 / (waves_up * at_once));
+  int64_t const span = std::max<int64_t>((t + at_once - 1) / at_once, 1) * at_once;  // its waves, rounded up
+  int const idle_percent = int((span - t) * 100 / span);
   bool const waves = t > at_once;
   bool const idle = idle_percent >= rule.min_idle_percent;
   bool const overlap = waves && idle && min_k_steps >= rule.min_k_steps;

@@ -285,6 +285,12 @@ Status ConvChain::autotune(ConvArguments const& args, int const* batches, int co
     last_error_ = "autotune: 1 .. kMaxTunedBatches batches and 1 .. kMaxTuneRounds rounds";
     return Status::kInvalidArgument;
   }
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) return Status::kCudaError;
+  if (capture != cudaStreamCaptureStatusNone) {  // before anything is launched into the caller's graph
+    last_error_ = "autotune() on a capturing stream: it times and synchronizes; call it before the capture";
+    return Status::kInvalidArgument;
+  }
   int sorted[kMaxTunedBatches];
   std::copy(batches, batches + count, sorted);
   std::sort(sorted, sorted + count);
