@@ -38,6 +38,8 @@ inline void Chain::swap(Chain& other) noexcept {
   swap(mode_reason_, other.mode_reason_);
   swap(tuned_entries_, other.tuned_entries_);
   swap(tuned_, other.tuned_);
+  swap(tuned_times_, other.tuned_times_);
+  swap(tuned_timed_, other.tuned_timed_);
   swap(streamk_workspace_, other.streamk_workspace_);
   swap(lt_, other.lt_);
   swap(streamk_offset_, other.streamk_offset_);
