@@ -6,11 +6,11 @@
 # Here (pydantic): python3 scripts/conv_waves.py --batches 2,4,8,32 --write /tmp/cw --no-tiles, copy the
 # blocks to .gen-convwaves/specs, and `cusync-gen generate` each into .gen-convwaves/proj/<name>.
 # There, with third_party/cutlass carried: POINTS="name:b1,b2 ..." bash scripts/gpu_conv_waves.sh
-# (builds every project, checks each at its batches, times ours and, unless TORCH=0, cuDNN; leaves $OUT/cw.tgz).
+# (DIR=.gen-other for another folder; builds every project, checks each at its batches, times ours and, unless TORCH=0, cuDNN; leaves $OUT/cw.tgz).
 set -u
 O=$OUT/cw; mkdir -p "$O"
-NAMES=$(ls .gen-convwaves/proj | tr '\n' ' ')
-PROJECTS=$PWD/.gen-convwaves/proj OUT=$O PHASE=build JOBS=16 timeout 300 bash scripts/gpu_conv_sm90.sh > /dev/null 2>&1
+D=${DIR:-.gen-convwaves}  # the projects (D/proj) and their specs (D/specs)
+PROJECTS=$PWD/$D/proj OUT=$O PHASE=build JOBS=16 timeout 300 bash scripts/gpu_conv_sm90.sh > /dev/null 2>&1
 grep "rc=" "$O/log.txt" | tail -20
 ALL=""
 for p in $POINTS; do
@@ -32,7 +32,7 @@ for l in sys.stdin:
 done
 [ "${TORCH:-1}" = 1 ] || { cd "$OUT" && tar czf cw.tgz cw && rm -rf cw; exit 0; }
 BATCHES=$(echo "$ALL" | tr ',' '\n' | sort -un | grep . | paste -sd,)
-timeout $(( 580 - SECONDS )) python3 scripts/conv_torch.py --specs .gen-convwaves/specs --batch "$BATCHES" --repeats 60 \
+timeout $(( 580 - SECONDS )) python3 scripts/conv_torch.py --specs "$D/specs" --batch "$BATCHES" --repeats 60 \
   --preheat 0.3 > "$O/torch.jsonl" 2> "$O/torch.err"
 echo "torch rc=$? (${SECONDS}s)"
 cd "$OUT" && tar czf cw.tgz cw && rm -rf cw
