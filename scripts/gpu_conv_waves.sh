@@ -6,12 +6,17 @@
 # Here (pydantic): python3 scripts/conv_waves.py --batches 2,4,8,32 --write /tmp/cw --no-tiles, copy the
 # blocks to .gen-convwaves/specs, and `cusync-gen generate` each into .gen-convwaves/proj/<name>.
 # There, with third_party/cutlass carried: POINTS="name:b1,b2 ..." bash scripts/gpu_conv_waves.sh
-# (DIR=.gen-other for another folder; builds every project, checks each at its batches, times ours and, unless TORCH=0, cuDNN; leaves $OUT/cw.tgz).
+# (DIR=.gen-other for another folder, CHECKS="name:b1,b2 ..." for points only checked; builds every project, checks each at its batches, times ours and, unless TORCH=0, cuDNN; leaves $OUT/cw.tgz).
 set -u
 O=$OUT/cw; mkdir -p "$O"
 D=${DIR:-.gen-convwaves}  # the projects (D/proj) and their specs (D/specs)
 PROJECTS=$PWD/$D/proj OUT=$O PHASE=build JOBS=16 timeout 300 bash scripts/gpu_conv_sm90.sh > /dev/null 2>&1
 grep "rc=" "$O/log.txt" | tail -20
+for p in ${CHECKS:-}; do  # points only checked (CHECKS="name:b1,b2 ..."), not timed
+  n=${p%%:*} b=${p#*:}
+  timeout 60 build/conv-sm90/$n/build/${n}_bench --batch "$b" --check-only > "$O/check-$n.txt" 2>&1
+  echo "check $n $b rc=$? $(tail -1 "$O/check-$n.txt")"
+done
 ALL=""
 for p in $POINTS; do
   n=${p%%:*} b=${p#*:}; ALL="$ALL,$b"

@@ -318,9 +318,10 @@ def test_sm90_defaults_are_sm90_tiles() -> None:
     spec = parse_spec(data)
     assert [s.tile.threadblock for s in spec.stages] == [(128, 64, 64), (128, 128, 64)]
     assert all(s.tile.warp is None and s.tile.stages is None for s in spec.stages)
-    # 3136 pixels an image: 49 tiles of 64 x 64 for 24 channels, 98 for 128; one wave of 132 up to batch 2 and 1.
+    # 3136 pixels an image: 49 tiles of 64 x 64 for 24 channels, 98 for 128; one wave of 132 up to batch 2 and 1;
+    # c2 on 128 x 64 (49 tiles an image) at batch 2.
     assert [(c.batch_max, c.tiles) for c in spec.tile_configs] == [(1, {"c1": (64, 64, 64), "c2": (64, 64, 64)}),
-                                                                  (2, {"c1": (64, 64, 64)})]
+                                                                  (2, {"c1": (64, 64, 64), "c2": (128, 64, 64)})]
     make_conv_plan(spec)
 
 
@@ -353,6 +354,32 @@ def test_sm90_small_grids_take_small_tiles(hw: int, channels: list[int], own: li
         verify_conv(plan, batch)
     again = parse_spec(spec.model_dump(mode="json", exclude_none=True))  # the derived spec as written: the same
     assert again.stages == spec.stages and again.tile_configs == spec.tile_configs
+
+
+@pytest.mark.parametrize(("hw", "channels", "n", "configs"), [
+    # ResNet's 14 x 14 x 256 (36 iterations a tile): 64 x 64 up to batch 10, 128 x 64 up to 21 (measured 1.33x
+    # faster than 128 x 128 at 16 and 20).
+    (14, [256, 256], 32, [(10, {"conv1": (64, 64, 64), "conv2": (64, 64, 64)}),
+                          (21, {"conv1": (128, 64, 64), "conv2": (128, 64, 64)})]),
+    # ResNet's 7 x 7 x 512 (72 iterations): 128 x 64 only within two thirds of a wave, up to 88 tiles at batch 28
+    # (measured 1.16x at 24 with 80 tiles, level at 32 with 104).
+    (7, [512, 512], 32, [(20, {"conv1": (64, 64, 64), "conv2": (64, 64, 64)}),
+                         (28, {"conv1": (128, 64, 64), "conv2": (128, 64, 64)})]),
+    # VGG's 14 x 14 x 512 (72 iterations): up to 80 tiles at batch 7 (at 8, 104 tiles, measured 0.95x: not taken).
+    (14, [512, 512], 32, [(5, {"conv1": (64, 64, 64), "conv2": (64, 64, 64)}),
+                          (7, {"conv1": (128, 64, 64), "conv2": (128, 64, 64)})]),
+    # VGG's 56 x 56 x 256 at batch 1 (36 iterations; 64 x 64 would be 196 tiles): 128 x 64, measured 1.30x.
+    (56, [256, 256], 2, [(1, {"conv1": (128, 64, 64), "conv2": (128, 64, 64)})]),
+])
+def test_sm90_half_width_tiles_between_small_and_default(hw: int, channels: list[int], n: int, configs: list) -> None:
+    """Past the batches where 64 x 64 fits in one wave, a stage whose default is 128 x 128 takes 128 x 64 while that
+    grid fits (benchmarks/NOTES.md c16), long tiles only within two thirds of a wave; every derived spec proves."""
+    spec = parse_spec(_deep(hw, channels, n=n))
+    assert [s.tile.threadblock for s in spec.stages] == [(128, 128, 64)] * 2
+    assert [(c.batch_max, c.tiles) for c in spec.tile_configs] == configs
+    plan = make_conv_plan(spec)
+    for batch in representative_batches(plan):
+        verify_conv(plan, batch)
 
 
 @pytest.mark.parametrize(("hw", "channels", "n", "batch", "mode"), [

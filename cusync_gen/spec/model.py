@@ -464,6 +464,14 @@ def default_sm90_conv_tile(k: int) -> TileSpec:
 #: one wave (default_sm90_conv_tile_configs), and the SM count that rule plans for (H100 SXM and H200).
 SM90_CONV_SMALL_TILE: tuple[int, int, int] = (64, 64, 64)
 SM90_CONV_PLAN_SMS = 132
+#: The tile an sm90 conv stage whose default is 128 x 128 takes where the small tile's grid no longer fits in one
+#: wave but this one's does (default_sm90_conv_tile_configs). Measured on an H100 (benchmarks/NOTES.md c16): stages
+#: of 18-36 main-loop iterations 1.1-1.35x faster than on 128 x 128; 72-iteration stages 1.2x at 80 tiles but level
+#: at 104, where the grid's L2 traffic (the activations read once per 64 output channels instead of per 128), not
+#: the tile's latency, bounds the stage. So tiles longer than SM90_CONV_MEDIUM_LONG_K_STEPS iterations take it only
+#: while its grid fills at most two thirds of a wave.
+SM90_CONV_MEDIUM_TILE: tuple[int, int, int] = (128, 64, 64)
+SM90_CONV_MEDIUM_LONG_K_STEPS = 36
 
 
 class ConvStageShape(NamedTuple):
@@ -499,29 +507,56 @@ def conv_stage_pixels(spec: ConvChainSpec) -> dict[str, int]:
 
 def default_sm90_conv_tile_configs(spec: ConvChainSpec, omitted: set[str]) -> ConvChainSpec:
     """An sm90 conv spec without `tile_configs`, whose stages `omitted` gave no tile (they have their default,
-    default_sm90_conv_tile): each of them runs SM90_CONV_SMALL_TILE at the batches where that tile's grid still
-    fits in one wave of SM90_CONV_PLAN_SMS blocks. A stage's default tile there leaves most SMs idle while each
-    block walks the whole filter (ResNet's 14 x 14 x 256 layer at batch 1: 4 blocks of 128 x 128), and four
-    times the blocks with a quarter of the work each finish sooner; past one wave the larger tile wins again.
-    The stages that switch at a batch are a set that only shrinks as the batch grows, so each change is one
-    tile configuration (batch_max the last batch of its set); a stage that switches at every batch up to
-    stages[0].n takes the small tile as its own. The spec unchanged where no stage switches."""
+    default_sm90_conv_tile): at each batch each of them runs the first tile whose grid still fits in one wave of
+    SM90_CONV_PLAN_SMS blocks: SM90_CONV_SMALL_TILE, then (for a stage whose default is 128 x 128)
+    SM90_CONV_MEDIUM_TILE (within two thirds of a wave for tiles longer than SM90_CONV_MEDIUM_LONG_K_STEPS
+    iterations), else its default. A stage's
+    default tile there leaves most SMs idle while each block walks the whole filter (ResNet's 14 x 14 x 256 layer
+    at batch 1: 4 blocks of 128 x 128), and more blocks with less work each finish sooner; past one wave the
+    larger tile wins again. A stage's tile only grows with the batch, so it changes at one or two batches; each
+    batch where some stage's tile changes ends one tile configuration (its batch_max), which lists the stages
+    not on their own tile up to there. A stage that takes one tile at every batch up to stages[0].n has it as
+    its own. The spec unchanged where no stage changes."""
     if spec.tile_configs:
         return spec
     n = spec.stages[0].n or 1
+    shapes = dict(zip((st.name for st in spec.stages), conv_stage_shapes(spec)))
     pixels = conv_stage_pixels(spec)
-    bm, bn, _ = SM90_CONV_SMALL_TILE
-    # A stage's grid at batch b: ceil(b * pixels / bm) rows of ceil(k / bn) tiles; it fits in one wave up to
-    # (SMs // ceil(k / bn)) rows, i.e. up to b = rows * bm // pixels (0: not even one image).
-    last = {st.name: min(n, SM90_CONV_PLAN_SMS // -(-st.k // bn) * bm // pixels[st.name])
-            for st in spec.stages if st.name in omitted and st.tile.threadblock != SM90_CONV_SMALL_TILE}
-    always = {name for name, b in last.items() if b >= n}
-    stages = [st.model_copy(update={"tile": TileSpec(threadblock=SM90_CONV_SMALL_TILE)}) if st.name in always else st
-              for st in spec.stages]
+    # Per stage: (the last batch, the tile) for each smaller tile it takes, smallest first. A tile's grid at batch
+    # b is ceil(b * pixels / bm) rows of ceil(k / bn) tiles; it fits in `blocks` up to (blocks // ceil(k / bn))
+    # rows, i.e. up to b = rows * bm // pixels (0: not even one image).
+    steps: dict[str, list[tuple[int, tuple[int, int, int]]]] = {}
+    for st in spec.stages:
+        own, shape = st.tile.threadblock, shapes[st.name]
+        k_steps = st.r * st.s * -(-shape.c // own[2])
+        candidates = []  # (tile, the blocks its grid may take)
+        if st.name in omitted and own != SM90_CONV_SMALL_TILE:
+            candidates.append((SM90_CONV_SMALL_TILE, SM90_CONV_PLAN_SMS))
+            if own[:2] == (128, 128):
+                long_tiles = k_steps > SM90_CONV_MEDIUM_LONG_K_STEPS
+                blocks = SM90_CONV_PLAN_SMS * 2 // 3 if long_tiles else SM90_CONV_PLAN_SMS
+                candidates.append((SM90_CONV_MEDIUM_TILE, blocks))
+        taken: list[tuple[int, tuple[int, int, int]]] = []
+        for tile, blocks in candidates:
+            bm, bn, _ = tile
+            last = min(n, blocks // -(-st.k // bn) * bm // pixels[st.name])
+            if last > (taken[-1][0] if taken else 0):
+                taken.append((last, tile))
+        if taken:
+            steps[st.name] = taken
+
+    def tile_at(name: str, batch: int) -> tuple[int, int, int] | None:
+        return next((tile for last, tile in steps[name] if batch <= last), None)
+
+    default = {st.name: st.tile.threadblock for st in spec.stages}
+    own = {name: tile_at(name, n) or default[name] for name in steps}  # tiles only grow: T(n) is the largest
+    stages = [st.model_copy(update={"tile": TileSpec(threadblock=own[st.name])})
+              if st.name in own and own[st.name] != default[st.name] else st for st in spec.stages]
     configs = []
-    for batch_max in sorted({b for b in last.values() if 0 < b < n}):
-        small = sorted(name for name, b in last.items() if batch_max <= b < n)
-        configs.append(ConvTileConfigSpec(batch_max=batch_max, tiles={name: SM90_CONV_SMALL_TILE for name in small}))
+    for batch_max in sorted({last for taken in steps.values() for last, _ in taken if last < n}):
+        tiles = {name: tile for name in sorted(steps)
+                 if (tile := tile_at(name, batch_max) or default[name]) != own[name]}
+        configs.append(ConvTileConfigSpec(batch_max=batch_max, tiles=tiles))
     if len(configs) > MAX_TILE_CONFIGS:  # more switch points than a spec may list: the defaults alone
         return spec
     return spec.model_copy(update={"stages": stages, "tile_configs": configs})
