@@ -6,7 +6,8 @@
 # Here (pydantic): python3 scripts/conv_waves.py --batches 2,4,8,32 --write /tmp/cw --no-tiles, copy the
 # blocks to .gen-convwaves/specs, and `cusync-gen generate` each into .gen-convwaves/proj/<name>.
 # There, with third_party/cutlass carried: POINTS="name:b1,b2 ..." bash scripts/gpu_conv_waves.sh
-# (DIR=.gen-other for another folder, CHECKS="name:b1,b2 ..." for points only checked; builds every project, checks each at its batches, times ours and, unless TORCH=0, cuDNN; leaves $OUT/cw.tgz).
+# (builds every project, checks each at its batches, times ours and, unless TORCH=0, cuDNN; leaves $OUT/cw.tgz).
+# DIR=.gen-other takes the projects and specs from another folder; CHECKS="name:b1,b2 ..." adds points only checked.
 set -u
 O=$OUT/cw; mkdir -p "$O"
 D=${DIR:-.gen-convwaves}  # the projects (D/proj) and their specs (D/specs)

@@ -510,10 +510,9 @@ def default_sm90_conv_tile_configs(spec: ConvChainSpec, omitted: set[str]) -> Co
     default_sm90_conv_tile): at each batch each of them runs the first tile whose grid still fits in one wave of
     SM90_CONV_PLAN_SMS blocks: SM90_CONV_SMALL_TILE, then (for a stage whose default is 128 x 128)
     SM90_CONV_MEDIUM_TILE (within two thirds of a wave for tiles longer than SM90_CONV_MEDIUM_LONG_K_STEPS
-    iterations), else its default. A stage's
-    default tile there leaves most SMs idle while each block walks the whole filter (ResNet's 14 x 14 x 256 layer
-    at batch 1: 4 blocks of 128 x 128), and more blocks with less work each finish sooner; past one wave the
-    larger tile wins again. A stage's tile only grows with the batch, so it changes at one or two batches; each
+    iterations), else its default. A stage's default tile there leaves most SMs idle while each block walks the
+    whole filter (ResNet's 14 x 14 x 256 layer at batch 1: 4 blocks of 128 x 128), and more blocks with less work
+    each finish sooner; past one wave the larger tile wins again. A stage's tile only grows with the batch, so it changes at one or two batches; each
     batch where some stage's tile changes ends one tile configuration (its batch_max), which lists the stages
     not on their own tile up to there. A stage that takes one tile at every batch up to stages[0].n has it as
     its own. The spec unchanged where no stage changes."""
