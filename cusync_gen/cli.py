@@ -425,7 +425,10 @@ def tune_cmd(
 def trace_cmd(
     target: Annotated[str, typer.Argument(help="Generated project, spec file, example name, or a trace "
                                           ".jsonl the bench wrote.", show_default=False)],
-    m: Annotated[str, typer.Option("--m", metavar="M", help="Problem size M to trace.")] = "1024",
+    m: Annotated[Optional[str], typer.Option("--m", metavar="M", help="GEMM chains: the rows M to trace "
+                                             "[1024].", show_default=False)] = None,
+    batch: Annotated[Optional[str], typer.Option("--batch", metavar="N", help="Conv chains: the images to trace "
+                                                 "[8].", show_default=False)] = None,
     picture: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Gantt chart to write "
                                                     "(the Chrome trace goes beside it, .json) [trace.png].",
                                                     show_default=False)] = None,
@@ -437,7 +440,7 @@ def trace_cmd(
     jobs: JobsOpt = None,
     cutlass_dir: CutlassOpt = None,
 ) -> None:
-    """Run one traced back-to-back and one overlapped run, then draw the tiles per SM."""
+    """Trace one run of each mode (GEMM and conv chains) and draw the tiles per SM."""
     from cusync_gen import build as builder
     from cusync_gen import trace
 
@@ -445,7 +448,7 @@ def trace_cmd(
     value, option = _target(build_target, arch)
     png = options.merge_alias("-o/--output", picture, {"--png": png_alias}) or Path("trace.png")
     gpu = builder.gpu_arch() if not (target.endswith(".jsonl") and Path(target).is_file()) else None
-    opts = options.trace_options(target, m, png, value, project, force, jobs, cutlass_dir, gpu, option)
+    opts = options.trace_options(target, m, png, value, project, force, jobs, cutlass_dir, gpu, option, batch)
     if opts.record is not None:  # render a trace recorded earlier
         records = trace.load_trace(opts.record)
     else:
@@ -458,13 +461,19 @@ def trace_cmd(
                       progress=sys.stderr.isatty())
         jsonl = Path(png).with_suffix(".jsonl").resolve()
         jsonl.unlink(missing_ok=True)
-        builder.run(folder, [opts.m], None, repeats=1, warmup=1,
-                    extra_args=["--no-baselines", "--trace", str(jsonl)])
+        if opts.subject.kind == "conv":  # the bench's checks, then one traced run of each mode; no timing
+            builder.run(folder, [], None, repeats=1, warmup=1,
+                        extra_args=["--batch", str(opts.m), "--check-only", "--trace", str(jsonl)])
+        else:
+            builder.run(folder, [opts.m], None, repeats=1, warmup=1,
+                        extra_args=["--no-baselines", "--trace", str(jsonl)])
         records = trace.load_trace(jsonl)
     try:
         picture_path, chrome = trace.write_outputs(records, png, opts.m)
     except OSError as err:
         raise _write_error(err, png, "-o") from err
+    for line in trace.summary(records, opts.m):
+        _out().print(escape(line))
     _out().print(f"wrote {escape(str(picture_path))} and {escape(str(chrome))} (open it in chrome://tracing or Perfetto)")
 
 

@@ -369,33 +369,24 @@ class Subject:
     why: str = ""       # run: which example runs, and why (printed before the work)
 
 
-def _conv_unsupported(what: str) -> UsageError:
-    """trace draws GEMM and attention chains' tiles; a conv chain is checked and timed by run."""
-    return UsageError(f"{what} is a conv chain: trace works on GEMM and attention chains",
-                      hint="check and time it with `cusync-gen run NAME --batch 1,8` (or its bench, "
-                           "<name>_bench --batch 1,8; `cusync-gen docs conv`)")
-
-
 def _attention_sm90_unsupported(what: str) -> UsageError:
     """trace draws the tiles of tile-synced chains; the sm90 attention layer runs its stages back to back."""
-    return UsageError(f"{what} is the sm90 attention layer: trace works on GEMM and sm80 attention chains",
+    return UsageError(f"{what} is the sm90 attention layer: trace works on GEMM and conv chains",
                       hint="time its stages with `cusync-gen run NAME --m 1,512 --batch 1,8` (or its bench, "
                            "<name>_bench --time p:1x512+0 g:8+4096; `cusync-gen docs attention`)")
 
 
 def subject_of(target: str, project: Path | None, option: str = "--project", layer: bool = False) -> Subject:
     """A project folder (has manifest.json) as is; a spec file or example name, read (not generated) to
-    learn its kind and backend, with the folder it will be generated into (default ./generated/NAME).
-    `layer`: conv chains and the sm90 attention layer are accepted too (run checks and times them through
-    their bench: kinds "conv" and "attention_sm90"); trace refuses them."""
+    learn its kind ("chain", "conv", "attention", "attention_sm90") and backend, with the folder it will be
+    generated into (default ./generated/NAME). `layer`: the sm90 attention layer is accepted too (run times its
+    stages through its bench); trace refuses it."""
     from cusync_gen.build import read_manifest
 
     folder = Path(target)
     if (folder / "manifest.json").is_file():
         manifest = read_manifest(folder)
         if manifest.get("kind") == "conv":
-            if not layer:
-                raise _conv_unsupported(str(folder))
             return Subject(folder, None, "conv", project_backend(manifest))
         if manifest.get("kind") == "attention_sm90":
             if not layer:
@@ -408,14 +399,12 @@ def subject_of(target: str, project: Path | None, option: str = "--project", lay
 
     spec_path = resolve_spec(target)
     loaded = load_spec(spec_path)
-    conv = type(loaded).__name__ == "ConvChainSpec"
-    if conv and not layer:
-        raise _conv_unsupported(str(spec_path))
+    is_conv = type(loaded).__name__ == "ConvChainSpec"
     fused = isinstance(loaded, AttentionSpec) and facts_of(loaded.arch).hosts_fused_attention
     if fused and not layer:
         raise _attention_sm90_unsupported(str(spec_path))
     dest = check_output_dir(project, option) or Path("generated") / loaded.name
-    kind = "conv" if conv else "attention_sm90" if fused else "attention" if isinstance(loaded, AttentionSpec) else "chain"
+    kind = "conv" if is_conv else "attention_sm90" if fused else "attention" if isinstance(loaded, AttentionSpec) else "chain"
     return Subject(dest, spec_path, kind, loaded.arch.value)
 
 
@@ -629,17 +618,22 @@ class TraceOptions:
     subject: Subject | None
     target: str | None
     generate_target: str | None
-    m: int
+    m: int | None          # the rows (GEMM chains) or images (conv chains) to trace; None: a record's first
     picture: Path
     force: bool
     jobs: int | None
     cutlass_dir: Path | None
 
 
-def trace_options(target: str, m: str, picture: Path, arch: str | None, project: Path | None, force: bool,
+def trace_options(target: str, m: str | None, picture: Path, arch: str | None, project: Path | None, force: bool,
                   jobs: int | None, cutlass_dir: Path | None, gpu: str | None,
-                  option: str = "--target") -> TraceOptions:
-    rows = parse_count(m, "--m")
+                  option: str = "--target", batch: str | None = None) -> TraceOptions:
+    """`m` (--m: a GEMM chain's rows) or `batch` (--batch: a conv chain's images), at most one of them; a
+    subject to run takes its default (M = 1024, batch 8) where neither is given."""
+    if m is not None and batch is not None:
+        raise UsageError("--m and --batch: give one (--m for a GEMM chain's rows, --batch for a conv chain's images)",
+                         hint="e.g. --m 1024, or --batch 8")
+    size = parse_count(m, "--m") if m is not None else parse_count(batch, "--batch", example=8) if batch else None
     arch = parse_target(arch, option)
     check_range(jobs, "--jobs", 1, MAX_JOBS)
     check_output_file(picture, "-o", "trace.png")
@@ -649,12 +643,20 @@ def trace_options(target: str, m: str, picture: Path, arch: str | None, project:
     for path in (picture.with_suffix(".json"), picture.with_suffix(".jsonl")):  # written beside it
         check_output_file(path, "-o", "trace.png")
     if target.endswith(".jsonl"):  # a trace recorded earlier (load_trace refuses a FIFO, a folder, ...)
-        return TraceOptions(Path(target), None, None, None, rows, picture, force, jobs, cutlass_dir)
+        return TraceOptions(Path(target), None, None, None, size, picture, force, jobs, cutlass_dir)
     subject = subject_of(target, project)
     if subject.kind == "attention":
-        raise UsageError("tile traces are recorded by GEMM chains (stages:), not yet by the attention chain",
-                         "trace a GEMM chain spec, e.g. gpt3_mlp or gpt3_mlp_sm90")
-    return TraceOptions(None, subject, build_target(subject, arch, gpu, option), arch, rows, picture, force,
+        raise UsageError("tile traces are recorded by GEMM and conv chains, not yet by the attention chain",
+                         "trace a GEMM or conv chain spec, e.g. gpt3_mlp_sm90 or resnet_block_sm90")
+    if subject.kind == "conv" and m is not None:
+        raise UsageError(f"--m does not apply to a conv chain ({subject.spec or subject.project})",
+                         hint="pass the images to trace with --batch, e.g. --batch 8")
+    if subject.kind != "conv" and batch is not None:
+        raise UsageError(f"--batch applies to conv chains; {subject.spec or subject.project} is a GEMM chain",
+                         hint="pass its rows with --m, e.g. --m 1024")
+    if size is None:
+        size = 8 if subject.kind == "conv" else 1024
+    return TraceOptions(None, subject, build_target(subject, arch, gpu, option), arch, size, picture, force,
                         jobs, cutlass_dir)
 
 

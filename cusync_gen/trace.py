@@ -1,7 +1,9 @@
-"""Tile traces: what each SM ran and when, back to back against overlapped (issue 4, part 4).
+"""Tile traces: what each SM ran and when, back to back against overlapped.
 
-The bench's `--trace FILE` (sm80 and sm90 GEMM chains) appends one JSON line per tile of one run of each mode, with the
-%globaltimer time the tile was taken (ticket), the time its epilogue stored it and the SM that ran it.
+The bench's `--trace FILE` (GEMM chains on sm80 and sm90, conv chains) appends one JSON line per tile of one run of
+each mode, with the %globaltimer time the tile was taken (its ticket, or its block's start), the time its epilogue
+stored it and the SM that ran it. A conv chain's lines carry the batch in "m" and say so ("size": "batch"), and
+add the chained mode (back to back with programmatic dependent launch).
 This module turns those lines into a Gantt chart (PNG, one panel per mode, one row per SM) and a
 Chrome/Perfetto trace (one process per mode, one thread per SM), which is how a user sees the producer's
 last wave being filled by consumer tiles.
@@ -20,7 +22,8 @@ from cusync_gen import fsio, userfile
 from cusync_gen.errors import ToolError, UsageError
 from cusync_gen.spec.limits import MAX_M, MAX_NAME_LENGTH, MAX_STAGES
 
-MODES = ("sequential", "overlapped")
+MODES = ("sequential", "chained", "overlapped")
+SIZES = ("M", "batch")  # what "m" counts: a GEMM chain's rows (the default), a conv chain's images
 #: What a trace may hold. The bench writes about 130 bytes per tile; GPT-3's MLP at M = 1024 on the H200 is
 #: 1152 tiles per mode. Loading and drawing the largest trace allowed takes seconds, not minutes.
 MAX_TRACE_BYTES = 32 << 20
@@ -43,6 +46,7 @@ class TileRecord:
     sm: int
     taken_us: float
     stored_us: float
+    size: str = "M"  # SIZES: what m counts
 
 
 def _shown(value: Any) -> str:
@@ -88,10 +92,14 @@ def _record(row: Any, where: str) -> tuple[TileRecord, bool]:
     if missing:
         raise UsageError(f"{where}: not a tile record: no {', '.join(missing)}", _HINT)
     taken, stored = _time(row, "taken_us", where), _time(row, "stored_us", where)
+    size = row.get("size", "M")
+    if size not in SIZES:
+        raise UsageError(f"{where}: size is {_shown(size)}, not one of {', '.join(map(repr, SIZES))}", _HINT)
     record = TileRecord(_int(row, "m", 1, MAX_M, where), _name(row, "mode", where), _name(row, "stage", where),
                         _int(row, "tile_m", 0, MAX_TRACE_TILE, where), _int(row, "tile_n", 0, MAX_TRACE_TILE, where),
                         _int(row, "sm", 0, MAX_TRACE_SM - 1, where),
-                        taken if taken is not None else NOT_RECORDED, stored if stored is not None else NOT_RECORDED)
+                        taken if taken is not None else NOT_RECORDED, stored if stored is not None else NOT_RECORDED,
+                        size)
     return record, taken is not None and stored is not None and stored >= taken
 
 
@@ -133,7 +141,7 @@ def load_trace(path: Path) -> list[TileRecord]:
     if unknown:
         present = ", ".join(repr(mode) for mode in sorted(first_line)[:8])
         raise UsageError(f"{path}:{first_line[unknown[0]]}: unknown mode {unknown[0]!r}: trace draws the modes "
-                         f"{' and '.join(MODES)}", f"modes in this trace: {present}; {_HINT}")
+                         f"{', '.join(MODES)}", f"modes in this trace: {present}; {_HINT}")
     if not records:
         raise UsageError(f"{path} holds no complete tile records", "run the bench with --trace on a GPU first")
     return records
@@ -147,8 +155,9 @@ def chrome_trace(records: list[TileRecord]) -> dict[str, Any]:
         pid = processes.setdefault((r.m, r.mode), len(processes) + 1)
         events.append({"name": f"{r.stage} ({r.tile_m}, {r.tile_n})", "cat": r.stage, "ph": "X", "pid": pid,
                        "tid": r.sm, "ts": r.taken_us, "dur": r.stored_us - r.taken_us})
+    sizes = {r.m: r.size for r in records}
     for (m, mode), pid in processes.items():
-        events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"M={m} {mode}"}})
+        events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"{sizes[m]}={m} {mode}"}})
     return {"traceEvents": events, "displayTimeUnit": "ns"}
 
 
@@ -166,11 +175,13 @@ def gantt_png(records: list[TileRecord], path: Path, m: int | None = None) -> Pa
     from matplotlib.collections import PolyCollection
 
     m = m if m is not None else records[0].m
+    size = records[0].size
     at_m = [r for r in records if r.m == m]
     if not at_m:
         ms = sorted({r.m for r in records})
         shown = ", ".join(map(str, ms[:10])) + (f", ... ({len(ms)} values)" if len(ms) > 10 else "")
-        raise UsageError(f"the trace has no tiles at M = {m}", f"use one of: {shown}")
+        flag = "--batch" if size == "batch" else "--m"
+        raise UsageError(f"the trace has no tiles at {size} = {m}", f"pass {flag} with one of: {shown}")
     panels = [mode for mode in MODES if any(r.mode == mode for r in at_m)]
     stages = list(dict.fromkeys(r.stage for r in at_m))
     colors = {s: plt.get_cmap("tab10")(i % 10) for i, s in enumerate(stages)}
@@ -194,7 +205,7 @@ def gantt_png(records: list[TileRecord], path: Path, m: int | None = None) -> Pa
         ax.set_ylim(-1, top + 1)
     axes[-1, 0].set_xlabel("us since the first tile was taken")
     fig.legend(handles=[Patch(color=colors[s], label=s) for s in stages], loc="upper right")
-    fig.suptitle(f"tiles per SM at M = {m} (bar: ticket taken -> tile stored)")
+    fig.suptitle(f"tiles per SM at {size} = {m} (bar: tile taken -> tile stored)")
     fig.tight_layout()
     path = Path(path)
     if not path.suffix:  # as matplotlib names a file given without one
@@ -204,6 +215,27 @@ def gantt_png(records: list[TileRecord], path: Path, m: int | None = None) -> Pa
     plt.close(fig)
     fsio.write_file(path, picture.getvalue(), "-o", overwrite=True)  # replaces a link, never writes through it
     return path
+
+
+def summary(records: list[TileRecord], m: int | None = None) -> list[str]:
+    """The trace in a few lines: per mode when its last tile was stored, and per stage its tiles, the SMs they
+    ran on, when the first was taken and the last stored, and a tile's median time (taken -> stored)."""
+    m = m if m is not None else records[0].m
+    at_m = [r for r in records if r.m == m]
+    lines: list[str] = []
+    for mode in MODES:
+        tiles = [r for r in at_m if r.mode == mode]
+        if not tiles:
+            continue
+        lines.append(f"{mode}: {len(tiles)} tiles, the last stored at {max(r.stored_us for r in tiles):.1f} us")
+        for stage in dict.fromkeys(r.stage for r in tiles):
+            own = [r for r in tiles if r.stage == stage]
+            spans = sorted(r.stored_us - r.taken_us for r in own)
+            lines.append(f"  {stage}: {len(own)} tiles on {len({r.sm for r in own})} SMs, taken "
+                         f"{min(r.taken_us for r in own):.1f}-{max(r.taken_us for r in own):.1f} us, stored "
+                         f"{min(r.stored_us for r in own):.1f}-{max(r.stored_us for r in own):.1f} us, "
+                         f"a tile {spans[len(spans) // 2]:.1f} us (median)")
+    return lines
 
 
 def write_outputs(records: list[TileRecord], png: Path, m: int | None = None) -> tuple[Path, Path]:

@@ -203,12 +203,54 @@ def test_conv_batch_is_checked(tmp_path: Path) -> None:
     assert "--batch" in info.value.message
 
 
-def test_trace_refuses_a_conv_chain(capsys: pytest.CaptureFixture[str]) -> None:
+def test_trace_takes_a_conv_chain_by_its_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    opts = options.trace_options("resnet_block_sm90", None, Path("t.png"), None, None, False, None, None, None,
+                                 batch="3")
+    assert opts.subject is not None and opts.subject.kind == "conv" and opts.m == 3
+    opts = options.trace_options("resnet_block", None, Path("t.png"), None, None, False, None, None, None)
+    assert opts.m == 8  # a conv chain's default batch; a GEMM chain's M is 1024
+    assert options.trace_options("two_gemm", None, Path("t.png"), None, None, False, None, None, None).m == 1024
+    assert options.trace_options("t.jsonl", None, Path("t.png"), None, None, False, None, None, None).m is None
+    for args, words in ((["trace", "resnet_block", "--m", "8"], ["--m does not apply to a conv chain", "--batch"]),
+                        (["trace", "two_gemm", "--batch", "8"], ["--batch applies to conv chains", "--m"]),
+                        (["trace", "t.jsonl", "--m", "8", "--batch", "8"], ["--m and --batch: give one"]),
+                        (["trace", "resnet_block", "--batch", "0"], ["--batch"])):
+        with pytest.raises(SystemExit) as info:
+            main(args)
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and all(w in err for w in words) and "Traceback" not in err, (args, err)
+
+
+def test_trace_of_a_conv_chain_runs_its_bench_checks_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """What trace asks of a conv chain's bench: its checks at --batch, then --trace (no timing)."""
+    pytest.importorskip("matplotlib")
+    project = layer_project(tmp_path / "p", "conv")
+    calls: list[list[str]] = []
+
+    def fake_run(folder: Path, ms: list[int], out: object, repeats: int, warmup: int,
+                 extra_args: list[str]) -> list[dict[str, object]]:
+        calls.append(list(extra_args))
+        jsonl = Path(extra_args[-1])
+        line = {"chain": "c", "m": 5, "size": "batch", "stage": "conv1", "tile_m": 0, "tile_n": 0, "sm": 3,
+                "taken_us": 0.0, "stored_us": 4.0}
+        jsonl.write_text("".join(json.dumps({**line, "mode": mode}) + "\n"
+                                 for mode in ("sequential", "chained", "overlapped")))
+        return []
+
+    monkeypatch.setattr(build, "has_gpu", lambda: True)
+    monkeypatch.setattr(build, "gpu_arch", lambda: None)
+    monkeypatch.setattr(build, "build", lambda *a, **k: None)
+    monkeypatch.setattr(build, "run", fake_run)
     with pytest.raises(SystemExit) as info:
-        main(["trace", "resnet_block"])
-    assert info.value.code == 2
-    err = capsys.readouterr().err
-    assert "conv chain" in err and "cusync-gen run" in err
+        main(["trace", str(project), "--batch", "5", "-o", str(tmp_path / "g.png")])
+    assert info.value.code in (None, 0), capsys.readouterr().err
+    assert calls == [["--batch", "5", "--check-only", "--trace", str((tmp_path / "g.jsonl").resolve())]]
+    chrome = json.loads((tmp_path / "g.json").read_text())
+    names = {e["args"]["name"] for e in chrome["traceEvents"] if e["ph"] == "M"}
+    assert names == {"batch=5 sequential", "batch=5 chained", "batch=5 overlapped"}
 
 
 def test_run_parses_the_conv_result_lines(tmp_path: Path, gpu: None) -> None:

@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO
 from cusync_gen import cli
 from cusync_gen.errors import UsageError
-from cusync_gen.trace import chrome_trace, load_trace, write_outputs
+from cusync_gen.trace import chrome_trace, load_trace, summary, write_outputs
 
 TRACE = REPO / "benchmarks" / "results" / "2026-11-30-h200-sm90" / "trace-gpt3_mlp_sm90-s4.jsonl"
 
@@ -35,6 +35,27 @@ def test_chrome_trace_has_a_slice_per_tile() -> None:
     assert all(e["dur"] >= 0 and e["tid"] == e["tid"] for e in slices)
     names = {e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M"}
     assert names == {"M=1024 sequential", "M=1024 overlapped"}
+
+
+def test_summary_says_when_each_stage_ran() -> None:
+    lines = summary(load_trace(TRACE), 1024)
+    assert lines[0].startswith("sequential: 576 tiles, the last stored at ")
+    assert lines[1].startswith("  gemm1: 192 tiles on 132 SMs, taken 0.0-")
+    assert [line.split(":")[0] for line in lines] == ["sequential", "  gemm1", "  gemm2", "overlapped", "  gemm1",
+                                                      "  gemm2"]
+
+
+def test_a_conv_trace_names_its_batch_and_the_chained_mode(tmp_path: Path) -> None:
+    line = {"chain": "vgg", "m": 8, "size": "batch", "stage": "conv1", "tile_m": 1, "tile_n": 0, "sm": 5,
+            "taken_us": 1.0, "stored_us": 3.0}
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({**line, "mode": mode}) + "\n" for mode in ("sequential", "chained")))
+    records = load_trace(path)
+    assert [(r.mode, r.size) for r in records] == [("sequential", "batch"), ("chained", "batch")]
+    assert summary(records)[2] == "chained: 1 tiles, the last stored at 3.0 us"
+    path.write_text(json.dumps({**line, "mode": "chained", "size": "rows"}) + "\n")
+    with pytest.raises(UsageError, match="size is"):
+        load_trace(path)
 
 
 def test_gantt_and_chrome_files(tmp_path: Path) -> None:

@@ -46,6 +46,7 @@ struct Options {
   bool profile_hooks = false;
   bool plain_kernels = false;
   int hooks = -1;  // -1: the library's default
+  std::string trace;  // append a tile trace of one run of each mode at each batch to this file (JSON lines)
 };
 
 // The batches run when --batch is not given: 1, 8 and the largest (fewer where the chain takes fewer).
@@ -58,7 +59,7 @@ template <class Traits>
 Options parse(int argc, char** argv) {
   std::string const name = Traits::kName, max_batch = std::to_string(Traits::kMaxBatch);
   cusync::bench::Usage const usage{
-      "usage: " + name + "_bench [--batch N,N,...] [--repeats R] [--warmup W] [--preheat S] [--check-only] [--always-wait] [--two-streams] [--block-order] [--hooks BITS] [--plain-kernels] [--profile-hooks] [--missing-post STAGE]\n"
+      "usage: " + name + "_bench [--batch N,N,...] [--repeats R] [--warmup W] [--preheat S] [--check-only] [--always-wait] [--two-streams] [--block-order] [--hooks BITS] [--plain-kernels] [--profile-hooks] [--missing-post STAGE] [--trace FILE.jsonl]\n"
       "  --batch         images per run, 1 .. " + max_batch + " (default " + default_batches(Traits::kMaxBatch) + ")\n"
       "  --repeats       timed runs of each variant, round robin (median; default 50)\n"
       "  --warmup        untimed runs first (default 10)\n"
@@ -70,7 +71,9 @@ Options parse(int argc, char** argv) {
       "  --hooks         the overlap's per-tile hooks (ConvHooks bits: 0 as first built, 111 the lean default)\n"
       "  --plain-kernels never the kernels bounded for more blocks per SM\n"
       "  --profile-hooks time each stage alone with the overlap's per-tile work taken out part by part\n"
-      "  --missing-post  a stage that does not post: expect a sync timeout naming the waiting tile\n"};
+      "  --missing-post  a stage that does not post: expect a sync timeout naming the waiting tile\n"
+      "  --trace         after the checks, one traced run of each mode at each batch: a JSON line per tile appended\n"
+      "                  to this file (its block's SM, when it took and stored the tile; cusync-gen trace draws it)\n"};
   Options o;
   std::string batches = default_batches(Traits::kMaxBatch);
   for (int i = 1; i < argc; ++i) {
@@ -91,6 +94,7 @@ Options parse(int argc, char** argv) {
     else if (arg == "--hooks") o.hooks = cusync::bench::parse_int(value(), 0, "--hooks: an integer >= 0", usage);
     else if (arg == "--plain-kernels") o.plain_kernels = true;
     else if (arg == "--profile-hooks") o.profile_hooks = true;
+    else if (arg == "--trace") o.trace = value();
     else usage.fail(("unknown option " + arg).c_str());
   }
   for (std::string const& b : cusync::bench::split(batches)) {
@@ -140,6 +144,58 @@ float as_float(uint16_t bits) {
     std::memcpy(&f, &wide, 4);
     return f;
   }
+}
+
+// One traced run of `mode` (launched by `body`) at `batch`: a JSON line per tile appended to `path`, in the tile
+// trace format of the GEMM chains' bench (cusync_gen/trace.py reads it; "m" is the batch there, "size" says so),
+// times in us from the run's first tile. The run is the last of kTraceReplays replays of a CUDA graph of the mode,
+// as the bench times it (a run launched from the host would show the host's launch gaps instead).
+template <class Body>
+void write_trace(cusync::conv::ConvChain& c, std::string const& path, char const* chain_name,
+                 cusync::conv::ConvStageInfo const* stages, int batch, char const* mode, cudaStream_t stream, Body&& body) {
+  constexpr int kWords = cusync::conv::ConvChain::kTraceWordsPerTile;
+  int64_t const words = c.trace_words(batch);
+  uint64_t* trace = nullptr;
+  BENCH_CUDA(cudaMalloc(&trace, size_t(words) * sizeof(uint64_t)));
+  BENCH_CUDA(cudaMemsetAsync(trace, 0, size_t(words) * sizeof(uint64_t), stream));
+  check_status(c.set_trace(trace, words), "set_trace", c);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  check_status(body(), mode, c);
+  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
+  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  BENCH_CUDA(cudaGraphDestroy(graph));
+  constexpr int kTraceReplays = 5;  // every replay rewrites each tile's words: the trace holds the last
+  for (int r = 0; r < kTraceReplays; ++r) BENCH_CUDA(cudaGraphLaunch(exec, stream));
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  BENCH_CUDA(cudaGraphExecDestroy(exec));
+  check_status(c.set_trace(nullptr), "set_trace", c);
+  cusync::SyncErrorInfo info{};
+  if (c.sync_error(&info, stream) != cusync::Status::kSuccess) {
+    std::printf("batch %d: sync timeout in the traced %s run: %s\n", batch, mode, c.describe(info).c_str());
+    std::exit(1);
+  }
+  std::vector<uint64_t> host(static_cast<size_t>(words));
+  BENCH_CUDA(cudaMemcpy(host.data(), trace, size_t(words) * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+  BENCH_CUDA(cudaFree(trace));
+  uint64_t t0 = ~uint64_t(0);
+  for (size_t i = 0; i < host.size(); i += kWords) t0 = host[i] != 0 && host[i] < t0 ? host[i] : t0;
+  FILE* f = std::fopen(path.c_str(), "a");
+  if (f == nullptr) {
+    std::fprintf(stderr, "error: --trace: cannot write %s\n", path.c_str());
+    std::exit(2);
+  }
+  for (int s = 0; s < c.num_stages(); ++s) {
+    for (int64_t t = c.trace_offset(s, batch) / kWords; t < c.trace_offset(s + 1, batch) / kWords; ++t) {
+      uint64_t const* e = &host[size_t(t) * kWords];
+      std::fprintf(f, "{\"chain\": \"%s\", \"m\": %d, \"size\": \"batch\", \"mode\": \"%s\", \"stage\": \"%s\", "
+                   "\"tile_m\": %d, \"tile_n\": %d, \"sm\": %llu, \"taken_us\": %.3f, \"stored_us\": %.3f}\n",
+                   chain_name, batch, mode, stages[s].name, int(e[3] >> 32), int(e[3] & 0xffffffffu), (unsigned long long)e[2],
+                   e[0] ? double(e[0] - t0) * 1e-3 : -1.0, e[1] && e[1] >= t0 ? double(e[1] - t0) * 1e-3 : -1.0);
+    }
+  }
+  std::fclose(f);
 }
 
 // The bench's main(): exit status 0 when every check passed, 5 when one failed, 1 on a CUDA or sync error,
@@ -372,6 +428,13 @@ int run(int argc, char** argv) {
     std::printf("batch %d: bitwise %s, max |error| vs reference conv %.3g (tile-synced run: %s%s; chained too)\n", batch,
                 bitwise ? "yes" : "NO", worst, launch_style,
                 c.programmatic() ? "" : c.waits_for_start(batch) ? ", with wait kernels" : ", without wait kernels");
+    if (!o.trace.empty()) {
+      write_trace(c, o.trace, Traits::kName, kStages, batch, "sequential", stream, [&] { return c.run_sequential(seq, stream); });
+      if (c.programmatic()) {
+        write_trace(c, o.trace, Traits::kName, kStages, batch, "chained", stream, [&] { return c.run_chained(seq, stream); });
+      }
+      write_trace(c, o.trace, Traits::kName, kStages, batch, "overlapped", stream, [&] { return c.run_overlapped(syn, stream); });
+    }
     if (o.check_only) continue;
     if (!tuned) {  // run()'s table: back to back, the overlap (and chained) at every --batch, on this GPU
       check_status(c.autotune(arguments(max_batch, out_sync), o.batches.data(), int(o.batches.size()), 30, stream),

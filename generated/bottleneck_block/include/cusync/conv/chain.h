@@ -195,9 +195,10 @@ class ConvChain {
   Status run_overlapped(ConvArguments const& args, cudaStream_t stream);
   // The same kernels back to back on `stream`, no waits or posts (bitwise identical results).
   Status run_sequential(ConvArguments const& args, cudaStream_t stream);
-  // The same, each stage a programmatic dependent launch of the one before where programmatic() (it waits for
-  // the whole previous kernel with griddepcontrol.wait before its first load, but is already resident when
-  // that kernel ends): the launch gap hidden. Elsewhere the same as run_sequential.
+  // The same, each stage a programmatic dependent launch of the one before where programmatic(), launched
+  // when every block of that kernel has exited (no early trigger: see launch_stage) and waiting for its end
+  // with griddepcontrol.wait before its first load: the launch gap hidden. Elsewhere the same as
+  // run_sequential.
   Status run_chained(ConvArguments const& args, cudaStream_t stream);
   // One stage alone (its input must be ready), for per-layer timing.
   Status run_stage(int stage, ConvArguments const& args, cudaStream_t stream);
@@ -207,6 +208,15 @@ class ConvChain {
   void set_sync_timeout_ns(uint64_t ns) { timeout_ns_ = ns; }
   // Testing: this stage does not post (its consumers time out); -1 turns it off.
   Status inject_missing_posts(int stage);
+  // The tile trace of later runs, in any mode, into `trace` (nullptr: off): a device buffer of `words` 64-bit
+  // words (-1: the most trace_words() of any batch up to initialize()'s max_batch), TileTrace's four words per
+  // tile, stage after stage
+  // (trace_offset). A tile's first word is when its block took it (before any wait), the second when its
+  // epilogue stored it. A run whose batch needs more words is refused (kInvalidArgument).
+  Status set_trace(uint64_t* trace, int64_t words = -1);
+  static constexpr int kTraceWordsPerTile = 4;  // TileTrace::kWords: taken ns, stored ns, SM, tile_m << 32 | tile_n
+  int64_t trace_offset(int stage, int batch) const;  // words before stage `stage`'s tiles at `batch`
+  int64_t trace_words(int batch) const { return trace_offset(t_->num_stages, batch); }
   // The overlap's per-tile hooks (ConvHooks bits; kHooksLean by default).
   void set_overlap_hooks(unsigned hooks) { hooks_ = hooks & ~unsigned(kHookAssumePosted); }
   unsigned overlap_hooks() const { return hooks_; }
@@ -318,6 +328,8 @@ class ConvChain {
   unsigned profile_hooks_ = 0;   // profile_stage: hooks | kHookAssumePosted while it launches
   unsigned profile_drop_ = 0;
   bool always_wait_ = false;
+  uint64_t* trace_ = nullptr;
+  int64_t trace_capacity_ = 0;  // words of trace_
   int cc_major_ = 0;
   bool two_streams_ = false;
   bool ticket_order_ = true;

@@ -130,6 +130,10 @@ struct TileSyncedConv : ConvKernel_ {
     Base conv;
     conv(params.conv, shared);
     if (lean) {
+      if (params.sync.trace != nullptr) {  // end_tile records it itself
+        __syncthreads();
+        if (threadIdx.x == 0) TileTrace::record(params.sync.trace, tile.m, tile.n, params.sync.tiles_n, 1);
+      }
       end_tile_lean(params.sync, hooks, tile, finish);
     } else {
       end_tile(params.sync, tile);
