@@ -58,6 +58,21 @@ def test_a_conv_trace_names_its_batch_and_the_chained_mode(tmp_path: Path) -> No
         load_trace(path)
 
 
+CONV_TRACE = REPO / "benchmarks" / "results" / "2026-12-06-h100-conv-trace" / "call2" / \
+    "trace-vgg19_14x14x512-b20-base-r1.jsonl"
+
+
+def test_the_h100_conv_trace_loads() -> None:
+    """A conv chain's trace from the GPU: three modes, the batch as its size, one wave of 124 tiles a stage."""
+    records = load_trace(CONV_TRACE)
+    assert {r.mode for r in records} == {"sequential", "chained", "overlapped"}
+    assert {r.size for r in records} == {"batch"} and {r.m for r in records} == {20}
+    for mode in ("sequential", "chained", "overlapped"):
+        assert sorted({r.stage for r in records if r.mode == mode}) == ["conv1", "conv2"]
+        assert len([r for r in records if r.mode == mode and r.stage == "conv2"]) == 124
+    assert summary(records)[0].startswith("sequential: 248 tiles")
+
+
 def test_gantt_and_chrome_files(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     png, chrome = write_outputs(load_trace(TRACE), tmp_path / "t.png", 1024)

@@ -1,0 +1,104 @@
+// Does a grid launched (programmatic dependent launch) while the grid before it still runs do its work more
+// slowly than one launched after it? (benchmarks/NOTES.md c17: conv consumer tiles 1.3-1.5x slower.)
+// P: `blocks` CTAs, one per SM (shared memory), each spins `spin_us` (optionally griddepcontrol.launch_dependents
+// at entry). C: the same CTAs, griddepcontrol.wait at entry, then a fixed amount of work of one kind:
+//   0 FMA chains in registers, 1 loads from L2 (a buffer that fits in L2, read by every CTA), 2 loads from DRAM
+//   (a large buffer, a slice per CTA), 3 shared-memory round trips.
+// Each variant a CUDA graph of P then C, replayed; per CTA of C the time from its wait's end to its work's end.
+// nvcc -O3 -arch=sm_90a -o pdl_probe pdl_probe.cu ; ./pdl_probe
+#include <cstdio>
+#include <cstdint>
+#include <vector>
+#include <algorithm>
+#include <cuda_runtime.h>
+
+#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { std::printf("%s: %s (line %d)\n", #x, cudaGetErrorString(e), __LINE__); return 1; } } while (0)
+
+__device__ __forceinline__ uint64_t now() { uint64_t t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
+__device__ __forceinline__ uint32_t smid() { uint32_t s; asm volatile("mov.u32 %0, %%smid;" : "=r"(s)); return s; }
+
+__global__ void producer(int trigger, uint64_t spin_ns) {
+  extern __shared__ char smem[];
+  if (trigger) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  uint64_t const t0 = now();
+  while (now() - t0 < spin_ns) { }
+  if (threadIdx.x == 0) smem[0] = 1;
+}
+
+__global__ void consumer(int kind, float const* __restrict__ l2buf, int l2n, float const* __restrict__ big, int64_t slice,
+                         uint64_t* rec, float* sink, int iters) {
+  extern __shared__ float sm[];
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  __syncthreads();
+  uint64_t const t0 = now();
+  float acc = 0.f;
+  if (kind == 0) {
+    float a = threadIdx.x * 1e-3f, b = 1.0001f, c = 0.9999f, d = 0.5f;
+    for (int i = 0; i < iters; ++i) { a = fmaf(a, b, c); d = fmaf(d, c, b); }
+    acc = a + d;
+  } else if (kind == 1) {
+    for (int i = 0; i < iters; ++i) {
+      int const j = (int)((blockIdx.x * 977u + i * 256u + threadIdx.x) % (unsigned)l2n);
+      float v; asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(l2buf + j)); acc += v;
+    }
+  } else if (kind == 2) {
+    float const* p = big + blockIdx.x * slice;
+    for (int64_t i = threadIdx.x * 4; i < slice; i += blockDim.x * 4) {
+      float4 v; asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p + i));
+      acc += v.x + v.y + v.z + v.w;
+    }
+  } else {
+    sm[threadIdx.x] = threadIdx.x;
+    __syncthreads();
+    for (int i = 0; i < iters; ++i) { acc += sm[(threadIdx.x + i) & 255]; sm[(threadIdx.x * 7 + i) & 255] = acc; }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) { rec[blockIdx.x * 3] = t0; rec[blockIdx.x * 3 + 1] = now(); rec[blockIdx.x * 3 + 2] = smid(); }
+  if (acc == 12345.f) sink[threadIdx.x] = acc;
+}
+
+int main(int argc, char** argv) {
+  int blocks = argc > 1 ? atoi(argv[1]) : 124;
+  double spin_us = argc > 2 ? atof(argv[2]) : 20.0;
+  int const smem = 200 * 1024;
+  CK(cudaFuncSetAttribute(producer, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  CK(cudaFuncSetAttribute(consumer, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int const l2n = 4 << 20;                 // 16 MB: in L2
+  int64_t const slice = 4 << 20;           // 16 MB per CTA from DRAM... too much: use 1 MB
+  int64_t const dslice = 256 << 10;        // floats: 1 MB per CTA
+  float *l2buf, *big, *sink; uint64_t* rec;
+  CK(cudaMalloc(&l2buf, l2n * 4)); CK(cudaMemset(l2buf, 0, l2n * 4));
+  CK(cudaMalloc(&big, int64_t(blocks) * dslice * 4)); CK(cudaMemset(big, 0, int64_t(blocks) * dslice * 4));
+  CK(cudaMalloc(&sink, 4096)); CK(cudaMalloc(&rec, blocks * 3 * 8));
+  (void)slice;
+  cudaStream_t s; CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  char const* kinds[] = {"fma", "l2", "dram", "smem"};
+  int const iters[] = {20000, 4000, 0, 20000};
+  char const* modes[] = {"plain", "pdl_trigger_at_entry", "pdl_no_trigger"};
+  for (int kind = 0; kind < 4; ++kind) {
+    for (int mode = 0; mode < 3; ++mode) {
+      cudaGraph_t g; cudaGraphExec_t ge;
+      CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      producer<<<blocks, 128, smem, s>>>(mode == 1, uint64_t(spin_us * 1000));
+      cudaLaunchConfig_t cfg = {}; cfg.gridDim = blocks; cfg.blockDim = 256; cfg.dynamicSmemBytes = smem; cfg.stream = s;
+      cudaLaunchAttribute at[1]; at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization; at[0].val.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = at; cfg.numAttrs = mode > 0 ? 1 : 0;
+      CK(cudaLaunchKernelEx(&cfg, consumer, kind, (float const*)l2buf, l2n, (float const*)big, dslice, rec, sink, iters[kind]));
+      CK(cudaStreamEndCapture(s, &g)); CK(cudaGraphInstantiate(&ge, g, 0));
+      cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+      for (int i = 0; i < 200; ++i) CK(cudaGraphLaunch(ge, s));
+      std::vector<float> totals;
+      for (int r = 0; r < 30; ++r) {
+        CK(cudaEventRecord(e0, s)); for (int i = 0; i < 10; ++i) CK(cudaGraphLaunch(ge, s)); CK(cudaEventRecord(e1, s));
+        CK(cudaEventSynchronize(e1)); float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); totals.push_back(ms * 100.f);
+      }
+      std::vector<uint64_t> h(blocks * 3); CK(cudaMemcpy(h.data(), rec, blocks * 24, cudaMemcpyDeviceToHost));
+      std::vector<double> d; for (int b = 0; b < blocks; ++b) d.push_back((h[b * 3 + 1] - h[b * 3]) * 1e-3);
+      std::sort(d.begin(), d.end()); std::sort(totals.begin(), totals.end());
+      std::printf("PROBE kind %-5s mode %-22s graph %.1f us  consumer CTA work min %.2f med %.2f max %.2f us\n", kinds[kind], modes[mode],
+                  totals[totals.size() / 2], d.front(), d[d.size() / 2], d.back());
+      CK(cudaGraphExecDestroy(ge)); CK(cudaGraphDestroy(g));
+    }
+  }
+  return 0;
+}
