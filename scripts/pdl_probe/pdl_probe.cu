@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 #include <algorithm>
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { std::printf("%s: %s (line %d)\n", #x, cudaGetErrorString(e), __LINE__); return 1; } } while (0)
@@ -26,8 +27,10 @@ __global__ void producer(int trigger, uint64_t spin_ns) {
 }
 
 __global__ void consumer(int kind, float const* __restrict__ l2buf, int l2n, float const* __restrict__ big, int64_t slice,
-                         uint64_t* rec, float* sink, int iters) {
-  extern __shared__ float sm[];
+                         uint64_t* rec, float* sink, int iters, __grid_constant__ CUtensorMap const tmap) {
+  extern __shared__ __align__(1024) float sm[];
+  __shared__ __align__(8) uint64_t bar;
+  if (kind == 5 && threadIdx.x == 0) asm volatile("prefetch.tensormap [%0];" :: "l"(&tmap) : "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
   __syncthreads();
   uint64_t const t0 = now();
@@ -46,6 +49,32 @@ __global__ void consumer(int kind, float const* __restrict__ l2buf, int l2n, flo
     for (int64_t i = threadIdx.x * 4; i < slice; i += blockDim.x * 4) {
       float4 v; asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p + i));
       acc += v.x + v.y + v.z + v.w;
+    }
+  } else if (kind >= 4) {  // TMA: 4 1D bulk copies of 16 KB from L2, 5 2D tensor boxes (64 x 128 fp32 = 32 KB)
+    uint32_t const b = (uint32_t)__cvta_generic_to_shared(&bar);
+    uint32_t const dst = (uint32_t)__cvta_generic_to_shared(sm);
+    if (threadIdx.x == 0) asm volatile("mbarrier.init.shared.b64 [%0], 1;" :: "r"(b));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    __syncthreads();
+    uint32_t phase = 0;
+    for (int i = 0; i < iters; ++i) {
+      if (threadIdx.x == 0) {
+        uint32_t const bytes = kind == 4 ? 16384u : 32768u;
+        asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" :: "r"(b), "r"(bytes) : "memory");
+        if (kind == 4) {
+          float const* src = l2buf + ((blockIdx.x * 7 + i) % 256) * 4096;
+          asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                       :: "r"(dst), "l"(src), "r"(16384u), "r"(b) : "memory");
+        } else {
+          int const x = 0, y = ((blockIdx.x * 7 + i) % 256) * 64;
+          asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                       :: "r"(dst), "l"(&tmap), "r"(x), "r"(y), "r"(b) : "memory");
+        }
+      }
+      asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared.b64 p, [%0], %1; @!p bra W; }" :: "r"(b), "r"(phase) : "memory");
+      phase ^= 1u;
+      acc += sm[threadIdx.x];
+      __syncthreads();
     }
   } else {
     sm[threadIdx.x] = threadIdx.x;
@@ -72,10 +101,23 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&sink, 4096)); CK(cudaMalloc(&rec, blocks * 3 * 8));
   (void)slice;
   cudaStream_t s; CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  char const* kinds[] = {"fma", "l2", "dram", "smem"};
-  int const iters[] = {20000, 4000, 0, 20000};
+  char const* kinds[] = {"fma", "l2", "dram", "smem", "bulk", "tma2d"};
+  int const iters[] = {20000, 4000, 0, 20000, 2000, 1000};
+  CUtensorMap tmap;
+  {  // l2buf as a 2D fp32 tensor of 16384 rows x 256 columns, boxes of 64 rows x 128 columns (32 KB), no swizzle
+    using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, cuuint64_t const*, cuuint64_t const*,
+                                cuuint32_t const*, cuuint32_t const*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+    void* fn = nullptr; cudaDriverEntryPointQueryResult q;
+    CK(cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &q));
+    cuuint64_t dims[2] = {256, 16384}, strides[1] = {256 * 4};
+    cuuint32_t box[2] = {128, 64}, es[2] = {1, 1};
+    CUresult r = ((Encode)fn)(&tmap, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, l2buf, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) { std::printf("tensormap encode failed %d\n", int(r)); return 1; }
+  }
   char const* modes[] = {"plain", "pdl_trigger_at_entry", "pdl_no_trigger"};
-  for (int kind = 0; kind < 4; ++kind) {
+  for (int kind = 0; kind < 6; ++kind) {
     for (int mode = 0; mode < 3; ++mode) {
       cudaGraph_t g; cudaGraphExec_t ge;
       CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
@@ -83,7 +125,7 @@ int main(int argc, char** argv) {
       cudaLaunchConfig_t cfg = {}; cfg.gridDim = blocks; cfg.blockDim = 256; cfg.dynamicSmemBytes = smem; cfg.stream = s;
       cudaLaunchAttribute at[1]; at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization; at[0].val.programmaticStreamSerializationAllowed = 1;
       cfg.attrs = at; cfg.numAttrs = mode > 0 ? 1 : 0;
-      CK(cudaLaunchKernelEx(&cfg, consumer, kind, (float const*)l2buf, l2n, (float const*)big, dslice, rec, sink, iters[kind]));
+      CK(cudaLaunchKernelEx(&cfg, consumer, kind, (float const*)l2buf, l2n, (float const*)big, dslice, rec, sink, iters[kind], tmap));
       CK(cudaStreamEndCapture(s, &g)); CK(cudaGraphInstantiate(&ge, g, 0));
       cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
       for (int i = 0; i < 200; ++i) CK(cudaGraphLaunch(ge, s));
