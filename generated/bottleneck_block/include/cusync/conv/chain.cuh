@@ -157,9 +157,10 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
   // before has exited (its launch, not the kernel's end, is what the chaining hides); each stage waits for its
   // whole primary kernel before its first load (griddepcontrol.wait), and so ends after it. With the trigger
   // at entry the next stage's blocks became resident while the kernel before ran, and behind a producer of one
-  // wave they then ran their tiles 1.3-1.5x slower than blocks launched after it (tile traces on an H100: ResNet
-  // 14 x 14 x 256 at 20 27.5 against 23.2 us, VGG 14 x 14 x 512 at 20 65.0 against 60.9); without it the
-  // chained run is 1.02-1.04x faster than plain back to back there and level with the trigger at the examples.
+  // wave their tiles then ended 1.3-1.5x later after the producer's last store than those of blocks launched
+  // after it (tile traces on an H100: the chained run 27.5 against 23.2 us at ResNet 14 x 14 x 256, batch 20,
+  // 65.0 against 60.9 at VGG 14 x 14 x 512, batch 20); without it the chained run is 1.02-1.04x faster than
+  // plain back to back there and level with the trigger at the examples.
   // hooks (ConvHooks): what the synced kernels do around each tile; profile_stage adds kHookAssumePosted.
   unsigned const hooks = profile_hooks_ != 0 ? profile_hooks_ : hooks_;
   l.programmatic = programmatic && s > 0;
