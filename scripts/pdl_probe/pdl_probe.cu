@@ -3,9 +3,11 @@
 // P: `blocks` CTAs, one per SM (shared memory), each spins `spin_us` (optionally griddepcontrol.launch_dependents
 // at entry). C: the same CTAs, griddepcontrol.wait at entry, then a fixed amount of work of one kind:
 //   0 FMA chains in registers, 1 loads from L2 (a buffer that fits in L2, read by every CTA), 2 loads from DRAM
-//   (a large buffer, a slice per CTA), 3 shared-memory round trips.
-// Each variant a CUDA graph of P then C, replayed; per CTA of C the time from its wait's end to its work's end.
-// nvcc -O3 -arch=sm_90a -o pdl_probe pdl_probe.cu ; ./pdl_probe
+//   (a large buffer, a slice per CTA), 3 shared-memory round trips, 4 1D bulk copies of 16 KB from L2 on an
+//   mbarrier, 5 2D tensor-map copies (the descriptor prefetched before the wait).
+// Each variant a CUDA graph of P then C, replayed; per CTA of C the time from its wait's end to its work's end,
+// and when its work began after the last block of P ended (the release).
+// nvcc -O3 -arch=sm_90a -o pdl_probe pdl_probe.cu ; ./pdl_probe [blocks 124] [spin us 20]
 #include <cstdio>
 #include <cstdint>
 #include <vector>
@@ -18,12 +20,12 @@
 __device__ __forceinline__ uint64_t now() { uint64_t t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 __device__ __forceinline__ uint32_t smid() { uint32_t s; asm volatile("mov.u32 %0, %%smid;" : "=r"(s)); return s; }
 
-__global__ void producer(int trigger, uint64_t spin_ns) {
+__global__ void producer(int trigger, uint64_t spin_ns, uint64_t* ends) {
   extern __shared__ char smem[];
   if (trigger) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   uint64_t const t0 = now();
   while (now() - t0 < spin_ns) { }
-  if (threadIdx.x == 0) smem[0] = 1;
+  if (threadIdx.x == 0) { smem[0] = 1; ends[blockIdx.x] = now(); }
 }
 
 __global__ void consumer(int kind, float const* __restrict__ l2buf, int l2n, float const* __restrict__ big, int64_t slice,
@@ -93,13 +95,12 @@ int main(int argc, char** argv) {
   CK(cudaFuncSetAttribute(producer, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   CK(cudaFuncSetAttribute(consumer, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   int const l2n = 4 << 20;                 // 16 MB: in L2
-  int64_t const slice = 4 << 20;           // 16 MB per CTA from DRAM... too much: use 1 MB
-  int64_t const dslice = 256 << 10;        // floats: 1 MB per CTA
+  int64_t const dslice = 256 << 10;        // floats: 1 MB per CTA from DRAM
   float *l2buf, *big, *sink; uint64_t* rec;
   CK(cudaMalloc(&l2buf, l2n * 4)); CK(cudaMemset(l2buf, 0, l2n * 4));
   CK(cudaMalloc(&big, int64_t(blocks) * dslice * 4)); CK(cudaMemset(big, 0, int64_t(blocks) * dslice * 4));
   CK(cudaMalloc(&sink, 4096)); CK(cudaMalloc(&rec, blocks * 3 * 8));
-  (void)slice;
+  uint64_t* ends; CK(cudaMalloc(&ends, blocks * 8));
   cudaStream_t s; CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   char const* kinds[] = {"fma", "l2", "dram", "smem", "bulk", "tma2d"};
   int const iters[] = {20000, 4000, 0, 20000, 2000, 1000};
@@ -121,7 +122,7 @@ int main(int argc, char** argv) {
     for (int mode = 0; mode < 3; ++mode) {
       cudaGraph_t g; cudaGraphExec_t ge;
       CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      producer<<<blocks, 128, smem, s>>>(mode == 1, uint64_t(spin_us * 1000));
+      producer<<<blocks, 128, smem, s>>>(mode == 1, uint64_t(spin_us * 1000), ends);
       cudaLaunchConfig_t cfg = {}; cfg.gridDim = blocks; cfg.blockDim = 256; cfg.dynamicSmemBytes = smem; cfg.stream = s;
       cudaLaunchAttribute at[1]; at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization; at[0].val.programmaticStreamSerializationAllowed = 1;
       cfg.attrs = at; cfg.numAttrs = mode > 0 ? 1 : 0;
@@ -135,10 +136,18 @@ int main(int argc, char** argv) {
         CK(cudaEventSynchronize(e1)); float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); totals.push_back(ms * 100.f);
       }
       std::vector<uint64_t> h(blocks * 3); CK(cudaMemcpy(h.data(), rec, blocks * 24, cudaMemcpyDeviceToHost));
-      std::vector<double> d; for (int b = 0; b < blocks; ++b) d.push_back((h[b * 3 + 1] - h[b * 3]) * 1e-3);
-      std::sort(d.begin(), d.end()); std::sort(totals.begin(), totals.end());
-      std::printf("PROBE kind %-5s mode %-22s graph %.1f us  consumer CTA work min %.2f med %.2f max %.2f us\n", kinds[kind], modes[mode],
-                  totals[totals.size() / 2], d.front(), d[d.size() / 2], d.back());
+      std::vector<uint64_t> pe(blocks); CK(cudaMemcpy(pe.data(), ends, blocks * 8, cudaMemcpyDeviceToHost));
+      uint64_t const last = *std::max_element(pe.begin(), pe.end());
+      std::vector<double> d, start;  // each block's work; its start of work after the producer's last block ended
+      for (int b = 0; b < blocks; ++b) {
+        d.push_back((h[b * 3 + 1] - h[b * 3]) * 1e-3);
+        start.push_back((double(h[b * 3]) - double(last)) * 1e-3);
+      }
+      std::sort(d.begin(), d.end()); std::sort(start.begin(), start.end()); std::sort(totals.begin(), totals.end());
+      std::printf("PROBE kind %-5s mode %-22s graph %.1f us  consumer CTA work min %.2f med %.2f max %.2f us  "
+                  "start after the producer's end min %.2f med %.2f max %.2f us\n", kinds[kind], modes[mode],
+                  totals[totals.size() / 2], d.front(), d[d.size() / 2], d.back(), start.front(), start[start.size() / 2],
+                  start.back());
       CK(cudaGraphExecDestroy(ge)); CK(cudaGraphDestroy(g));
     }
   }
