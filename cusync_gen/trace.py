@@ -2,8 +2,9 @@
 
 The bench's `--trace FILE` (GEMM chains on sm80 and sm90, conv chains) appends one JSON line per tile of one run of
 each mode, with the %globaltimer time the tile was taken (its ticket, or its block's start), the time its epilogue
-stored it and the SM that ran it. A conv chain's lines carry the batch in "m" and say so ("size": "batch"), and
-add the chained mode (back to back with programmatic dependent launch).
+stored it and the SM that ran it. A conv chain's lines carry the batch in "m" and say so ("size": "batch"), add
+the chained mode (back to back with programmatic dependent launch), and the time the tile's waits ended and its
+loads could begin ("ready_us"), which splits a tile's bar into its wait and its work.
 This module turns those lines into a Gantt chart (PNG, one panel per mode, one row per SM) and a
 Chrome/Perfetto trace (one process per mode, one thread per SM), which is how a user sees the producer's
 last wave being filled by consumer tiles.
@@ -47,6 +48,12 @@ class TileRecord:
     taken_us: float
     stored_us: float
     size: str = "M"  # SIZES: what m counts
+    ready_us: float | None = None  # its waits ended (conv chains): taken_us <= ready_us <= stored_us, or None
+
+    @property
+    def work_us(self) -> float:
+        """The tile's time from the end of its waits (or from when it was taken) to its store."""
+        return self.stored_us - (self.ready_us if self.ready_us is not None else self.taken_us)
 
 
 def _shown(value: Any) -> str:
@@ -92,6 +99,9 @@ def _record(row: Any, where: str) -> tuple[TileRecord, bool]:
     if missing:
         raise UsageError(f"{where}: not a tile record: no {', '.join(missing)}", _HINT)
     taken, stored = _time(row, "taken_us", where), _time(row, "stored_us", where)
+    ready = _time(row, "ready_us", where) if "ready_us" in row else None
+    if ready is not None and not (taken is not None and stored is not None and taken <= ready <= stored):
+        ready = None  # a tile's waits end between its start and its store; anything else is not a ready time
     size = row.get("size", "M")
     if size not in SIZES:
         raise UsageError(f"{where}: size is {_shown(size)}, not one of {', '.join(map(repr, SIZES))}", _HINT)
@@ -99,7 +109,7 @@ def _record(row: Any, where: str) -> tuple[TileRecord, bool]:
                         _int(row, "tile_m", 0, MAX_TRACE_TILE, where), _int(row, "tile_n", 0, MAX_TRACE_TILE, where),
                         _int(row, "sm", 0, MAX_TRACE_SM - 1, where),
                         taken if taken is not None else NOT_RECORDED, stored if stored is not None else NOT_RECORDED,
-                        size)
+                        size, ready)
     return record, taken is not None and stored is not None and stored >= taken
 
 
@@ -153,8 +163,14 @@ def chrome_trace(records: list[TileRecord]) -> dict[str, Any]:
     processes: dict[tuple[int, str], int] = {}
     for r in records:
         pid = processes.setdefault((r.m, r.mode), len(processes) + 1)
-        events.append({"name": f"{r.stage} ({r.tile_m}, {r.tile_n})", "cat": r.stage, "ph": "X", "pid": pid,
-                       "tid": r.sm, "ts": r.taken_us, "dur": r.stored_us - r.taken_us})
+        name = f"{r.stage} ({r.tile_m}, {r.tile_n})"
+        start = r.taken_us
+        if r.ready_us is not None and r.ready_us > r.taken_us:
+            events.append({"name": f"{name} wait", "cat": "wait", "ph": "X", "pid": pid, "tid": r.sm,
+                           "ts": r.taken_us, "dur": r.ready_us - r.taken_us})
+            start = r.ready_us
+        events.append({"name": name, "cat": r.stage, "ph": "X", "pid": pid, "tid": r.sm, "ts": start,
+                       "dur": r.stored_us - start})
     sizes = {r.m: r.size for r in records}
     for (m, mode), pid in processes.items():
         events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"{sizes[m]}={m} {mode}"}})
@@ -162,7 +178,8 @@ def chrome_trace(records: list[TileRecord]) -> dict[str, Any]:
 
 
 def gantt_png(records: list[TileRecord], path: Path, m: int | None = None) -> Path:
-    """One panel per mode (sequential above overlapped), SMs on the y axis, tiles as bars by stage."""
+    """One panel per mode (sequential above overlapped), SMs on the y axis, tiles as bars by stage (a tile's
+    wait, where the trace has it, in the stage's colour, faded)."""
     try:
         import matplotlib
 
@@ -191,13 +208,19 @@ def gantt_png(records: list[TileRecord], path: Path, m: int | None = None) -> Pa
     for ax, mode in zip(axes[:, 0], panels):
         tiles = [r for r in at_m if r.mode == mode]
         for stage in stages:  # one collection of rectangles per stage, not a call per tile
-            bars = np.array([(r.taken_us, r.stored_us, r.sm) for r in tiles if r.stage == stage], dtype=float)
-            if not len(bars):
+            own = [r for r in tiles if r.stage == stage]
+            if not own:
                 continue
-            x0, x1, y = bars[:, 0], bars[:, 1], bars[:, 2]
-            corners = np.stack([np.column_stack((x0, y - 0.4)), np.column_stack((x0, y + 0.4)),
-                                np.column_stack((x1, y + 0.4)), np.column_stack((x1, y - 0.4))], axis=1)  # (tiles,4,2)
-            ax.add_collection(PolyCollection(corners, facecolors=colors[stage], linewidths=0))
+            waits = [(r.taken_us, r.ready_us, r.sm) for r in own if r.ready_us is not None and r.ready_us > r.taken_us]
+            work = [(r.stored_us - r.work_us, r.stored_us, r.sm) for r in own]
+            for spans, alpha in ((waits, 0.3), (work, 1.0)):
+                if not spans:
+                    continue
+                bars = np.array(spans, dtype=float)
+                x0, x1, y = bars[:, 0], bars[:, 1], bars[:, 2]
+                corners = np.stack([np.column_stack((x0, y - 0.4)), np.column_stack((x0, y + 0.4)),
+                                    np.column_stack((x1, y + 0.4)), np.column_stack((x1, y - 0.4))], axis=1)
+                ax.add_collection(PolyCollection(corners, facecolors=colors[stage], alpha=alpha, linewidths=0))
         last = max(r.stored_us for r in tiles)
         ax.set_title(f"{mode}: {len(tiles)} tiles, last stored at {last:.0f} us")
         ax.set_ylabel("SM")
@@ -205,7 +228,9 @@ def gantt_png(records: list[TileRecord], path: Path, m: int | None = None) -> Pa
         ax.set_ylim(-1, top + 1)
     axes[-1, 0].set_xlabel("us since the first tile was taken")
     fig.legend(handles=[Patch(color=colors[s], label=s) for s in stages], loc="upper right")
-    fig.suptitle(f"tiles per SM at {size} = {m} (bar: tile taken -> tile stored)")
+    waited = any(r.ready_us is not None for r in at_m)
+    fig.suptitle(f"tiles per SM at {size} = {m} (bar: tile taken -> tile stored"
+                 + ("; faded: its waits)" if waited else ")"))
     fig.tight_layout()
     path = Path(path)
     if not path.suffix:  # as matplotlib names a file given without one
@@ -219,7 +244,8 @@ def gantt_png(records: list[TileRecord], path: Path, m: int | None = None) -> Pa
 
 def summary(records: list[TileRecord], m: int | None = None) -> list[str]:
     """The trace in a few lines: per mode when its last tile was stored, and per stage its tiles, the SMs they
-    ran on, when the first was taken and the last stored, and a tile's median time (taken -> stored)."""
+    ran on, when the first was taken and the last stored, and a tile's median time (taken -> stored; where the
+    trace has when the waits ended, the median wait and the median work after it)."""
     m = m if m is not None else records[0].m
     at_m = [r for r in records if r.m == m]
     lines: list[str] = []
@@ -234,8 +260,18 @@ def summary(records: list[TileRecord], m: int | None = None) -> list[str]:
             lines.append(f"  {stage}: {len(own)} tiles on {len({r.sm for r in own})} SMs, taken "
                          f"{min(r.taken_us for r in own):.1f}-{max(r.taken_us for r in own):.1f} us, stored "
                          f"{min(r.stored_us for r in own):.1f}-{max(r.stored_us for r in own):.1f} us, "
-                         f"a tile {spans[len(spans) // 2]:.1f} us (median)")
+                         f"a tile {spans[len(spans) // 2]:.1f} us (median)" + _wait_and_work(own))
     return lines
+
+
+def _wait_and_work(tiles: list[TileRecord]) -> str:
+    """', waits W us, then X us of work (medians)' over the tiles that recorded the end of their waits."""
+    ready = [r for r in tiles if r.ready_us is not None]
+    if not ready:
+        return ""
+    waits = sorted(r.ready_us - r.taken_us for r in ready)  # type: ignore[operator]
+    work = sorted(r.work_us for r in ready)
+    return f": waits {waits[len(waits) // 2]:.1f} us, then {work[len(work) // 2]:.1f} us of work (medians)"
 
 
 def write_outputs(records: list[TileRecord], png: Path, m: int | None = None) -> tuple[Path, Path]:

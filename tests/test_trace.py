@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from conftest import REPO
 from cusync_gen import cli
 from cusync_gen.errors import UsageError
 from cusync_gen.trace import chrome_trace, load_trace, summary, write_outputs
+from sass import find_tool
 
 TRACE = REPO / "benchmarks" / "results" / "2026-11-30-h200-sm90" / "trace-gpt3_mlp_sm90-s4.jsonl"
 
@@ -56,6 +58,64 @@ def test_a_conv_trace_names_its_batch_and_the_chained_mode(tmp_path: Path) -> No
     path.write_text(json.dumps({**line, "mode": "chained", "size": "rows"}) + "\n")
     with pytest.raises(UsageError, match="size is"):
         load_trace(path)
+
+
+def test_a_ready_time_splits_a_tile_into_its_wait_and_its_work(tmp_path: Path) -> None:
+    """The conv bench's "ready_us": when the tile's waits ended. Summary, Chrome trace and Gantt show the split;
+    a ready time outside taken..stored, or not recorded (-1), is dropped, not trusted."""
+    line = {"chain": "vgg", "m": 8, "size": "batch", "mode": "overlapped", "stage": "conv2", "tile_n": 0, "sm": 5,
+            "taken_us": 1.0, "stored_us": 9.0}
+    path = tmp_path / "c.jsonl"
+    rows = [{**line, "tile_m": 0, "ready_us": 3.0}, {**line, "tile_m": 1, "ready_us": 5.0},
+            {**line, "tile_m": 2, "ready_us": 4.0}, {**line, "tile_m": 3, "ready_us": 12.0},
+            {**line, "tile_m": 4, "ready_us": -1.0}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    records = load_trace(path)
+    assert [r.ready_us for r in records] == [3.0, 5.0, 4.0, None, None]
+    assert [r.work_us for r in records] == [6.0, 4.0, 5.0, 8.0, 8.0]
+    assert summary(records)[1].endswith("a tile 8.0 us (median): waits 3.0 us, then 5.0 us of work (medians)")
+    slices = [e for e in chrome_trace(records)["traceEvents"] if e["ph"] == "X"]
+    assert len(slices) == 5 + 3 and sum(e["cat"] == "wait" for e in slices) == 3
+    path.write_text(json.dumps({**line, "tile_m": 0, "ready_us": "soon"}) + "\n")
+    with pytest.raises(UsageError, match="ready_us is"):
+        load_trace(path)
+
+
+_LINES_MAIN = r"""
+#include <cstdio>
+#include "cusync/bench/common.cuh"
+int main(int argc, char** argv) {
+  // two tiles of TileTrace's five words: taken, stored, SM, m << 32 | n, ready (0: not recorded)
+  std::vector<uint64_t> const words = {5000, 9000, 3, (uint64_t(1) << 32) | 2, 6000,
+                                       4000, 8000, 7, 0, 0};
+  FILE* f = std::fopen(argv[1], "w");
+  uint64_t const t0 = cusync::bench::trace_origin<5>(words);
+  cusync::bench::write_tile_lines<5>(f, "\"m\": 8, \"size\": \"batch\", \"mode\": \"overlapped\", \"stage\": \"c\"",
+                                     words, 0, 2, t0);
+  std::fclose(f);
+  return argc == 2 ? 0 : 1;
+}
+"""
+
+
+@pytest.mark.nvcc
+def test_the_benches_trace_lines_load(tmp_path: Path) -> None:
+    """Both benches write their traces through cusync/bench/common.cuh's write_tile_lines: compiled and run on the
+    host, its lines load (times from the earliest taken tile; "ready_us" only where recorded)."""
+    nvcc = find_tool("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    (tmp_path / "lines.cu").write_text(_LINES_MAIN)
+    include = REPO / "templates" / "runtime" / "include"
+    built = subprocess.run([nvcc, "-std=c++17", "-I", str(include), str(tmp_path / "lines.cu"), "-o",
+                            str(tmp_path / "lines")], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-3000:]
+    ran = subprocess.run([str(tmp_path / "lines"), str(tmp_path / "t.jsonl")], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    records = load_trace(tmp_path / "t.jsonl")
+    assert [(r.tile_m, r.tile_n, r.sm, r.taken_us, r.ready_us, r.stored_us) for r in records] == [
+        (1, 2, 3, 1.0, 2.0, 5.0), (0, 0, 7, 0.0, None, 4.0)]
+    assert "ready_us" not in (tmp_path / "t.jsonl").read_text().splitlines()[1]
 
 
 CONV_TRACE = REPO / "benchmarks" / "results" / "2026-12-06-h100-conv-trace" / "call2" / \

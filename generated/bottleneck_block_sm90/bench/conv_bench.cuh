@@ -147,7 +147,8 @@ float as_float(uint16_t bits) {
 }
 
 // One traced run of `mode` (launched by `body`) at `batch`: a JSON line per tile appended to `path`, in the tile
-// trace format of the GEMM chains' bench (cusync_gen/trace.py reads it; "m" is the batch there, "size" says so),
+// trace format of the GEMM chains' bench (cusync_gen/trace.py reads it; "m" is the batch there, "size" says so;
+// "ready_us" is when the tile's waits ended and its loads could begin),
 // times in us from the run's first tile. The run is the last of kTraceReplays replays of a CUDA graph of the mode,
 // as the bench times it (a run launched from the host would show the host's launch gaps instead).
 template <class Body>
@@ -179,21 +180,17 @@ void write_trace(cusync::conv::ConvChain& c, std::string const& path, char const
   std::vector<uint64_t> host(static_cast<size_t>(words));
   BENCH_CUDA(cudaMemcpy(host.data(), trace, size_t(words) * sizeof(uint64_t), cudaMemcpyDeviceToHost));
   BENCH_CUDA(cudaFree(trace));
-  uint64_t t0 = ~uint64_t(0);
-  for (size_t i = 0; i < host.size(); i += kWords) t0 = host[i] != 0 && host[i] < t0 ? host[i] : t0;
+  uint64_t const t0 = cusync::bench::trace_origin<kWords>(host);
   FILE* f = std::fopen(path.c_str(), "a");
   if (f == nullptr) {
     std::fprintf(stderr, "error: --trace: cannot write %s\n", path.c_str());
     std::exit(2);
   }
   for (int s = 0; s < c.num_stages(); ++s) {
-    for (int64_t t = c.trace_offset(s, batch) / kWords; t < c.trace_offset(s + 1, batch) / kWords; ++t) {
-      uint64_t const* e = &host[size_t(t) * kWords];
-      std::fprintf(f, "{\"chain\": \"%s\", \"m\": %d, \"size\": \"batch\", \"mode\": \"%s\", \"stage\": \"%s\", "
-                   "\"tile_m\": %d, \"tile_n\": %d, \"sm\": %llu, \"taken_us\": %.3f, \"stored_us\": %.3f}\n",
-                   chain_name, batch, mode, stages[s].name, int(e[3] >> 32), int(e[3] & 0xffffffffu), (unsigned long long)e[2],
-                   e[0] ? double(e[0] - t0) * 1e-3 : -1.0, e[1] && e[1] >= t0 ? double(e[1] - t0) * 1e-3 : -1.0);
-    }
+    std::string const head = std::string("\"chain\": \"") + chain_name + "\", \"m\": " + std::to_string(batch) +
+                             ", \"size\": \"batch\", \"mode\": \"" + mode + "\", \"stage\": \"" + stages[s].name + "\"";
+    cusync::bench::write_tile_lines<kWords>(f, head, host, c.trace_offset(s, batch) / kWords,
+                                            c.trace_offset(s + 1, batch) / kWords, t0);
   }
   std::fclose(f);
 }

@@ -124,9 +124,12 @@ struct StageSync {
   uint64_t* trace = nullptr;           // optional: per tile {start ns, end ns, SM} (see TileTrace)
 };
 
-// The opt-in tile trace (set_trace): four words per tile of a stage, indexed m * tiles_n + n.
+// The opt-in tile trace (set_trace): five words per tile of a stage, indexed m * tiles_n + n.
 struct TileTrace {
-  static constexpr int kWords = 4;  // %globaltimer when the tile was taken, when it was stored, SM id, m << 32 | n
+  // %globaltimer when the tile was taken, when it was stored, SM id, m << 32 | n, and when its waits ended and its
+  // loads could begin (the conv kernels, whose waits all come before a tile's first load; 0 where not recorded).
+  static constexpr int kWords = 5;
+  static constexpr int kReady = 4;
   __device__ static void record(uint64_t* trace, int32_t tile_m, int32_t tile_n, int32_t tiles_n, int word) {
     if (trace == nullptr) return;
     uint64_t* entry = trace + (int64_t(tile_m) * tiles_n + tile_n) * kWords;

@@ -269,19 +269,14 @@ class ChainBench {
     std::vector<uint64_t> host(static_cast<size_t>(words));
     BENCH_CUDA(cudaMemcpy(host.data(), trace, size_t(words) * sizeof(uint64_t), cudaMemcpyDeviceToHost));
     BENCH_CUDA(cudaFree(trace));
-    uint64_t t0 = ~uint64_t(0);
-    for (size_t i = 0; i < host.size(); i += TileTrace::kWords) if (host[i] != 0) t0 = std::min(t0, host[i]);
+    uint64_t const t0 = trace_origin<TileTrace::kWords>(host);
     FILE* f = std::fopen(path.c_str(), "a");
     if (f == nullptr) usage().fail(("cannot write " + path).c_str());
     for (int s = 0; s < kNumStages; ++s) {
-      int64_t const begin = chain.trace_offset(s) / TileTrace::kWords;
-      int64_t const end = chain.trace_offset(s + 1) / TileTrace::kWords;
-      for (int64_t t = begin; t < end; ++t) {
-        uint64_t const* e = &host[size_t(t) * TileTrace::kWords];
-        std::fprintf(f, "{\"m\": %d, \"mode\": \"%s\", \"stage\": \"%s\", \"tile_m\": %d, \"tile_n\": %d, \"sm\": %llu, \"taken_us\": %.3f, \"stored_us\": %.3f}\n",
-                     m, mode, kStages[s].name, int(e[3] >> 32), int(e[3] & 0xffffffffu), (unsigned long long)e[2],
-                     e[0] ? (e[0] - t0) * 1e-3 : -1.0, e[1] ? (e[1] - t0) * 1e-3 : -1.0);
-      }
+      std::string const head = "\"m\": " + std::to_string(m) + ", \"mode\": \"" + mode + "\", \"stage\": \"" +
+                               kStages[s].name + "\"";
+      write_tile_lines<TileTrace::kWords>(f, head, host, chain.trace_offset(s) / TileTrace::kWords,
+                                          chain.trace_offset(s + 1) / TileTrace::kWords, t0);
     }
     std::fclose(f);
   }

@@ -127,6 +127,8 @@ struct TileSyncedConv : ConvKernel_ {
         finish = atomicAdd(&params.sync.state->finished, 1u);
       }
     }
+    if (params.sync.trace != nullptr && threadIdx.x == 0)
+      TileTrace::record(params.sync.trace, tile.m, tile.n, params.sync.tiles_n, TileTrace::kReady);
     Base conv;
     conv(params.conv, shared);
     if (lean) {

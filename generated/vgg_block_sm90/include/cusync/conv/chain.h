@@ -209,12 +209,13 @@ class ConvChain {
   // Testing: this stage does not post (its consumers time out); -1 turns it off.
   Status inject_missing_posts(int stage);
   // The tile trace of later runs, in any mode, into `trace` (nullptr: off): a device buffer of `words` 64-bit
-  // words (-1: the most trace_words() of any batch up to initialize()'s max_batch), TileTrace's four words per
+  // words (-1: the most trace_words() of any batch up to initialize()'s max_batch), TileTrace's five words per
   // tile, stage after stage
   // (trace_offset). A tile's first word is when its block took it (before any wait), the second when its
-  // epilogue stored it. A run whose batch needs more words is refused (kInvalidArgument).
+  // epilogue stored it, the fifth when its waits ended and its loads could begin (TileTrace). A run whose batch
+  // needs more words is refused (kInvalidArgument).
   Status set_trace(uint64_t* trace, int64_t words = -1);
-  static constexpr int kTraceWordsPerTile = 4;  // TileTrace::kWords: taken ns, stored ns, SM, tile_m << 32 | tile_n
+  static constexpr int kTraceWordsPerTile = 5;  // TileTrace::kWords: taken ns, stored ns, SM, tile_m << 32 | tile_n, ready ns
   int64_t trace_offset(int stage, int batch) const;  // words before stage `stage`'s tiles at `batch`
   int64_t trace_words(int batch) const { return trace_offset(t_->num_stages, batch); }
   // The overlap's per-tile hooks (ConvHooks bits; kHooksLean by default).

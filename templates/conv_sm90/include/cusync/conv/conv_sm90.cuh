@@ -97,6 +97,8 @@ struct WindowMainloop : sm90::WithHooks<Base, ConvLoadHooks> {
       __syncwarp();
       asm volatile("fence.proxy.async.global;" : : : "memory");
     }
+    if (sync.trace != nullptr && cute::elect_one_sync())
+      TileTrace::record(sync.trace, tile.m, tile.n, sync.tiles_n, TileTrace::kReady);
     Base::load(params, pipeline, smem_pipe_write, load_inputs, with_block_tile(blk_coord, tile), k_tile_iter,
                k_tile_count, thread_idx, block_rank_in_cluster, shared_tensors);
   }
@@ -485,6 +487,8 @@ struct PersistentConvMainloop : Base {
       __syncwarp();
       asm volatile("fence.proxy.async.global;" : : : "memory");
     }
+    if (sync.trace != nullptr && cute::elect_one_sync())
+      TileTrace::record(sync.trace, tile.m, tile.n, sync.tiles_n, TileTrace::kReady);
     Base::load(params, pipeline, smem_pipe_write,
                cute::make_tuple(cute::get<0>(load_inputs), without_batch(cute::get<1>(load_inputs))),
                blk_coord, k_tile_iter, k_tile_count, thread_idx, block_rank_in_cluster, shared_tensors);

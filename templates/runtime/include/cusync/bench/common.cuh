@@ -1,9 +1,10 @@
 // cusync runtime, bench drivers only (not part of the library): what every project's bench shares:
-// CUDA error checks, argument parsing, and graph timing interleaved round robin.
+// CUDA error checks, argument parsing, graph timing interleaved round robin, and the tile trace's lines.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -101,5 +102,32 @@ class Interleaved {
  private:
   std::vector<cudaGraphExec_t> graphs_;
 };
+
+// A recorded tile trace (TileTrace, cusync/stage.cuh: kWords words a tile: taken, stored, SM, m << 32 | n, ready;
+// %globaltimer ns, 0 where not recorded) as JSON lines for cusync_gen/trace.py, one per tile. trace_origin: the
+// first tile's taken time, which the lines count from. write_tile_lines: tiles [begin, end) of `words`, each line
+// `head` (its leading fields, e.g. "\"m\": 8, \"mode\": \"overlapped\", \"stage\": \"gemm1\"") and the tile's;
+// a time not recorded is -1, and "ready_us" is written only where the kernel records it (the conv kernels).
+template <int kWords>
+uint64_t trace_origin(std::vector<uint64_t> const& words) {
+  uint64_t t0 = ~uint64_t(0);
+  for (size_t i = 0; i < words.size(); i += kWords) t0 = words[i] != 0 && words[i] < t0 ? words[i] : t0;
+  return t0;
+}
+
+template <int kWords>
+void write_tile_lines(FILE* f, std::string const& head, std::vector<uint64_t> const& words, int64_t begin, int64_t end,
+                      uint64_t t0) {
+  static_assert(kWords >= 5, "taken, stored, SM, tile, ready");
+  auto us = [t0](uint64_t ns) { return ns != 0 && ns >= t0 ? double(ns - t0) * 1e-3 : -1.0; };
+  for (int64_t t = begin; t < end; ++t) {
+    uint64_t const* e = &words[size_t(t) * kWords];
+    char ready[48] = "";
+    if (e[4] != 0) std::snprintf(ready, sizeof(ready), ", \"ready_us\": %.3f", us(e[4]));
+    std::fprintf(f, "{%s, \"tile_m\": %d, \"tile_n\": %d, \"sm\": %llu, \"taken_us\": %.3f%s, \"stored_us\": %.3f}\n",
+                 head.c_str(), int(e[3] >> 32), int(e[3] & 0xffffffffu), (unsigned long long)e[2], us(e[0]), ready,
+                 us(e[1]));
+  }
+}
 
 }  // namespace cusync::bench
