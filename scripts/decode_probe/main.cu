@@ -26,6 +26,7 @@
 #include "cusync/sm90/reg_stream.cuh"
 #include "cusync/sm90/stream_ring.cuh"
 #include "cusync/sm90/bulk_chain.cuh"
+#include "unit_chain.cuh"
 
 using namespace cusync::stream;
 using cusync::SyncErrorInfo;
@@ -122,8 +123,9 @@ static ErrStat compare(std::vector<uint16_t> const& a, std::vector<uint16_t> con
 
 struct ShapeDef { char const* name; int k1, n1, n2; Act act; bool bf16; };
 
-enum Variant { kB2B = 0, kSync = 1, kPers = 2, kWS = 3, kReg = 4, kRegSync = 5, kRing = 6, kBulk = 7 };
-static char const* kVarName[] = {"b2b", "sync", "pers", "ws", "reg", "regs", "ring", "bulk"};
+enum Variant { kB2B = 0, kSync = 1, kPers = 2, kWS = 3, kReg = 4, kRegSync = 5, kRing = 6, kBulk = 7, kUnit = 8 };
+static char const* kVarName[] = {"b2b", "sync", "pers", "ws", "reg", "regs", "ring", "bulk", "unit"};
+// v6 (unit_chain.cuh, M <= 16): f = 1 the chain in one kernel, 3 two launches (one GEMM each, no waits).
 // v5 (bulk_chain.cuh, M <= 64): f = 1 the chain in one kernel, 2 the same launched as a programmatic dependent of
 // the previous run, 3 two launches of the same kernel (one GEMM each, no waits; the same reduction order).
 static std::string g_out = ".";           // the output folder (argv[1])
@@ -155,7 +157,7 @@ static bool variant_timed(Variant v) {
 
 struct Row {
   std::string shape; int m; double floor_us, cublas_us, lt_us, b2b_us, sync_us, pers_us, ws_us, reg_us, regs_us, ring_us;
-  double bulk_us, bulkp_us, bulkb_us;
+  double bulk_us, bulkp_us, bulkb_us, unit_us = 0, unitb_us = 0;
   std::string best_cfg; double best_us; std::string checks; double rel_l2;
 };
 
@@ -172,6 +174,56 @@ struct Probe {
   std::vector<void*> w1p, w2p;  // packed copies (DECODE_PROBE_REG_PACKED), one per weight set
   std::vector<void*> w1b, w2b;  // packed with one warp along N, for v5 (bulk)
   uint64_t* bulk_trace = nullptr;  // v5's timeline buffer while a traced run is launched (else nullptr)
+  // v6 (unit_chain.cuh): workspaces, per-tile counts, tickets, H's tile flags, run state, timeout record
+  float *uws1 = nullptr, *uws2 = nullptr; unsigned long long *ucnt1 = nullptr, *ucnt2 = nullptr, *utick = nullptr;
+  uint32_t* uready = nullptr; unit::UnitState* ustate = nullptr; unsigned long long* uerr = nullptr;
+  uint64_t* unit_trace = nullptr;  // set while a traced v6 run is launched
+  // DECODE_PROBE_UNIT_TRACE=1: one traced v6 chain run per point, summarized (us from the first CTA's entry).
+  void unit_trace_summary(int m, FILE* log) {
+    std::vector<uint64_t> h(size_t(sms) * unit::kTraceWords);
+    uint64_t* buf; CK(cudaMalloc(&buf, h.size() * 8)); CK(cudaMemset(buf, 0, h.size() * 8));
+    unit_trace = buf; ours(kUnit, 1, m, 0); unit_trace = nullptr;
+    CK(cudaDeviceSynchronize()); CK(cudaMemcpy(h.data(), buf, h.size() * 8, cudaMemcpyDeviceToHost)); cudaFree(buf);
+    uint64_t t0 = ~0ull;
+    for (int c = 0; c < sms; ++c) t0 = std::min(t0, h[size_t(c) * unit::kTraceWords + unit::kAtEntry]);
+    std::string line = std::string("unit trace ") + sd.name + " M=" + std::to_string(m);
+    for (int at : {int(unit::kAtEntry), int(unit::kAtIssued1), int(unit::kAtDone1), int(unit::kAtX2), int(unit::kAtEnd),
+                   int(unit::kUnits1), int(unit::kUnits2)}) {
+      std::vector<double> v;
+      for (int c = 0; c < sms; ++c) {
+        uint64_t const x = h[size_t(c) * unit::kTraceWords + at];
+        bool const count = at == unit::kUnits1 || at == unit::kUnits2;
+        if (count) v.push_back(double(x)); else if (x) v.push_back((double(x) - double(t0)) * 1e-3);
+      }
+      std::sort(v.begin(), v.end());
+      static char const* names[] = {"entry", "done1", "x2", "end", "sm", "units1", "units2", "issued1"};
+      char b[128];
+      if (!v.empty()) snprintf(b, sizeof b, " %s %.1f/%.1f/%.1f", names[at], v.front(), v[v.size() / 2], v.back());
+      else snprintf(b, sizeof b, " %s -", names[at]);
+      line += b;
+    }
+    printf("%s\n", line.c_str()); fprintf(log, "%s\n", line.c_str());
+  }
+  void unit_setup() {
+    int64_t f1 = 0, f2 = 0;
+    for (int mp : {8, 16}) {
+      unit::UnitGemm a{}, b{};
+      unit::unit_make(a, sd.k1, n1w, mp); unit::unit_make(b, sd.n1, sd.n2, mp);
+      f1 = std::max(f1, unit::unit_ws_floats(a, mp)); f2 = std::max(f2, unit::unit_ws_floats(b, mp));
+    }
+    CK(cudaMalloc(&uws1, f1 * 4)); CK(cudaMalloc(&uws2, f2 * 4));
+    int const t1 = (n1w + 63) / 64, t2 = (sd.n2 + 63) / 64;
+    CK(cudaMalloc(&ucnt1, t1 * 8)); CK(cudaMalloc(&ucnt2, t2 * 8)); CK(cudaMalloc(&utick, 16));
+    CK(cudaMalloc(&uready, t1 * 4)); CK(cudaMalloc(&ustate, sizeof(unit::UnitState))); CK(cudaMalloc(&uerr, 8));
+    CK(cudaMemset(ucnt1, 0, t1 * 8)); CK(cudaMemset(ucnt2, 0, t2 * 8)); CK(cudaMemset(utick, 0, 16));
+    CK(cudaMemset(uready, 0, t1 * 4)); CK(cudaMemset(ustate, 0, sizeof(unit::UnitState))); CK(cudaMemset(uerr, 0, 8));
+    CK((unit::unit_prepare<T, 8>())); CK((unit::unit_prepare<T, 16>()));
+  }
+  bool unit_error_clear() {
+    unsigned long long e = 0; CK(cudaMemcpy(&e, uerr, 8, cudaMemcpyDeviceToHost));
+    if (e) { printf("unit timeout: gemm1 tile %llu\n", e & 0xffffffffull); CK(cudaMemset(uerr, 0, 8)); }
+    return e == 0;
+  }
 
   template <typename F>
   static void with_mpad_reg(int mpad, F&& f) {
@@ -289,6 +341,7 @@ struct Probe {
         printf("bulk M_pad %d: %d stages of %d KB, %d B shared memory\n", MP, bulk::BulkCfg<MP>::kStages,
                bulk::kChunkBytes / 1024, bulk::BulkCfg<MP>::kSmemBytes);
       });
+    unit_setup();
     CK(cudaStreamSynchronize(st));
   }
   void teardown() {
@@ -414,6 +467,22 @@ struct Probe {
   }
   void ours(Variant v, int f, int m, int set, bool bias = false, int skip = -1, uint64_t timeout_ns = 2000000000ull) {
     int const mpad = m_pad_for(m);
+    if (v == kUnit) {
+      unit::UnitParams p{};
+      unit::UnitGemm& a = p.gm[0]; unit::UnitGemm& b = p.gm[1];
+      unit::unit_make(a, sd.k1, n1w, mpad); unit::unit_make(b, sd.n1, sd.n2, mpad);
+      a.w = w1b[set]; a.x = x; a.ldx = sd.k1; a.bias = bias ? bias1 : nullptr; a.out = h; a.ldo = sd.n1; a.act = int(sd.act);
+      a.ws = uws1; a.count = ucnt1; a.ticket = utick;
+      b.w = w2b[set]; b.x = h; b.ldx = sd.n1; b.bias = nullptr; b.out = y; b.ldo = sd.n2; b.act = int(Act::kIdentity);
+      b.ws = uws2; b.count = ucnt2; b.ticket = utick + 1;
+      p.m = m; p.grid = sms; p.hready = uready; p.state = ustate; p.error = uerr; p.timeout_ns = timeout_ns; p.skip_post = skip; p.trace = unit_trace;
+      auto go = [&](int which) {
+        p.which = which;
+        if (mpad == 8) CK((unit::unit_launch<T, 8>(p, st))); else CK((unit::unit_launch<T, 16>(p, st)));
+      };
+      if (f == 3) { go(1); go(2); } else go(3);
+      return;
+    }
     if (v == kBulk) {
       bool const b2b = f == 3;
       StageArgs a1 = args1(m, set, bias, skip), a2 = args2(m, set, !b2b);
@@ -591,13 +660,16 @@ struct Probe {
     bool const bulk_ok = m <= 64;  // v5 covers M_pad 8..64
     size_t const bulk_i = cfgs.size();
     if (bulk_ok) { cfgs.push_back({kBulk, 1}); cfgs.push_back({kBulk, 2}); cfgs.push_back({kBulk, 3}); }
+    bool const unit_ok = m <= 16;  // v6 covers M_pad 8 and 16
+    size_t const unit_i = cfgs.size();
+    if (unit_ok) { cfgs.push_back({kUnit, 1}); cfgs.push_back({kUnit, 3}); }
     double worst = 0;
     std::vector<std::vector<uint16_t>> outs(cfgs.size());
     for (size_t i = 0; i < cfgs.size(); ++i) {
       poison(y, ny); ours(cfgs[i].v, cfgs[i].f, m, 0); CK(cudaGetLastError());
       outs[i] = fetch(y, ny);
       ErrStat e = compare(outs[i], ref, ny);
-      bool ok = e.nans == 0 && e.rel_l2 < tol() && sync_error_clear();
+      bool ok = e.nans == 0 && e.rel_l2 < tol() && sync_error_clear() && unit_error_clear();
       worst = std::max(worst, e.nans ? 1.0 : e.rel_l2);
       fprintf(log, "%s M=%d %s f=%d vs cublas rel_l2=%.3e max_rel=%.3e nans=%zu %s\n", sd.name, m, kVarName[cfgs[i].v],
               cfgs[i].f, e.rel_l2, e.max_rel, e.nans, ok ? "ok" : "FAIL");
@@ -613,6 +685,12 @@ struct Probe {
       fprintf(log, "%s M=%d bulk chain == chain pdl == two launches: %s\n", sd.name, m, bb ? "yes" : "NO");
       bit &= bb;
     }
+    if (unit_ok) {
+      bool const ub = outs[unit_i] == outs[unit_i + 1];
+      fprintf(log, "%s M=%d unit chain == two launches: %s\n", sd.name, m, ub ? "yes" : "NO");
+      printf("%s M=%d unit chain == two launches: %s\n", sd.name, m, ub ? "yes" : "NO");
+      bit &= ub;
+    }
     if (grid_of(kPers, 1, m_pad_for(m)) == sms) bit &= outs[4] == outs[0];
     if (grid_of(kPers, 2, m_pad_for(m)) == 2 * sms) bit &= outs[5] == outs[1];
     checks += bit ? " bit" : " BIT!";
@@ -627,8 +705,19 @@ struct Probe {
       poison(y, ny); ours(kRing, 1, m, 0); det &= fetch(y, ny) == outs[ring_i];  // v4 against itself
       poison(y, ny); ours(kRing, 2, m, 0); det &= fetch(y, ny) == outs[ring_i + 1];
       if (bulk_ok) { poison(y, ny); ours(kBulk, 2, m, 0); det &= fetch(y, ny) == outs[bulk_i]; }
+      if (unit_ok) { poison(y, ny); ours(kUnit, 1, m, 0); det &= fetch(y, ny) == outs[unit_i]; }
     }
     checks += det ? " det" : " DET!";
+    if (unit_ok) {  // negative: gemm1's last tile never flagged -> gemm2's X warp times out naming it; the next run is right
+      int const skip = (n1w + 63) / 64 - 1;
+      ours(kUnit, 1, m, 0, false, skip, 50000000ull);
+      unsigned long long e = 0; CK(cudaMemcpy(&e, uerr, 8, cudaMemcpyDeviceToHost)); CK(cudaMemset(uerr, 0, 8));
+      poison(y, ny); ours(kUnit, 1, m, 0); bool const rec = fetch(y, ny) == outs[unit_i] && unit_error_clear();
+      bool const neg = e == ((1ull << 63) | (unsigned long long)skip) && rec;
+      printf("%s M=%d unit negative: error %llx (tile %d skipped), next run %s: %s\n", sd.name, m, e, skip, rec ? "right" : "WRONG", neg ? "ok" : "FAIL");
+      checks += neg ? " neg" : " NEG!";
+      all_ok &= neg;
+    }
     all_ok &= bit && det;
 
     // timing: graphs of kRunsPerGraph chain runs, rotating weight sets
@@ -675,6 +764,8 @@ struct Probe {
     row.reg_us = reg_ok ? pair_min(10, 11) : 0; row.regs_us = reg_ok ? pair_min(12, 13) : 0;
     row.ring_us = pair_min(2 + int(ring_i), 3 + int(ring_i));
     if (bulk_ok) { row.bulk_us = med[2 + bulk_i]; row.bulkp_us = med[3 + bulk_i]; row.bulkb_us = med[4 + bulk_i]; }
+    if (unit_ok) { row.unit_us = med[2 + unit_i]; row.unitb_us = med[3 + unit_i]; all_ok &= unit_error_clear(); }
+    if (unit_ok && getenv("DECODE_PROBE_UNIT_TRACE")) unit_trace_summary(m, log);
     int best = -1;
     for (int v = 2; v < nv; ++v) if (med[v] > 0 && (best < 0 || med[v] < med[best])) best = v;
     if (best < 0) best = 2;
@@ -1045,6 +1136,8 @@ int main(int argc, char** argv) {
     printf("%-10s %4d %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %-14s %6.2f %6.2f  %s\n", r.shape.c_str(), r.m, r.floor_us,
            r.cublas_us, r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.ws_us, r.reg_us, r.regs_us, r.ring_us, r.bulk_us, r.bulkp_us, r.bulkb_us,
            r.best_cfg.c_str(), xf, sp, r.checks.c_str());
+    if (r.unit_us > 0) printf("unit %-10s %4d lt %8.1f bulk %8.1f unit %8.1f unit-b2b %8.1f  unit/lt %.3fx unit/bulk %.3fx\n", r.shape.c_str(), r.m,
+                              r.lt_us, r.bulk_us, r.unit_us, r.unitb_us, r.lt_us / r.unit_us, r.bulk_us / r.unit_us);
     if (csv) fprintf(csv, "%s,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%s,%.3f,%.4f,%.4f,%.3e,%s\n", r.shape.c_str(), r.m, r.floor_us, r.cublas_us,
                      r.lt_us, r.b2b_us, r.sync_us, r.pers_us, r.ws_us, r.reg_us, r.regs_us, r.ring_us, r.bulk_us, r.bulkp_us, r.bulkb_us,
                      r.best_cfg.c_str(), r.best_us, xf, sp, r.rel_l2, r.checks.c_str());
