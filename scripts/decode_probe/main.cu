@@ -149,6 +149,14 @@ static int g_reg_f[2] = {1, 2};
 static bool g_reg_packed = false;          // DECODE_PROBE_REG_PACKED=1: v3 reads W1/W2 packed by reg_pack_kernel
 static bool g_reg_persist = false;         // DECODE_PROBE_REG_PERSIST=1: "regs" is one persistent kernel (reg_chain_kernel)
 static int g_ring_mode = 0;                // DECODE_PROBE_RING_MODE: v4 consumer mode (ring::kConsumer*; 1 = no compute, wrong results)            // DECODE_PROBE_REG_F=a,b: v3 CTAs = f x occupancy x SMs
+// DECODE_PROBE_ONLY=unit,bulk: run (check and time) only these of our variants (the others' checks are skipped).
+static std::vector<std::string> g_only;
+static bool variant_run(Variant v) {
+  if (g_only.empty()) return true;
+  for (auto const& n : g_only) if (n == kVarName[v]) return true;
+  return false;
+}
+static bool g_unit_g2_tile_major = false;  // DECODE_PROBE_UNIT_G2_TILE_MAJOR=1: v6's gemm2 units in tile-major order
 static bool variant_timed(Variant v) {
   if (g_variant_filter.empty()) return true;
   for (auto const& n : g_variant_filter) if (n == kVarName[v]) return true;
@@ -220,7 +228,7 @@ struct Probe {
     CK((unit::unit_prepare<T, 8>())); CK((unit::unit_prepare<T, 16>()));
   }
   bool unit_error_clear() {
-    unsigned long long e = 0; CK(cudaMemcpy(&e, uerr, 8, cudaMemcpyDeviceToHost));
+    unsigned long long e = 0; CK(cudaStreamSynchronize(st)); CK(cudaMemcpy(&e, uerr, 8, cudaMemcpyDeviceToHost));
     if (e) { printf("unit timeout: gemm1 tile %llu\n", e & 0xffffffffull); CK(cudaMemset(uerr, 0, 8)); }
     return e == 0;
   }
@@ -476,6 +484,7 @@ struct Probe {
       b.w = w2b[set]; b.x = h; b.ldx = sd.n1; b.bias = nullptr; b.out = y; b.ldo = sd.n2; b.act = int(Act::kIdentity);
       b.ws = uws2; b.count = ucnt2; b.ticket = utick + 1;
       p.m = m; p.grid = sms; p.hready = uready; p.state = ustate; p.error = uerr; p.timeout_ns = timeout_ns; p.skip_post = skip; p.trace = unit_trace;
+      p.g2_tile_major = g_unit_g2_tile_major ? 1 : 0;
       auto go = [&](int which) {
         p.which = which;
         if (mpad == 8) CK((unit::unit_launch<T, 8>(p, st))); else CK((unit::unit_launch<T, 16>(p, st)));
@@ -666,6 +675,7 @@ struct Probe {
     double worst = 0;
     std::vector<std::vector<uint16_t>> outs(cfgs.size());
     for (size_t i = 0; i < cfgs.size(); ++i) {
+      if (!variant_run(cfgs[i].v)) continue;
       poison(y, ny); ours(cfgs[i].v, cfgs[i].f, m, 0); CK(cudaGetLastError());
       outs[i] = fetch(y, ny);
       ErrStat e = compare(outs[i], ref, ny);
@@ -697,21 +707,21 @@ struct Probe {
     // determinism: 10 runs of the synced chain (and the persistent one)
     bool det = true;
     for (int r = 0; r < 10; ++r) {
-      poison(y, ny); ours(kSync, 2, m, 0); det &= fetch(y, ny) == outs[3];
-      poison(y, ny); ours(kPers, 2, m, 0); det &= fetch(y, ny) == outs[5];
-      poison(y, ny); ours(kWS, 1, m, 0); det &= fetch(y, ny) == outs[6];  // v2 against itself
-      poison(y, ny); ours(kWS, 2, m, 0); det &= fetch(y, ny) == outs[7];
-      if (reg_ok) { poison(y, ny); ours(kRegSync, g_reg_f[1], m, 0); det &= fetch(y, ny) == outs[11]; }
-      poison(y, ny); ours(kRing, 1, m, 0); det &= fetch(y, ny) == outs[ring_i];  // v4 against itself
-      poison(y, ny); ours(kRing, 2, m, 0); det &= fetch(y, ny) == outs[ring_i + 1];
-      if (bulk_ok) { poison(y, ny); ours(kBulk, 2, m, 0); det &= fetch(y, ny) == outs[bulk_i]; }
-      if (unit_ok) { poison(y, ny); ours(kUnit, 1, m, 0); det &= fetch(y, ny) == outs[unit_i]; }
+      if (variant_run(kSync)) { poison(y, ny); ours(kSync, 2, m, 0); det &= fetch(y, ny) == outs[3]; }
+      if (variant_run(kPers)) { poison(y, ny); ours(kPers, 2, m, 0); det &= fetch(y, ny) == outs[5]; }
+      if (variant_run(kWS)) { poison(y, ny); ours(kWS, 1, m, 0); det &= fetch(y, ny) == outs[6]; }  // v2 against itself
+      if (variant_run(kWS)) { poison(y, ny); ours(kWS, 2, m, 0); det &= fetch(y, ny) == outs[7]; }
+      if (reg_ok && variant_run(kRegSync)) { poison(y, ny); ours(kRegSync, g_reg_f[1], m, 0); det &= fetch(y, ny) == outs[11]; }
+      if (variant_run(kRing)) { poison(y, ny); ours(kRing, 1, m, 0); det &= fetch(y, ny) == outs[ring_i]; }  // v4 against itself
+      if (variant_run(kRing)) { poison(y, ny); ours(kRing, 2, m, 0); det &= fetch(y, ny) == outs[ring_i + 1]; }
+      if (bulk_ok && variant_run(kBulk)) { poison(y, ny); ours(kBulk, 2, m, 0); det &= fetch(y, ny) == outs[bulk_i]; }
+      if (unit_ok && variant_run(kUnit)) { poison(y, ny); ours(kUnit, 1, m, 0); det &= fetch(y, ny) == outs[unit_i]; }
     }
     checks += det ? " det" : " DET!";
     if (unit_ok) {  // negative: gemm1's last tile never flagged -> gemm2's X warp times out naming it; the next run is right
       int const skip = (n1w + 63) / 64 - 1;
       ours(kUnit, 1, m, 0, false, skip, 50000000ull);
-      unsigned long long e = 0; CK(cudaMemcpy(&e, uerr, 8, cudaMemcpyDeviceToHost)); CK(cudaMemset(uerr, 0, 8));
+      unsigned long long e = 0; CK(cudaStreamSynchronize(st)); CK(cudaMemcpy(&e, uerr, 8, cudaMemcpyDeviceToHost)); CK(cudaMemset(uerr, 0, 8));
       poison(y, ny); ours(kUnit, 1, m, 0); bool const rec = fetch(y, ny) == outs[unit_i] && unit_error_clear();
       bool const neg = e == ((1ull << 63) | (unsigned long long)skip) && rec;
       printf("%s M=%d unit negative: error %llx (tile %d skipped), next run %s: %s\n", sd.name, m, e, skip, rec ? "right" : "WRONG", neg ? "ok" : "FAIL");
@@ -725,7 +735,7 @@ struct Probe {
     std::vector<cudaGraphExec_t> ge(nv, nullptr);
     for (int v = 0; v < nv; ++v) {
       if (v == 1 && !lt_ok) continue;
-      if (v >= 2 && !variant_timed(cfgs[v - 2].v)) continue;
+      if (v >= 2 && (!variant_timed(cfgs[v - 2].v) || !variant_run(cfgs[v - 2].v))) continue;
       cudaGraph_t g;
       CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
       for (int r = 0; r < kRunsPerGraph; ++r) {
@@ -1010,6 +1020,7 @@ struct Probe {
 };
 
 int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // line by line: a run cut off by a timeout keeps what it printed
   std::string out = argc > 1 ? argv[1] : ".";
   g_out = out;
   bool quick = getenv("DECODE_PROBE_QUICK") != nullptr;
@@ -1057,6 +1068,8 @@ int main(int argc, char** argv) {
   }
   bool const no_extra = getenv("DECODE_PROBE_NO_EXTRA") != nullptr;
   if (char const* env = getenv("DECODE_PROBE_VARIANTS")) g_variant_filter = csv_list(env);
+  if (char const* env = getenv("DECODE_PROBE_ONLY")) g_only = csv_list(env);
+  g_unit_g2_tile_major = getenv("DECODE_PROBE_UNIT_G2_TILE_MAJOR") != nullptr;
   if (char const* env = getenv("DECODE_PROBE_REG_CFG")) g_reg_cfg = std::atoi(env);
   g_reg_wn = g_reg_cfg == 1 ? 2 : g_reg_cfg == 2 ? 4 : 1;
   g_reg_g1_split_major = getenv("DECODE_PROBE_REG_G1_SPLIT_MAJOR") != nullptr;

@@ -14,6 +14,10 @@
 //   sums the tile's slots in slab order: the result does not depend on which CTA took which unit (bitwise the
 //   same as the two-launch form, and from run to run). That finish runs in a poster warp, off the consumers' path.
 //
+// MEASURED (benchmarks/NOTES.md d29, H100): gemm1 streams at the ring's pace and gemm2 no longer waits for the
+// slowest gemm1 CTA, but gemm2's units run 1.3-2.5x slower than gemm1's (more so with M), so the chain is slower
+// than the landed kernel at every measured point. A probe, not a mode of the library.
+//
 // WARPS: 4 consumer warpgroups (warps 0-15; chunk j of a unit goes to warpgroup j % 4), the producer (warp 16:
 // tickets, the unit ring, the weight ring of 16 KB bulk copies), the X warp (17) and the poster (18).
 // Weights are packed by bulk_pack (bulk_chain.cuh's wgmma layout: 64-column tiles, 2 KB k-steps, a tile's k-steps
@@ -33,11 +37,11 @@ constexpr int kUnitRing = 4;
 
 template <int kMPad>
 struct UnitCfg {
-  static constexpr int kSlabChunks = kMPad == 8 ? 8 : 4;  // X: M_pad x kSlabK, 16 KB
+  static constexpr int kSlabChunks = 8;  // X: M_pad x kSlabK, 16 or 32 KB
   static constexpr int kSlabK = kSlabChunks * 128;
   static constexpr int kXBytes = kMPad * kSlabK * 2;
   static constexpr int kScratchBytes = kWG * kTileN * kMPad * 4;  // one buffer: every warpgroup's partial
-  static constexpr int kStages = kMPad == 8 ? 10 : 9;
+  static constexpr int kStages = kMPad == 8 ? 10 : 8;
   static constexpr int kXOff = kStages * kChunkBytes;
   static constexpr int kScratchOff = kXOff + 2 * kXBytes;
   static constexpr int kBarOff = kScratchOff + 2 * kScratchBytes;
@@ -78,6 +82,7 @@ struct UnitParams {
   uint64_t timeout_ns;
   int skip_post;        // a gemm1 tile whose H is never flagged (the negative test), or -1
   uint64_t* trace;      // kTraceWords a CTA (globaltimer ns, counts), or nullptr
+  int g2_tile_major;    // gemm2's units in tile-major order too (a probe of the order; slab-major by default)
 };
 // The per-CTA trace: entry, the consumers' gemm1 end, gemm2's first X staged, the CTA's end, its SM, gemm1 and
 // gemm2 units taken, the producer's last gemm1 copy.
@@ -108,8 +113,8 @@ __device__ __forceinline__ void sts16(uint32_t a, uint4 v) {
   asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
 // unit u of GEMM g -> (tile, slab): gemm1 tile-major, gemm2 slab-major
-__device__ __forceinline__ void unit_pos(UnitGemm const& b, int g, int u, int& tile, int& slab) {
-  if (g == 0) { tile = u / b.slabs; slab = u % b.slabs; }
+__device__ __forceinline__ void unit_pos(UnitGemm const& b, int g, int u, int& tile, int& slab, bool tile_major2) {
+  if (g == 0 || tile_major2) { tile = u / b.slabs; slab = u % b.slabs; }
   else { slab = u / b.tiles; tile = u % b.tiles; }
 }
 __device__ __forceinline__ void stamp(UnitParams const& p, int at, uint64_t v) {
@@ -174,7 +179,6 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
         unsigned long long next = atomicAdd(b.ticket, 1ull) - first;
         for (int taken = 0;; ++taken) {
           int const u = next < (unsigned long long)b.units ? int(next) : -1;
-          if (u >= 0) next = atomicAdd(b.ticket, 1ull) - first;  // the next ticket, while this unit streams
           int const ui = n % kUnitRing;
           ws::dev::mbar_wait(uempty(ui), ((n / kUnitRing) & 1) ^ 1);
           units[ui] = u;
@@ -186,10 +190,13 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
             break;
           }
           int tile, slab;
-          d::unit_pos(b, g, u, tile, slab);
+          d::unit_pos(b, g, u, tile, slab, p.g2_tile_major != 0);
           int const c0 = d::slab_c0(b, slab), c1 = d::slab_c0(b, slab + 1);
           char const* w = static_cast<char const*>(b.w) + int64_t(tile) * b.ksteps * kStepBytes;
           for (int c = c0; c < c1; ++c, ++chunk) {
+            // The next ticket two chunks before this unit's end: late enough that a CTA holds at most about one
+            // unit when the counter runs out (the tail), early enough that the atomic's round trip is hidden.
+            if (c == (c1 - 2 > c0 ? c1 - 2 : c0)) next = atomicAdd(b.ticket, 1ull) - first;
             int const slot = int(chunk % C::kStages);
             uint32_t const ph = uint32_t(chunk / C::kStages) & 1u;
             ws::dev::mbar_wait(empty(slot), ph ^ 1u);
@@ -204,6 +211,7 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
     __syncwarp();
   } else if (warp == kXWarp) {
     int n = 0, ux = 0;  // unit ring index; units staged (X buffer index)
+    int known = 0;      // gemm1 tiles [0, known) seen flagged
     for (int g = 0; g < 2; ++g) {
       if (!((p.which >> g) & 1)) continue;
       UnitGemm const& b = p.gm[g];
@@ -215,26 +223,30 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
         ws::dev::mbar_arrive(uempty(ui));
         if (u < 0) { ++n; break; }
         int tile, slab;
-        d::unit_pos(b, g, u, tile, slab);
+        d::unit_pos(b, g, u, tile, slab, p.g2_tile_major != 0);
         int const k0 = d::slab_c0(b, slab) * 128, k1 = min(d::slab_c0(b, slab + 1) * 128, b.k);
         int const xb = ux & 1;
         ws::dev::mbar_wait(xempty(xb), ((ux >> 1) & 1) ^ 1);
-        if (g == 1 && chained) {  // H's columns [k0, k1): gemm1's tiles k0 / hpt .. (k1 - 1) / hpt
-          for (int t = k0 / hpt; t <= (k1 - 1) / hpt; ++t) {
-            if (lane == 0) {
-              uint64_t const t0 = d::now_ns();
-              int spins = 0;
-              while (d::ld_acquire_u32(p.hready + t) < uint32_t(epoch[0])) {
-                if (++spins > 8) __nanosleep(64);
-                if ((spins & 255) == 0 && d::now_ns() - t0 > p.timeout_ns) {
-                  atomicCAS(p.error, 0ull, (1ull << 63) | (unsigned long long)t);
-                  break;
-                }
+        if (g == 1 && chained && (k1 - 1) / hpt >= known) {
+          // H's columns [k0, k1) are gemm1's tiles k0 / hpt .. (k1 - 1) / hpt: a lane polls each (32 at a time, one
+          // round trip for all of them), then the warp knows tiles [0, known) flagged (gemm2's slabs come in order).
+          int const t_lo = k0 / hpt > known ? k0 / hpt : known, t_hi = (k1 - 1) / hpt;
+          uint64_t const t0 = d::now_ns();
+          for (int tb = t_lo; tb <= t_hi; tb += 32) {
+            int const t = tb + lane;
+            bool ok = t > t_hi;
+            for (int spins = 0;; ++spins) {
+              if (!ok) ok = d::ld_acquire_u32(p.hready + t) >= uint32_t(epoch[0]);
+              if (__all_sync(0xffffffffu, ok)) break;
+              if (spins > 4) __nanosleep(100);
+              if ((spins & 63) == 63 && __shfl_sync(0xffffffffu, int(d::now_ns() - t0 > p.timeout_ns), 0)) {
+                if (!ok) atomicCAS(p.error, 0ull, (1ull << 63) | (unsigned long long)t);
+                break;  // warp-uniform: lane 0's clock decides
               }
             }
-            __syncwarp();
-            (void)d::ld_acquire_u32(p.hready + t);  // every lane: its loads of H below come after
           }
+          __syncwarp();  // every lane's H loads below after every lane's acquire
+          if (k0 / hpt <= known) known = t_hi + 1;
         }
         // X (M_pad x kSlabK) in the B operand's no-swizzle K-major layout: (m / 8) * kSlabK * 16 + (k / 8) * 128 +
         // (m % 8) * 16 + (k % 8) * 2; zeros past M and past K.
@@ -272,7 +284,7 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
         ws::dev::mbar_arrive(uempty(ui));
         if (u < 0) { ++n; break; }
         int tile, slab;
-        d::unit_pos(b, g, u, tile, slab);
+        d::unit_pos(b, g, u, tile, slab, p.g2_tile_major != 0);
         int const sb = us & 1;
         ws::dev::mbar_wait(sfull(sb), (us >> 1) & 1);
         // The warpgroups' partials summed in warpgroup order: features 2 lane, 2 lane + 1, every M_pad row.
@@ -370,7 +382,7 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
           break;
         }
         int tile, slab;
-        d::unit_pos(b, g, u, tile, slab);
+        d::unit_pos(b, g, u, tile, slab, p.g2_tile_major != 0);
         int const c0 = d::slab_c0(b, slab), nch = d::slab_c0(b, slab + 1) - c0;
         int const xb = ux & 1;
         float acc[kMPad / 2];
