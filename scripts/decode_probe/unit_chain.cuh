@@ -15,7 +15,7 @@
 //   same as the two-launch form, and from run to run). That finish runs in a poster warp, off the consumers' path.
 //
 // MEASURED (benchmarks/NOTES.md d29, H100): gemm1 streams at the ring's pace and gemm2 no longer waits for the
-// slowest gemm1 CTA, but gemm2's units run 1.3-2.5x slower than gemm1's (more so with M), so the chain is slower
+// slowest gemm1 CTA, but gemm2's units run 1.3-2.3x slower than gemm1's (more so with M), so the chain is slower
 // than the landed kernel at every measured point. A probe, not a mode of the library.
 //
 // WARPS: 4 consumer warpgroups (warps 0-15; chunk j of a unit goes to warpgroup j % 4), the producer (warp 16:
