@@ -156,6 +156,9 @@ static bool variant_run(Variant v) {
   for (auto const& n : g_only) if (n == kVarName[v]) return true;
   return false;
 }
+static bool g_unit_x_tma = false;  // DECODE_PROBE_UNIT_X_TMA=1: v6's X staged by one TMA box a unit
+static int g_unit_no_x = 0;  // DECODE_PROBE_UNIT_NO_X=bits: v6's X not staged for gemm1 (1), gemm2 (2) (timing only)
+static int g_unit_poster = 0;  // DECODE_PROBE_UNIT_WIDE=0/1/2: v6's poster on one warp, four, one + four finishers
 static bool g_unit_g2_tile_major = false;  // DECODE_PROBE_UNIT_G2_TILE_MAJOR=1: v6's gemm2 units in tile-major order
 static bool variant_timed(Variant v) {
   if (g_variant_filter.empty()) return true;
@@ -168,6 +171,21 @@ struct Row {
   double bulk_us, bulkp_us, bulkb_us, unit_us = 0, unitb_us = 0;
   std::string best_cfg; double best_us; std::string checks; double rel_l2;
 };
+// v6's X by TMA (DECODE_PROBE_UNIT_X_TMA): X (M rows of K, ld) as a 3D tensor (8 k, M rows, K / 8 groups; the
+// groups 16 bytes apart), box (8, M_pad, kSlabK / 8), no swizzle: a box lands as the B operand's K-major no-swizzle
+// core matrices in (group, row, 8 k) order, zeros past M and past K.
+static bool unit_x_map(CUtensorMap& tm, void const* x, int m, int k, int64_t ld, int mpad) {
+  auto enc = ws::tensor_map_encoder();
+  if (enc == nullptr) return false;
+  cuuint64_t dims[3] = {8u, cuuint64_t(m), cuuint64_t(k / 8)};
+  cuuint64_t strides[2] = {cuuint64_t(ld) * 2u, 16u};
+  cuuint32_t box[3] = {8u, cuuint32_t(mpad), cuuint32_t(unit::UnitCfg<8>::kSlabK / 8)};
+  cuuint32_t estr[3] = {1u, 1u, 1u};
+  return enc(&tm, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void*>(x), dims, strides, box, estr,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 
 template <typename T>
 struct Probe {
@@ -186,12 +204,39 @@ struct Probe {
   float *uws1 = nullptr, *uws2 = nullptr; unsigned long long *ucnt1 = nullptr, *ucnt2 = nullptr, *utick = nullptr;
   uint32_t* uready = nullptr; unit::UnitState* ustate = nullptr; unsigned long long* uerr = nullptr;
   uint64_t* unit_trace = nullptr;  // set while a traced v6 run is launched
+  uint64_t* unit_utrace = nullptr;
   // DECODE_PROBE_UNIT_TRACE=1: one traced v6 chain run per point, summarized (us from the first CTA's entry).
   void unit_trace_summary(int m, FILE* log) {
     std::vector<uint64_t> h(size_t(sms) * unit::kTraceWords);
     uint64_t* buf; CK(cudaMalloc(&buf, h.size() * 8)); CK(cudaMemset(buf, 0, h.size() * 8));
-    unit_trace = buf; ours(kUnit, 1, m, 0); unit_trace = nullptr;
+    std::vector<uint64_t> hu(size_t(sms) * unit::kUnitTraceMax * 4);
+    uint64_t* ubuf; CK(cudaMalloc(&ubuf, hu.size() * 8)); CK(cudaMemset(ubuf, 0, hu.size() * 8));
+    unit_trace = buf; unit_utrace = ubuf; ours(kUnit, 1, m, 0); unit_trace = nullptr; unit_utrace = nullptr;
     CK(cudaDeviceSynchronize()); CK(cudaMemcpy(h.data(), buf, h.size() * 8, cudaMemcpyDeviceToHost)); cudaFree(buf);
+    CK(cudaMemcpy(hu.data(), ubuf, hu.size() * 8, cudaMemcpyDeviceToHost)); cudaFree(ubuf);
+    {  // per GEMM, over every traced unit: the X wait, the chunks, the scratch wait, the period (unit to next unit)
+      std::vector<double> v[2][4];
+      uint64_t const mask = ~(1ull << 63);
+      for (int c = 0; c < sms; ++c)
+        for (int k = 0; k < unit::kUnitTraceMax; ++k) {
+          uint64_t const* w = &hu[(size_t(c) * unit::kUnitTraceMax + k) * 4];
+          if (!w[0] || !w[3]) break;
+          int const g = int(w[0] >> 63);
+          double const a = double(w[0] & mask), b = double(w[1]), cc = double(w[2]), d = double(w[3]);
+          v[g][0].push_back((b - a) * 1e-3); v[g][1].push_back((cc - b) * 1e-3); v[g][2].push_back((d - cc) * 1e-3);
+          uint64_t const* nx = k + 1 < unit::kUnitTraceMax ? w + 4 : nullptr;
+          if (nx && nx[0] && int(nx[0] >> 63) == g) v[g][3].push_back((double(nx[0] & mask) - a) * 1e-3);
+        }
+      for (int g = 0; g < 2; ++g) {
+        char b2[400]; int o = snprintf(b2, sizeof b2, "unit units %s M=%d gemm%d (%zu units):", sd.name, m, g + 1, v[g][0].size());
+        static char const* nm[] = {"xwait", "chunks", "swait", "period"};
+        for (int q = 0; q < 4; ++q) {
+          auto& x = v[g][q]; std::sort(x.begin(), x.end());
+          if (!x.empty()) o += snprintf(b2 + o, sizeof b2 - o, " %s %.2f/%.2f/%.2f", nm[q], x[x.size() / 10], x[x.size() / 2], x[x.size() * 9 / 10]);
+        }
+        printf("%s\n", b2); fprintf(log, "%s\n", b2);
+      }
+    }
     uint64_t t0 = ~0ull;
     for (int c = 0; c < sms; ++c) t0 = std::min(t0, h[size_t(c) * unit::kTraceWords + unit::kAtEntry]);
     std::string line = std::string("unit trace ") + sd.name + " M=" + std::to_string(m);
@@ -208,6 +253,22 @@ struct Probe {
       char b[128];
       if (!v.empty()) snprintf(b, sizeof b, " %s %.1f/%.1f/%.1f", names[at], v.front(), v[v.size() / 2], v.back());
       else snprintf(b, sizeof b, " %s -", names[at]);
+      line += b;
+    }
+    printf("%s\n", line.c_str()); fprintf(log, "%s\n", line.c_str());
+    line = std::string("unit poster ") + sd.name + " M=" + std::to_string(m) + (g_unit_poster == 2 ? " split" : g_unit_poster == 1 ? " wide" : " narrow") +
+           (g_unit_x_tma ? " x_tma" : " x_cp.async");
+    for (int at : {int(unit::kFinNs1), int(unit::kFinNs2), int(unit::kPostWaitNs1), int(unit::kPostWaitNs2), int(unit::kFins1),
+                   int(unit::kFins2), int(unit::kArrNs1), int(unit::kArrNs2), int(unit::kFlagNs1)}) {  // per CTA: us in finishes / waiting for partials, finishes (min/median/max)
+      std::vector<double> v;
+      for (int c = 0; c < sms; ++c) {
+        double const x = double(h[size_t(c) * unit::kTraceWords + at]);
+        v.push_back(at == unit::kFins1 || at == unit::kFins2 ? x : x * 1e-3);
+      }
+      std::sort(v.begin(), v.end());
+      static char const* names[] = {"fin1_us", "fin2_us", "pwait1_us", "pwait2_us", "fins1", "fins2", "arr1_us", "arr2_us", "flag1_us"};
+      char b[128];
+      snprintf(b, sizeof b, " %s %.1f/%.1f/%.1f", names[at - unit::kFinNs1], v.front(), v[v.size() / 2], v.back());
       line += b;
     }
     printf("%s\n", line.c_str()); fprintf(log, "%s\n", line.c_str());
@@ -483,8 +544,13 @@ struct Probe {
       a.ws = uws1; a.count = ucnt1; a.ticket = utick;
       b.w = w2b[set]; b.x = h; b.ldx = sd.n1; b.bias = nullptr; b.out = y; b.ldo = sd.n2; b.act = int(Act::kIdentity);
       b.ws = uws2; b.count = ucnt2; b.ticket = utick + 1;
-      p.m = m; p.grid = sms; p.hready = uready; p.state = ustate; p.error = uerr; p.timeout_ns = timeout_ns; p.skip_post = skip; p.trace = unit_trace;
-      p.g2_tile_major = g_unit_g2_tile_major ? 1 : 0;
+      p.m = m; p.grid = sms; p.hready = uready; p.state = ustate; p.error = uerr; p.timeout_ns = timeout_ns; p.skip_post = skip; p.trace = unit_trace; p.utrace = unit_utrace;
+      p.g2_tile_major = g_unit_g2_tile_major ? 1 : 0; p.poster = g_unit_poster; p.no_x = g_unit_no_x; p.x_tma = 0;
+      if (g_unit_x_tma && sd.k1 % 8 == 0 && sd.n1 % 8 == 0) {
+        p.x_tma = 1;
+        CK(unit_x_map(a.tmx, x, m, sd.k1, sd.k1, mpad) ? cudaSuccess : cudaErrorInvalidValue);
+        CK(unit_x_map(b.tmx, h, m, sd.n1, sd.n1, mpad) ? cudaSuccess : cudaErrorInvalidValue);
+      }
       auto go = [&](int which) {
         p.which = which;
         if (mpad == 8) CK((unit::unit_launch<T, 8>(p, st))); else CK((unit::unit_launch<T, 16>(p, st)));
@@ -1070,6 +1136,9 @@ int main(int argc, char** argv) {
   if (char const* env = getenv("DECODE_PROBE_VARIANTS")) g_variant_filter = csv_list(env);
   if (char const* env = getenv("DECODE_PROBE_ONLY")) g_only = csv_list(env);
   g_unit_g2_tile_major = getenv("DECODE_PROBE_UNIT_G2_TILE_MAJOR") != nullptr;
+  g_unit_x_tma = getenv("DECODE_PROBE_UNIT_X_TMA") != nullptr && atoi(getenv("DECODE_PROBE_UNIT_X_TMA")) != 0;
+  g_unit_no_x = getenv("DECODE_PROBE_UNIT_NO_X") ? atoi(getenv("DECODE_PROBE_UNIT_NO_X")) : 0;
+  g_unit_poster = getenv("DECODE_PROBE_UNIT_WIDE") != nullptr ? atoi(getenv("DECODE_PROBE_UNIT_WIDE")) : 0;
   if (char const* env = getenv("DECODE_PROBE_REG_CFG")) g_reg_cfg = std::atoi(env);
   g_reg_wn = g_reg_cfg == 1 ? 2 : g_reg_cfg == 2 ? 4 : 1;
   g_reg_g1_split_major = getenv("DECODE_PROBE_REG_G1_SPLIT_MAJOR") != nullptr;

@@ -4,11 +4,10 @@
 # check; then the same binary under compute-sanitizer memcheck on a small SwiGLU shape at M = 3 (unless NO_SAN).
 # Usage: OUT=... [SHAPES=gpt3,llama65,llama3-8b] [MS=1,8,16] [ROUNDS=1] bash scripts/decode_probe/unit_call.sh
 set -u
-ROOT=$(cd "$(dirname "$0")/../.." && pwd); B=$ROOT/build/decode_probe
+# shellcheck source=scripts/decode_probe/probe_env.sh
+. "$(dirname "$0")/probe_env.sh"  # ROOT, B, NVCC, cuBLASLt on LD_LIBRARY_PATH
 OUT=${OUT:?an output folder}
-LT=$(find /usr/local/cuda*/ /usr/lib /opt /usr/local/lib -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
-[ -n "$LT" ] && export LD_LIBRARY_PATH=$(dirname "$LT"):${LD_LIBRARY_PATH:-}
-nvcc "$B/unit.o" -o "$B/unit" -lcublas -lcublasLt > "$B/unit.link.log" 2>&1 || { cat "$B/unit.link.log"; exit 1; }
+"$NVCC" "$B/unit.o" -o "$B/unit" -lcublas -lcublasLt > "$B/unit.link.log" 2>&1 || { cat "$B/unit.link.log"; exit 1; }
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 for r in $(seq 1 "${ROUNDS:-1}"); do
   mkdir -p "$OUT/r$r"

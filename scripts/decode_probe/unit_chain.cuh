@@ -14,12 +14,15 @@
 //   sums the tile's slots in slab order: the result does not depend on which CTA took which unit (bitwise the
 //   same as the two-launch form, and from run to run). That finish runs in a poster warp, off the consumers' path.
 //
-// MEASURED (benchmarks/NOTES.md d29, H100): gemm1 streams at the ring's pace and gemm2 no longer waits for the
+// MEASURED (benchmarks/NOTES.md d29, d30, H100): gemm1 streams at the ring's pace and gemm2 no longer waits for the
 // slowest gemm1 CTA, but gemm2's units run 1.3-2.3x slower than gemm1's (more so with M), so the chain is slower
-// than the landed kernel at every measured point. A probe, not a mode of the library.
+// than the landed kernel at every measured point. d30's trace: under a full ring every global round trip (the
+// poster's fence and atomic, a finish's reads, the X warp's polls and copies) costs 4-6 us, about a unit's ring
+// time; finishes on finisher warps (poster 2) remove gemm1's tail, X by 16-byte-row TMA boxes is slower than
+// cp.async. Three launch failures in timing graphs, not found. A probe, not a mode of the library.
 //
 // WARPS: 4 consumer warpgroups (warps 0-15; chunk j of a unit goes to warpgroup j % 4), the producer (warp 16:
-// tickets, the unit ring, the weight ring of 16 KB bulk copies), the X warp (17) and the poster (18).
+// tickets, the unit ring, the weight ring of 16 KB bulk copies), the X warp (17) and the poster (18-22, by mode).
 // Weights are packed by bulk_pack (bulk_chain.cuh's wgmma layout: 64-column tiles, 2 KB k-steps, a tile's k-steps
 // consecutive), so a unit is one contiguous range of k-steps.
 #pragma once
@@ -31,7 +34,11 @@ namespace cusync::stream::unit {
 constexpr int kWG = 4;
 constexpr int kConsumerThreads = kWG * 128;
 constexpr int kProducerWarp = kWG * 4, kXWarp = kProducerWarp + 1, kPosterWarp = kProducerWarp + 2;
-constexpr int kThreads = (kPosterWarp + 1) * 32;
+// The poster (UnitParams::poster): 0, warp 18 alone; 1, warps 18-21 (a unit's partial summed and a tile's finish read
+// by 128 threads); 2, warp 18 posts the units and warps 19-22 finish the tiles it hands them (a queue in shared
+// memory). The same sums in the same order in every mode.
+constexpr int kPosterWarps = 5, kPosterBar = 1 + kWG, kFinBar = 2 + kWG, kFinQueue = 8;
+constexpr int kThreads = (kPosterWarp + kPosterWarps) * 32;
 constexpr int kStepBytes = 2048, kChunkSteps = 8, kChunkBytes = kStepBytes * kChunkSteps, kTileN = 64;
 constexpr int kUnitRing = 4;
 
@@ -58,6 +65,7 @@ struct UnitGemm {
   int64_t ldx;
   void const* bias;     // per packed column, or nullptr
   void* out;            // (M, n_out) row-major, ld = ldo
+  CUtensorMap tmx;      // X as (8 k, M rows, K / 8) with x_tma: one box a unit (M_pad x kSlabK, B's no-swizzle layout)
   int64_t ldo;
   int k, n;             // K, packed columns (2 N1 for SwiGLU, interleaved in groups of 8)
   int act;              // Act
@@ -83,10 +91,20 @@ struct UnitParams {
   int skip_post;        // a gemm1 tile whose H is never flagged (the negative test), or -1
   uint64_t* trace;      // kTraceWords a CTA (globaltimer ns, counts), or nullptr
   int g2_tile_major;    // gemm2's units in tile-major order too (a probe of the order; slab-major by default)
+  uint64_t* utrace;     // per CTA kUnitTraceMax units x 4 words (consumer thread 0), or nullptr
+  int poster;           // 0, 1, 2: see kPosterWarps
+  int x_tma;            // X staged by one TMA box a unit (lane 0 of the X warp), else by the warp's cp.async
+  int no_x;             // a probe of the X stage's cost: GEMM g's X not copied where bit g is set (wrong results)
 };
+// The per-unit trace (consumer thread 0, globaltimer ns): before the X wait, after it, after the unit's chunks, after
+// the scratch wait; unit k of the CTA (both GEMMs in order, end marks not counted) at [k * 4].
+constexpr int kUnitTraceMax = 256;
 // The per-CTA trace: entry, the consumers' gemm1 end, gemm2's first X staged, the CTA's end, its SM, gemm1 and
-// gemm2 units taken, the producer's last gemm1 copy.
-enum : int { kAtEntry = 0, kAtDone1, kAtX2, kAtEnd, kSm, kUnits1, kUnits2, kAtIssued1, kTraceWords };
+// gemm2 units taken, the producer's last gemm1 copy, the poster's time in tile finishes and waiting for partials (ns,
+// per GEMM), its finishes per GEMM.
+// Then the poster's time in its arrivals (fence + atomic) per GEMM and in gemm1's flags (fence + release store).
+enum : int { kAtEntry = 0, kAtDone1, kAtX2, kAtEnd, kSm, kUnits1, kUnits2, kAtIssued1, kFinNs1, kFinNs2, kPostWaitNs1,
+             kPostWaitNs2, kFins1, kFins2, kArrNs1, kArrNs2, kFlagNs1, kTraceWords };
 
 namespace d {
 using namespace cusync::stream::detail;
@@ -128,6 +146,8 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
   using C = UnitCfg<kMPad>;
   constexpr bool kBf16 = std::is_same<T, __nv_bfloat16>::value;
   extern __shared__ __align__(1024) char smem[];
+  __shared__ uint64_t fq_bar[2 * kFinQueue];  // the finish queue's full and empty barriers (poster 2)
+  __shared__ int fq[kFinQueue];
   uint32_t const base = d::smem_addr(smem);
   uint32_t const ring = base, xbuf = base + C::kXOff, bars = base + C::kBarOff;
   float* const scratch = reinterpret_cast<float*>(smem + C::kScratchOff);
@@ -143,10 +163,17 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) { ws::dev::mbar_init(full(s), 1); ws::dev::mbar_init(empty(s), 128); }
     for (int b = 0; b < 2; ++b) {
-      ws::dev::mbar_init(xfull(b), 32); ws::dev::mbar_init(xempty(b), kConsumerThreads);
-      ws::dev::mbar_init(sfull(b), kConsumerThreads); ws::dev::mbar_init(sempty(b), 32);
+      ws::dev::mbar_init(xfull(b), p.x_tma ? 1 : 32); ws::dev::mbar_init(xempty(b), kConsumerThreads);
+      ws::dev::mbar_init(sfull(b), kConsumerThreads); ws::dev::mbar_init(sempty(b), p.poster == 1 ? 128 : 32);
     }
-    for (int i = 0; i < kUnitRing; ++i) { ws::dev::mbar_init(ufull(i), 1); ws::dev::mbar_init(uempty(i), kConsumerThreads + 64); }
+    for (int i = 0; i < kUnitRing; ++i) {
+      ws::dev::mbar_init(ufull(i), 1);
+      ws::dev::mbar_init(uempty(i), kConsumerThreads + 32 + (p.poster == 1 ? 128 : 32));
+    }
+    for (int i = 0; i < kFinQueue; ++i) {
+      ws::dev::mbar_init(d::smem_addr(&fq_bar[i]), 1);
+      ws::dev::mbar_init(d::smem_addr(&fq_bar[kFinQueue + i]), 128);
+    }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     d::stamp(p, kAtEntry, d::now_ns());
     uint32_t sm;
@@ -164,6 +191,15 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
     tbase[g] = p.state->tbase[g];
   }
   bool const chained = p.which == 3;
+  // A reader's next entry of the unit ring (the producer's sequence: gemm1's units, -1, gemm2's units, -1).
+  auto take_unit = [&](int& n) {
+    int const ui = n % kUnitRing;
+    ws::dev::mbar_wait(ufull(ui), (n / kUnitRing) & 1);
+    int const u = units[ui];
+    ws::dev::mbar_arrive(uempty(ui));
+    ++n;
+    return u;
+  };
   int const warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
 
   // Every role walks the same unit sequence: gemm1's units, an end mark, gemm2's, an end mark (for the GEMMs run).
@@ -216,12 +252,9 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
       if (!((p.which >> g) & 1)) continue;
       UnitGemm const& b = p.gm[g];
       int const hpt = p.gm[0].act == int(Act::kSwiglu) ? kTileN / 2 : kTileN;  // H columns per gemm1 tile
-      for (;; ++n) {
-        int const ui = n % kUnitRing;
-        ws::dev::mbar_wait(ufull(ui), (n / kUnitRing) & 1);
-        int const u = units[ui];
-        ws::dev::mbar_arrive(uempty(ui));
-        if (u < 0) { ++n; break; }
+      for (;;) {
+        int const u = take_unit(n);
+        if (u < 0) break;
         int tile, slab;
         d::unit_pos(b, g, u, tile, slab, p.g2_tile_major != 0);
         int const k0 = d::slab_c0(b, slab) * 128, k1 = min(d::slab_c0(b, slab + 1) * 128, b.k);
@@ -250,11 +283,29 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
         }
         // X (M_pad x kSlabK) in the B operand's no-swizzle K-major layout: (m / 8) * kSlabK * 16 + (k / 8) * 128 +
         // (m % 8) * 16 + (k % 8) * 2; zeros past M and past K.
-        T const* x = static_cast<T const*>(b.x);
         uint32_t const dst = xbuf + xb * C::kXBytes;
+        if (p.x_tma) {  // one box: (8 k, M_pad rows, kSlabK / 8 groups) from (k0 / 8), zeros past M and K
+          if (lane == 0) {
+            if (g == 1 && chained) asm volatile("fence.proxy.async.global;" ::: "memory");
+            ws::dev::mbar_expect_tx(xfull(xb), uint32_t(C::kXBytes));  // lane 0's arrival (the count is 1) and the bytes
+            if (!((p.no_x >> g) & 1))
+              asm volatile(
+                  "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];"
+                  ::"r"(dst), "l"(reinterpret_cast<uint64_t>(&b.tmx)), "r"(xfull(xb)), "r"(0), "r"(0), "r"(k0 / 8)
+                  : "memory");
+            else
+              asm volatile("mbarrier.complete_tx.shared::cta.b64 [%0], %1;" ::"r"(xfull(xb)), "r"(uint32_t(C::kXBytes)) : "memory");
+          }
+          if (g == 1 && lane == 0 && p.trace != nullptr && p.trace[int64_t(blockIdx.x) * kTraceWords + kAtX2] == 0)
+            d::stamp(p, kAtX2, d::now_ns());
+          __syncwarp();
+          ++ux;
+          continue;
+        }
+        T const* x = static_cast<T const*>(b.x);
         constexpr int kUnits16 = kMPad * C::kSlabK / 8;
         // cp.async (16 bytes, L2 only), all of the lane's copies in flight at once; zero-filled past M and K.
-        for (int i = lane; i < kUnits16; i += 32) {
+        for (int i = ((p.no_x >> g) & 1) ? kUnits16 + lane : lane; i < kUnits16; i += 32) {
           int const m = i / (C::kSlabK / 8), k = k0 + (i % (C::kSlabK / 8)) * 8;
           bool const in = m < p.m && k < k1;
           T const* src = in ? x + int64_t(m) * b.ldx + k : x;
@@ -271,96 +322,160 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
         ++ux;
       }
     }
-  } else if (warp == kPosterWarp) {
-    int n = 0, us = 0;
-    for (int g = 0; g < 2; ++g) {
-      if (!((p.which >> g) & 1)) continue;
+  } else if (warp >= kPosterWarp) {
+    // The poster: nt threads (warp 18, or warps 18-21 with poster 1). Per unit: the warpgroups' partials summed in
+    // warpgroup order to the unit's slot, the tile's arrival. The tile's last unit is finished in slab order by fnt
+    // threads (the poster's, or warps 19-22's with poster 2): thread ft, features fa, fb of pair ft % 32, rows
+    // 4 q .. 4 q + 3 for q = ft / 32, ft / 32 + fnt / 32, ...
+    int const mode = p.poster;
+    int const pt = int(threadIdx.x) - kPosterWarp * 32;
+    int const nt = mode == 1 ? 128 : 32;
+    bool const finisher = mode == 2 && pt >= 32;
+    int const ft = finisher ? pt - 32 : pt, fnt = mode == 2 ? 128 : nt;
+    __shared__ unsigned long long s_old;
+    auto psync = [&] {
+      if (nt == 32) __syncwarp();
+      else asm volatile("bar.sync %0, %1;" ::"r"(kPosterBar), "r"(nt) : "memory");
+    };
+    auto fsync = [&] {
+      if (mode != 2) psync();
+      else asm volatile("bar.sync %0, %1;" ::"r"(kFinBar), "r"(fnt) : "memory");
+    };
+    bool const ftimed = ft == 0 && p.trace != nullptr;
+    uint64_t fin_ns = 0, flag_ns = 0, fins = 0;
+    auto finish = [&](int g, int tile) {
       UnitGemm const& b = p.gm[g];
       bool const swiglu = b.act == int(Act::kSwiglu);
-      for (;; ++n) {
-        int const ui = n % kUnitRing;
-        ws::dev::mbar_wait(ufull(ui), (n / kUnitRing) & 1);
-        int const u = units[ui];
-        ws::dev::mbar_arrive(uempty(ui));
-        if (u < 0) { ++n; break; }
-        int tile, slab;
-        d::unit_pos(b, g, u, tile, slab, p.g2_tile_major != 0);
-        int const sb = us & 1;
-        ws::dev::mbar_wait(sfull(sb), (us >> 1) & 1);
-        // The warpgroups' partials summed in warpgroup order: features 2 lane, 2 lane + 1, every M_pad row.
-        float const* sc = scratch + sb * (kWG * kTileN * kMPad);
-        float* const slot = b.ws + (int64_t(tile) * b.slabs + slab) * (kTileN * kMPad);
-#pragma unroll
-        for (int f = 0; f < 2; ++f)
-#pragma unroll
-          for (int m4 = 0; m4 < kMPad; m4 += 4) {
-            int const o = (2 * lane + f) * kMPad + m4;
-            float4 a = *reinterpret_cast<float4 const*>(sc + o);
-#pragma unroll
-            for (int w = 1; w < kWG; ++w) {
-              float4 const q = *reinterpret_cast<float4 const*>(sc + w * kTileN * kMPad + o);
-              a.x += q.x; a.y += q.y; a.z += q.z; a.w += q.w;
-            }
-            __stcg(reinterpret_cast<float4*>(slot + o), a);
-          }
-        ws::dev::mbar_arrive(sempty(sb));
-        ++us;
-        __syncwarp();
-        unsigned long long old = 0;
-        if (lane == 0) {
-          ptx::fence_acq_rel_gpu();
-          old = d::atom_add_acq_rel(b.count + tile, 1ull);
+      uint64_t const tf = ftimed ? d::now_ns() : 0;
+      int const pair = ft % 32;
+      int const fa = swiglu ? 16 * (pair / 8) + pair % 8 : 2 * pair, fb = swiglu ? fa + 8 : fa + 1;
+      int const ca = tile * kTileN + fa, cb = tile * kTileN + fb;
+      float const ba = b.bias != nullptr && ca < b.n ? detail::to_f(static_cast<T const*>(b.bias)[ca]) : 0.f;
+      float const bb = b.bias != nullptr && cb < b.n ? detail::to_f(static_cast<T const*>(b.bias)[cb]) : 0.f;
+      T* const out = static_cast<T*>(b.out);
+      auto act = [&](float r) {
+        switch (b.act) {
+          case int(Act::kRelu): return fmaxf(r, 0.f);
+          case int(Act::kGelu): return detail::gelu_erf(r);
+          case int(Act::kGeluTanh): return detail::gelu_tanh(r);
+          case int(Act::kSilu): return detail::silu(r);
+          default: return r;
         }
-        old = __shfl_sync(0xffffffffu, old, 0);
-        if (old + 1 != cbase[g] + (unsigned long long)b.slabs) continue;
-        // The tile's last unit: its slots summed in slab order, the bias, the activation, the store.
-        __syncwarp();
-        int const fa = swiglu ? 16 * (lane / 8) + lane % 8 : 2 * lane, fb = swiglu ? fa + 8 : fa + 1;
-        float va[kMPad], vb[kMPad];
-#pragma unroll
-        for (int m = 0; m < kMPad; ++m) va[m] = vb[m] = 0.f;
-        float const* ts = b.ws + int64_t(tile) * b.slabs * (kTileN * kMPad);
-#pragma unroll 4
+      };
+      float const* ts = b.ws + int64_t(tile) * b.slabs * (kTileN * kMPad);
+      for (int q = ft / 32; 4 * q < kMPad && 4 * q < p.m; q += fnt / 32) {
+        float4 va = make_float4(0.f, 0.f, 0.f, 0.f), vb = va;
+#pragma unroll 8
         for (int s = 0; s < b.slabs; ++s) {
-#pragma unroll
-          for (int m4 = 0; m4 < kMPad; m4 += 4) {
-            float4 const qa = __ldcg(reinterpret_cast<float4 const*>(ts + s * kTileN * kMPad + fa * kMPad + m4));
-            float4 const qb = __ldcg(reinterpret_cast<float4 const*>(ts + s * kTileN * kMPad + fb * kMPad + m4));
-            va[m4] += qa.x; va[m4 + 1] += qa.y; va[m4 + 2] += qa.z; va[m4 + 3] += qa.w;
-            vb[m4] += qb.x; vb[m4 + 1] += qb.y; vb[m4 + 2] += qb.z; vb[m4 + 3] += qb.w;
-          }
+          float4 const qa = __ldcg(reinterpret_cast<float4 const*>(ts + s * kTileN * kMPad + fa * kMPad + 4 * q));
+          float4 const qb = __ldcg(reinterpret_cast<float4 const*>(ts + s * kTileN * kMPad + fb * kMPad + 4 * q));
+          va.x += qa.x; va.y += qa.y; va.z += qa.z; va.w += qa.w;
+          vb.x += qb.x; vb.y += qb.y; vb.z += qb.z; vb.w += qb.w;
         }
-        int const ca = tile * kTileN + fa, cb = tile * kTileN + fb;
-        float const ba = b.bias != nullptr && ca < b.n ? detail::to_f(static_cast<T const*>(b.bias)[ca]) : 0.f;
-        float const bb = b.bias != nullptr && cb < b.n ? detail::to_f(static_cast<T const*>(b.bias)[cb]) : 0.f;
-        T* const out = static_cast<T*>(b.out);
-        auto act = [&](float r) {
-          switch (b.act) {
-            case int(Act::kRelu): return fmaxf(r, 0.f);
-            case int(Act::kGelu): return detail::gelu_erf(r);
-            case int(Act::kGeluTanh): return detail::gelu_tanh(r);
-            case int(Act::kSilu): return detail::silu(r);
-            default: return r;
-          }
-        };
+        float const ra[4] = {va.x, va.y, va.z, va.w}, rb[4] = {vb.x, vb.y, vb.z, vb.w};
 #pragma unroll
-        for (int m = 0; m < kMPad; ++m) {
+        for (int r = 0; r < 4; ++r) {
+          int const m = 4 * q + r;
           if (m >= p.m) break;
           if (swiglu) {
-            int const hc = tile * (kTileN / 2) + lane;
-            if (hc < b.n / 2) out[int64_t(m) * b.ldo + hc] = detail::from_f<T>(detail::silu(va[m] + ba) * (vb[m] + bb));
+            int const hc = tile * (kTileN / 2) + pair;
+            if (hc < b.n / 2) out[int64_t(m) * b.ldo + hc] = detail::from_f<T>(detail::silu(ra[r] + ba) * (rb[r] + bb));
           } else {
-            if (ca < b.n) out[int64_t(m) * b.ldo + ca] = detail::from_f<T>(act(va[m] + ba));
-            if (cb < b.n) out[int64_t(m) * b.ldo + cb] = detail::from_f<T>(act(vb[m] + bb));
+            if (ca < b.n) out[int64_t(m) * b.ldo + ca] = detail::from_f<T>(act(ra[r] + ba));
+            if (cb < b.n) out[int64_t(m) * b.ldo + cb] = detail::from_f<T>(act(rb[r] + bb));
           }
         }
-        if (g == 0 && tile != p.skip_post) {
-          __syncwarp();
-          if (lane == 0) {
+      }
+      if (g == 0 && tile != p.skip_post) {
+        fsync();  // every finishing thread's H stores before the flag
+        if (ft == 0) {
+          uint64_t const tg = ftimed ? d::now_ns() : 0;
+          ptx::fence_acq_rel_gpu();
+          d::st_release_u32(p.hready + tile, uint32_t(epoch[0]));
+          if (ftimed) flag_ns += d::now_ns() - tg;
+        }
+      }
+      if (ftimed) { fin_ns += d::now_ns() - tf; ++fins; }
+    };
+    auto fin_stamps = [&](int g) {
+      if (ftimed) {
+        d::stamp(p, kFinNs1 + g, fin_ns); d::stamp(p, kFins1 + g, fins);
+        if (g == 0) d::stamp(p, kFlagNs1, flag_ns);
+      }
+      fin_ns = flag_ns = fins = 0;
+    };
+    if (finisher) {
+      // poster 2's finishers: the tiles the poster hands over, each GEMM's list ended by -1
+      if (ft < fnt) {
+        int qi = 0;
+        for (int g = 0; g < 2; ++g) {
+          if (!((p.which >> g) & 1)) continue;
+          for (;; ++qi) {
+            int const e = qi % kFinQueue;
+            ws::dev::mbar_wait(d::smem_addr(&fq_bar[e]), (qi / kFinQueue) & 1);
+            int const tile = fq[e];
+            ws::dev::mbar_arrive(d::smem_addr(&fq_bar[kFinQueue + e]));
+            if (tile < 0) { ++qi; break; }
+            finish(g, tile);
+          }
+          fin_stamps(g);
+        }
+      }
+    } else if (pt < nt) {
+      int n = 0, us = 0, qi = 0;
+      auto hand = [&](int tile) {  // poster 2: the tile to the finishers (lane 0)
+        if (pt == 0) {
+          int const e = qi % kFinQueue;
+          ws::dev::mbar_wait(d::smem_addr(&fq_bar[kFinQueue + e]), ((qi / kFinQueue) & 1) ^ 1);
+          fq[e] = tile;
+          ws::dev::mbar_arrive(d::smem_addr(&fq_bar[e]));
+        }
+        ++qi;
+      };
+      for (int g = 0; g < 2; ++g) {
+        if (!((p.which >> g) & 1)) continue;
+        UnitGemm const& b = p.gm[g];
+        uint64_t wait_ns = 0, arr_ns = 0;
+        bool const timed = pt == 0 && p.trace != nullptr;
+        for (;;) {
+          int const u = take_unit(n);
+          if (u < 0) break;
+          int tile, slab;
+          d::unit_pos(b, g, u, tile, slab, p.g2_tile_major != 0);
+          int const sb = us & 1;
+          uint64_t const tw = timed ? d::now_ns() : 0;
+          ws::dev::mbar_wait(sfull(sb), (us >> 1) & 1);
+          if (timed) wait_ns += d::now_ns() - tw;
+          float const* sc = scratch + sb * (kWG * kTileN * kMPad);
+          float* const slot = b.ws + (int64_t(tile) * b.slabs + slab) * (kTileN * kMPad);
+          for (int i = pt; i < kTileN * kMPad / 4; i += nt) {
+            float4 a = *reinterpret_cast<float4 const*>(sc + 4 * i);
+#pragma unroll
+            for (int w = 1; w < kWG; ++w) {
+              float4 const q = *reinterpret_cast<float4 const*>(sc + w * kTileN * kMPad + 4 * i);
+              a.x += q.x; a.y += q.y; a.z += q.z; a.w += q.w;
+            }
+            __stcg(reinterpret_cast<float4*>(slot + 4 * i), a);
+          }
+          ws::dev::mbar_arrive(sempty(sb));
+          ++us;
+          psync();  // every poster thread's slot stores before the arrival
+          if (pt == 0) {
+            uint64_t const ta = timed ? d::now_ns() : 0;
             ptx::fence_acq_rel_gpu();
-            d::st_release_u32(p.hready + tile, uint32_t(epoch[0]));
+            s_old = d::atom_add_acq_rel(b.count + tile, 1ull);
+            if (timed) arr_ns += d::now_ns() - ta;
           }
+          psync();
+          bool const last = s_old + 1 == cbase[g] + (unsigned long long)b.slabs;
+          psync();  // s_old read by all before the next unit's arrival writes it
+          if (!last) continue;
+          if (mode == 2) hand(tile);  // the finishers' acquire: the poster's atomic, then the queue's barrier
+          else finish(g, tile);
         }
+        if (mode == 2) hand(-1);
+        else fin_stamps(g);
+        if (timed) { d::stamp(p, kPostWaitNs1 + g, wait_ns); d::stamp(p, kArrNs1 + g, arr_ns); }
       }
     }
   } else {
@@ -371,13 +486,9 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
     for (int g = 0; g < 2; ++g) {
       if (!((p.which >> g) & 1)) continue;
       UnitGemm const& b = p.gm[g];
-      for (;; ++n) {
-        int const ui = n % kUnitRing;
-        ws::dev::mbar_wait(ufull(ui), (n / kUnitRing) & 1);
-        int const u = units[ui];
-        ws::dev::mbar_arrive(uempty(ui));
+      for (;;) {
+        int const u = take_unit(n);
         if (u < 0) {
-          ++n;
           if (g == 0 && threadIdx.x == 0) d::stamp(p, kAtDone1, d::now_ns());
           break;
         }
@@ -388,7 +499,11 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
         float acc[kMPad / 2];
 #pragma unroll
         for (int i = 0; i < kMPad / 2; ++i) acc[i] = 0.f;
+        uint64_t* const ut = p.utrace != nullptr && threadIdx.x == 0 && ux < kUnitTraceMax
+                                 ? p.utrace + (int64_t(blockIdx.x) * kUnitTraceMax + ux) * 4 : nullptr;
+        if (ut) ut[0] = d::now_ns() | (uint64_t(g) << 63);
         ws::dev::mbar_wait(xfull(xb), (ux >> 1) & 1);
+        if (ut) ut[1] = d::now_ns();
         uint32_t const xa = xbuf + xb * C::kXBytes;
         for (int j = wg; j < nch; j += kWG) {
           int64_t const ci = chunk + j;
@@ -407,19 +522,23 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
 #pragma unroll
           for (int s = 0; s < kChunkSteps; ++s)
             gmma::mma_64xN<kMPad, kBf16>(gmma::desc_k_major(wa + s * kStepBytes, 128, 256),
-                                         gmma::desc_k_major(xa + (j * kChunkSteps + s) * 256, 128, C::kSlabK * 16), acc);
+                                         p.x_tma ? gmma::desc_k_major(xa + (j * kChunkSteps + s) * (2 * kMPad * 16), kMPad * 16, 128)
+                                                 : gmma::desc_k_major(xa + (j * kChunkSteps + s) * 256, 128, C::kSlabK * 16),
+                                         acc);
           gmma::commit();
           gmma::wait<0>();
           gmma::fence_regs(acc);
           ws::dev::mbar_arrive(empty(slot));
         }
         chunk += nch;
+        if (ut) ut[2] = d::now_ns();
         ws::dev::mbar_arrive(xempty(xb));
         ++ux;
         // The warpgroup's partial to its scratch: thread (warp w, lane l) holds features 16 w + l / 4 (+ 8) and
         // rows 8 i + 2 (l % 4) (+ 1) of M_pad.
         int const sb = (ux - 1) & 1;
         ws::dev::mbar_wait(sempty(sb), (((ux - 1) >> 1) & 1) ^ 1);
+        if (ut) ut[3] = d::now_ns();
         float* const sc = scratch + sb * (kWG * kTileN * kMPad) + wg * (kTileN * kMPad);
         int const w4 = warp % 4, f0 = 16 * w4 + lane / 4;
 #pragma unroll
