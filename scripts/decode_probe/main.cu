@@ -156,7 +156,7 @@ static bool variant_run(Variant v) {
   for (auto const& n : g_only) if (n == kVarName[v]) return true;
   return false;
 }
-static bool g_unit_x_tma = false;  // DECODE_PROBE_UNIT_X_TMA=1: v6's X staged by one TMA box a unit
+static int g_unit_x_tma = 0;  // DECODE_PROBE_UNIT_X_TMA=1/2: v6's X by one TMA box a unit, 16- or 128-byte rows
 static int g_unit_no_x = 0;  // DECODE_PROBE_UNIT_NO_X=bits: v6's X not staged for gemm1 (1), gemm2 (2) (timing only)
 static int g_unit_poster = 0;  // DECODE_PROBE_UNIT_WIDE=0/1/2: v6's poster on one warp, four, one + four finishers
 static bool g_unit_g2_tile_major = false;  // DECODE_PROBE_UNIT_G2_TILE_MAJOR=1: v6's gemm2 units in tile-major order
@@ -171,21 +171,22 @@ struct Row {
   double bulk_us, bulkp_us, bulkb_us, unit_us = 0, unitb_us = 0;
   std::string best_cfg; double best_us; std::string checks; double rel_l2;
 };
-// v6's X by TMA (DECODE_PROBE_UNIT_X_TMA): X (M rows of K, ld) as a 3D tensor (8 k, M rows, K / 8 groups; the
-// groups 16 bytes apart), box (8, M_pad, kSlabK / 8), no swizzle: a box lands as the B operand's K-major no-swizzle
-// core matrices in (group, row, 8 k) order, zeros past M and past K.
-static bool unit_x_map(CUtensorMap& tm, void const* x, int m, int k, int64_t ld, int mpad) {
+// v6's X by TMA (DECODE_PROBE_UNIT_X_TMA): X (M rows of K, ld) as a 3D tensor of groups of g k (the groups 2 g
+// bytes apart), box (g, M_pad, kSlabK / g), zeros past M and past K. mode 1: g = 8, no swizzle, a box lands as the B
+// operand's K-major no-swizzle core matrices in (group, row, 8 k) order; mode 2: g = 64, the 128-byte swizzle, a box
+// lands as kSlabK / 64 blocks of M_pad 128-byte rows (1024-byte atoms of 8 rows), B's swizzled K-major layout.
+static bool unit_x_map(CUtensorMap& tm, void const* x, int m, int k, int64_t ld, int mpad, int mode) {
   auto enc = ws::tensor_map_encoder();
   if (enc == nullptr) return false;
-  cuuint64_t dims[3] = {8u, cuuint64_t(m), cuuint64_t(k / 8)};
-  cuuint64_t strides[2] = {cuuint64_t(ld) * 2u, 16u};
-  cuuint32_t box[3] = {8u, cuuint32_t(mpad), cuuint32_t(unit::UnitCfg<8>::kSlabK / 8)};
+  cuuint32_t const gk = mode == 2 ? 64u : 8u;
+  cuuint64_t dims[3] = {gk, cuuint64_t(m), cuuint64_t(k / int(gk))};
+  cuuint64_t strides[2] = {cuuint64_t(ld) * 2u, gk * 2u};
+  cuuint32_t box[3] = {gk, cuuint32_t(mpad), cuuint32_t(unit::UnitCfg<8>::kSlabK) / gk};
   cuuint32_t estr[3] = {1u, 1u, 1u};
   return enc(&tm, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void*>(x), dims, strides, box, estr,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+             CU_TENSOR_MAP_INTERLEAVE_NONE, mode == 2 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
-
 
 template <typename T>
 struct Probe {
@@ -257,7 +258,7 @@ struct Probe {
     }
     printf("%s\n", line.c_str()); fprintf(log, "%s\n", line.c_str());
     line = std::string("unit poster ") + sd.name + " M=" + std::to_string(m) + (g_unit_poster == 2 ? " split" : g_unit_poster == 1 ? " wide" : " narrow") +
-           (g_unit_x_tma ? " x_tma" : " x_cp.async");
+           (g_unit_x_tma == 2 ? " x_tma128" : g_unit_x_tma ? " x_tma" : " x_cp.async");
     for (int at : {int(unit::kFinNs1), int(unit::kFinNs2), int(unit::kPostWaitNs1), int(unit::kPostWaitNs2), int(unit::kFins1),
                    int(unit::kFins2), int(unit::kArrNs1), int(unit::kArrNs2), int(unit::kFlagNs1)}) {  // per CTA: us in finishes / waiting for partials, finishes (min/median/max)
       std::vector<double> v;
@@ -546,10 +547,12 @@ struct Probe {
       b.ws = uws2; b.count = ucnt2; b.ticket = utick + 1;
       p.m = m; p.grid = sms; p.hready = uready; p.state = ustate; p.error = uerr; p.timeout_ns = timeout_ns; p.skip_post = skip; p.trace = unit_trace; p.utrace = unit_utrace;
       p.g2_tile_major = g_unit_g2_tile_major ? 1 : 0; p.poster = g_unit_poster; p.no_x = g_unit_no_x; p.x_tma = 0;
-      if (g_unit_x_tma && sd.k1 % 8 == 0 && sd.n1 % 8 == 0) {
-        p.x_tma = 1;
-        CK(unit_x_map(a.tmx, x, m, sd.k1, sd.k1, mpad) ? cudaSuccess : cudaErrorInvalidValue);
-        CK(unit_x_map(b.tmx, h, m, sd.n1, sd.n1, mpad) ? cudaSuccess : cudaErrorInvalidValue);
+      // 128-byte rows need K % 64 == 0 (a last group past K would read the next row), 16-byte rows K % 8 == 0.
+      int const xt = g_unit_x_tma == 2 && sd.k1 % 64 == 0 && sd.n1 % 64 == 0 ? 2 : g_unit_x_tma && sd.k1 % 8 == 0 && sd.n1 % 8 == 0 ? 1 : 0;
+      if (xt) {
+        p.x_tma = xt;
+        CK(unit_x_map(a.tmx, x, m, sd.k1, sd.k1, mpad, xt) ? cudaSuccess : cudaErrorInvalidValue);
+        CK(unit_x_map(b.tmx, h, m, sd.n1, sd.n1, mpad, xt) ? cudaSuccess : cudaErrorInvalidValue);
       }
       auto go = [&](int which) {
         p.which = which;
@@ -822,7 +825,12 @@ struct Probe {
       for (int v = 0; v < nv; ++v) {
         if (!ge[v]) continue;
         CK(cudaEventRecord(e0, st)); CK(cudaGraphLaunch(ge[v], st)); CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
+        if (cudaError_t const err = cudaEventSynchronize(e1); err != cudaSuccess) {  // which graph faulted (d29, d30)
+          printf("%s M=%d timing: %s in the graph of v=%d (%s) at rep %d\n", sd.name, m, cudaGetErrorString(err), v,
+                 v == 0 ? "cublas" : v == 1 ? "lt" : (std::string(kVarName[cfgs[v - 2].v]) + " f=" + std::to_string(cfgs[v - 2].f)).c_str(), r);
+          fflush(stdout);
+          std::exit(1);
+        }
         float ms; CK(cudaEventElapsedTime(&ms, e0, e1));
         t[v].push_back(ms * 1e3 / kRunsPerGraph);
       }
@@ -1136,7 +1144,7 @@ int main(int argc, char** argv) {
   if (char const* env = getenv("DECODE_PROBE_VARIANTS")) g_variant_filter = csv_list(env);
   if (char const* env = getenv("DECODE_PROBE_ONLY")) g_only = csv_list(env);
   g_unit_g2_tile_major = getenv("DECODE_PROBE_UNIT_G2_TILE_MAJOR") != nullptr;
-  g_unit_x_tma = getenv("DECODE_PROBE_UNIT_X_TMA") != nullptr && atoi(getenv("DECODE_PROBE_UNIT_X_TMA")) != 0;
+  g_unit_x_tma = getenv("DECODE_PROBE_UNIT_X_TMA") != nullptr ? atoi(getenv("DECODE_PROBE_UNIT_X_TMA")) : 0;
   g_unit_no_x = getenv("DECODE_PROBE_UNIT_NO_X") ? atoi(getenv("DECODE_PROBE_UNIT_NO_X")) : 0;
   g_unit_poster = getenv("DECODE_PROBE_UNIT_WIDE") != nullptr ? atoi(getenv("DECODE_PROBE_UNIT_WIDE")) : 0;
   if (char const* env = getenv("DECODE_PROBE_REG_CFG")) g_reg_cfg = std::atoi(env);

@@ -65,7 +65,7 @@ struct UnitGemm {
   int64_t ldx;
   void const* bias;     // per packed column, or nullptr
   void* out;            // (M, n_out) row-major, ld = ldo
-  CUtensorMap tmx;      // X as (8 k, M rows, K / 8) with x_tma: one box a unit (M_pad x kSlabK, B's no-swizzle layout)
+  CUtensorMap tmx;      // X's map for x_tma (see UnitParams::x_tma): one box a unit
   int64_t ldo;
   int k, n;             // K, packed columns (2 N1 for SwiGLU, interleaved in groups of 8)
   int act;              // Act
@@ -93,7 +93,9 @@ struct UnitParams {
   int g2_tile_major;    // gemm2's units in tile-major order too (a probe of the order; slab-major by default)
   uint64_t* utrace;     // per CTA kUnitTraceMax units x 4 words (consumer thread 0), or nullptr
   int poster;           // 0, 1, 2: see kPosterWarps
-  int x_tma;            // X staged by one TMA box a unit (lane 0 of the X warp), else by the warp's cp.async
+  int x_tma;            // X staged by one TMA box a unit (lane 0 of the X warp), else (0) by the warp's cp.async:
+                        // 1, map (8 k, M, K / 8), box (8, M_pad, 128), 16-byte rows in B's no-swizzle layout;
+                        // 2, map (64 k, M, K / 64), box (64, M_pad, 16), 128-byte rows in the 128-byte swizzle
   int no_x;             // a probe of the X stage's cost: GEMM g's X not copied where bit g is set (wrong results)
 };
 // The per-unit trace (consumer thread 0, globaltimer ns): before the X wait, after it, after the unit's chunks, after
@@ -284,14 +286,14 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
         // X (M_pad x kSlabK) in the B operand's no-swizzle K-major layout: (m / 8) * kSlabK * 16 + (k / 8) * 128 +
         // (m % 8) * 16 + (k % 8) * 2; zeros past M and past K.
         uint32_t const dst = xbuf + xb * C::kXBytes;
-        if (p.x_tma) {  // one box: (8 k, M_pad rows, kSlabK / 8 groups) from (k0 / 8), zeros past M and K
+        if (p.x_tma) {  // one box from k0's group (k0 / 8 or k0 / 64), zeros past M and K
           if (lane == 0) {
             if (g == 1 && chained) asm volatile("fence.proxy.async.global;" ::: "memory");
             ws::dev::mbar_expect_tx(xfull(xb), uint32_t(C::kXBytes));  // lane 0's arrival (the count is 1) and the bytes
             if (!((p.no_x >> g) & 1))
               asm volatile(
                   "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];"
-                  ::"r"(dst), "l"(reinterpret_cast<uint64_t>(&b.tmx)), "r"(xfull(xb)), "r"(0), "r"(0), "r"(k0 / 8)
+                  ::"r"(dst), "l"(reinterpret_cast<uint64_t>(&b.tmx)), "r"(xfull(xb)), "r"(0), "r"(0), "r"(k0 / (p.x_tma == 2 ? 64 : 8))
                   : "memory");
             else
               asm volatile("mbarrier.complete_tx.shared::cta.b64 [%0], %1;" ::"r"(xfull(xb)), "r"(uint32_t(C::kXBytes)) : "memory");
@@ -522,8 +524,10 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
 #pragma unroll
           for (int s = 0; s < kChunkSteps; ++s)
             gmma::mma_64xN<kMPad, kBf16>(gmma::desc_k_major(wa + s * kStepBytes, 128, 256),
-                                         p.x_tma ? gmma::desc_k_major(xa + (j * kChunkSteps + s) * (2 * kMPad * 16), kMPad * 16, 128)
-                                                 : gmma::desc_k_major(xa + (j * kChunkSteps + s) * 256, 128, C::kSlabK * 16),
+                                         p.x_tma == 2 ? gmma::desc_k_major_sw128(xa + ((j * kChunkSteps + s) >> 2) * (kMPad * 128) +
+                                                                                     ((j * kChunkSteps + s) & 3) * 32, 1024)
+                                         : p.x_tma ? gmma::desc_k_major(xa + (j * kChunkSteps + s) * (2 * kMPad * 16), kMPad * 16, 128)
+                                                   : gmma::desc_k_major(xa + (j * kChunkSteps + s) * 256, 128, C::kSlabK * 16),
                                          acc);
           gmma::commit();
           gmma::wait<0>();
