@@ -1144,9 +1144,9 @@ int main(int argc, char** argv) {
   if (char const* env = getenv("DECODE_PROBE_VARIANTS")) g_variant_filter = csv_list(env);
   if (char const* env = getenv("DECODE_PROBE_ONLY")) g_only = csv_list(env);
   g_unit_g2_tile_major = getenv("DECODE_PROBE_UNIT_G2_TILE_MAJOR") != nullptr;
-  g_unit_x_tma = getenv("DECODE_PROBE_UNIT_X_TMA") != nullptr ? atoi(getenv("DECODE_PROBE_UNIT_X_TMA")) : 0;
-  g_unit_no_x = getenv("DECODE_PROBE_UNIT_NO_X") ? atoi(getenv("DECODE_PROBE_UNIT_NO_X")) : 0;
-  g_unit_poster = getenv("DECODE_PROBE_UNIT_WIDE") != nullptr ? atoi(getenv("DECODE_PROBE_UNIT_WIDE")) : 0;
+  if (char const* env = getenv("DECODE_PROBE_UNIT_X_TMA")) g_unit_x_tma = std::atoi(env);
+  if (char const* env = getenv("DECODE_PROBE_UNIT_NO_X")) g_unit_no_x = std::atoi(env);
+  if (char const* env = getenv("DECODE_PROBE_UNIT_WIDE")) g_unit_poster = std::atoi(env);
   if (char const* env = getenv("DECODE_PROBE_REG_CFG")) g_reg_cfg = std::atoi(env);
   g_reg_wn = g_reg_cfg == 1 ? 2 : g_reg_cfg == 2 ? 4 : 1;
   g_reg_g1_split_major = getenv("DECODE_PROBE_REG_G1_SPLIT_MAJOR") != nullptr;

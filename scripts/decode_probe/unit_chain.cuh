@@ -468,10 +468,8 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
             s_old = d::atom_add_acq_rel(b.count + tile, 1ull);
             if (timed) arr_ns += d::now_ns() - ta;
           }
-          psync();
-          bool const last = s_old + 1 == cbase[g] + (unsigned long long)b.slabs;
-          psync();  // s_old read by all before the next unit's arrival writes it
-          if (!last) continue;
+          psync();  // s_old is next written after the next unit's first psync, which every thread reaches after this read
+          if (s_old + 1 != cbase[g] + (unsigned long long)b.slabs) continue;
           if (mode == 2) hand(tile);  // the finishers' acquire: the poster's atomic, then the queue's barrier
           else finish(g, tile);
         }
