@@ -6,7 +6,7 @@
 # compute-sanitizer memcheck of the first variant of the call on odd shapes. CALL=3 (next): X by TMA boxes of
 # 128-byte rows in the 128-byte swizzle (X_TMA=2; K a multiple of 64, so its memcheck shapes are too) against
 # cp.async, both with the finisher warps.
-# Usage: OUT=... [CALL=2] [NO_SAN=1] [WIDE_TMA=1] [SHAPES=gpt3,llama65] [MS=1,8,16] bash scripts/decode_probe/utrace_call.sh
+# Usage: OUT=... [CALL=2] [NO_SAN=1] [WIDE_TMA=1] [SHAPES=gpt3,llama65] [MS=1,8,16 for CALL=1, else 1,16] bash scripts/decode_probe/utrace_call.sh
 set -u
 # shellcheck source=scripts/decode_probe/probe_env.sh
 . "$(dirname "$0")/probe_env.sh"  # ROOT, B, NVCC, cuBLASLt on LD_LIBRARY_PATH
@@ -18,20 +18,19 @@ one() {  # name, timeout, env...
   env "$@" DECODE_PROBE_ONLY=unit,bulk DECODE_PROBE_UNIT_TRACE=1 DECODE_PROBE_NO_EXTRA=1 timeout "$t" "$B/unit" "$o" > "$o/stdout.txt" 2>&1
   echo "== $o rc=$?"; grep -E "^unit |negative|NO$|timeout|timing:|FAIL|error" "$o/stdout.txt" | cut -c1-240
 }
-pts="DECODE_PROBE_MS=${MS:-1,8,16} DECODE_PROBE_SHAPES=${SHAPES:-gpt3,llama65}"
+ms=$([ "${CALL:-2}" = 1 ] && echo 1,8,16 || echo 1,16)
+pts="DECODE_PROBE_MS=${MS:-$ms} DECODE_PROBE_SHAPES=${SHAPES:-gpt3,llama65}"
 if [ "${CALL:-2}" = 1 ]; then
   one narrow 150 DECODE_PROBE_UNIT_WIDE=0 $pts
   one wide 150 DECODE_PROBE_UNIT_WIDE=1 $pts
   one nox2 80 DECODE_PROBE_UNIT_WIDE=1 DECODE_PROBE_UNIT_NO_X=2 DECODE_PROBE_MS=1,16 DECODE_PROBE_SHAPES=gpt3
   runs="narrow wide nox2"; last="DECODE_PROBE_UNIT_WIDE=1"
 elif [ "${CALL:-2}" = 3 ]; then
-  pts="DECODE_PROBE_MS=${MS:-1,16} DECODE_PROBE_SHAPES=${SHAPES:-gpt3,llama65}"
   one split_tma128 ${TMO:-110} DECODE_PROBE_UNIT_WIDE=2 DECODE_PROBE_UNIT_X_TMA=2 $pts
   one split_cp ${TMO:-110} DECODE_PROBE_UNIT_WIDE=2 DECODE_PROBE_UNIT_X_TMA=0 $pts
   runs="split_tma128 split_cp"; last="DECODE_PROBE_UNIT_WIDE=2 DECODE_PROBE_UNIT_X_TMA=2"
   SAN_SHAPES=small64:1024:320:512:swiglu:bf16,smallg64:1088:256:1024:gelu:fp16
 else
-  pts="DECODE_PROBE_MS=${MS:-1,16} DECODE_PROBE_SHAPES=${SHAPES:-gpt3,llama65}"
   one split_tma ${TMO:-110} DECODE_PROBE_UNIT_WIDE=2 DECODE_PROBE_UNIT_X_TMA=1 $pts
   [ -n "${WIDE_TMA:-}" ] && one wide_tma ${TMO:-100} DECODE_PROBE_UNIT_WIDE=1 DECODE_PROBE_UNIT_X_TMA=1 $pts
   one wide_cp ${TMO:-100} DECODE_PROBE_UNIT_WIDE=1 DECODE_PROBE_UNIT_X_TMA=0 $pts
