@@ -435,7 +435,7 @@ def test_generated_files_and_stage_units(tmp_path: Path) -> None:
     assert "cutlass::epilogue::thread::ReLu, /*kResidual=*/true" in unit
     assert "cutlass::gemm::GemmShape<128, 64, 64>" in unit
     header = (tmp_path / "p" / "include" / "resnet_block.h").read_text()
-    assert '{"conv2", 0, -1, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true, 9}' in header
+    assert '{"conv2", 0, -1, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true, 9, 1}' in header
 
 
 @pytest.mark.nvcc
@@ -710,7 +710,7 @@ def test_k_steps_in_the_stage_table() -> None:
             steps = -(-st.gemm_k // st.tile.k)
             assert st.k_steps == steps
             row = re.search(r'\{"%s", [^}]*\}' % st.name, header).group(0)
-            assert row.endswith(f", {steps}}}"), row
+            assert row.endswith(f", {steps}, {plan.overlap_cluster_n('', st)}}}"), row
             assert (steps == 1) == ((name, st.name) in {("bottleneck_block", "conv3")})
 
 
@@ -774,6 +774,35 @@ def test_sm90_persistent_kernels_are_generated_where_planned(tmp_path: Path) -> 
     assert header.is_file()  # the persistent kernel's tile queue, shared with the sm90 GEMMs
 
 
+def test_sm90_overlap_cluster_kernels_where_the_overlap_can_pay(tmp_path: Path) -> None:
+    """Beyond one wave the overlap runs a consumer stage's persistent kernel in 1 x 2 clusters (two CTAs walking
+    neighbouring channel tiles together, sharing the activations' loads) where the configuration holds persistent
+    kernels, the stage waits for a producer and its channel tiles pair up; the stage table says so
+    (ConvStageInfo::cluster_n), the unit holds it beside the persistent kernel, and only the overlap launches it."""
+    vgg = make_conv_plan(load_spec(EXAMPLES_DIR / "vgg_block_sm90.yaml"))
+    assert vgg.persistent_suffixes == frozenset({""})
+    cluster = {t.suffix: [vgg.overlap_cluster_n(t.suffix, st) for st in t.stages] for t in vgg.tables}
+    # 256 channels in 128-wide tiles: two channel tiles; conv1 reads the chain input (no producer to overlap)
+    assert cluster == {"_b1": [1, 1, 1], "": [1, 2, 2]}
+    resnet = make_conv_plan(load_spec(EXAMPLES_DIR / "resnet_block_sm90.yaml"))  # 64 channels: one channel tile
+    assert all(resnet.overlap_cluster_n(t.suffix, st) == 1 for t in resnet.tables for st in t.stages)
+    text = vgg.describe(32)
+    assert text.count("in the overlap in clusters of 1 x 2 CTAs") == 2
+    assert "in clusters of" not in vgg.describe(1) and "in clusters of" not in resnet.describe(32)
+    generate(EXAMPLES_DIR / "vgg_block_sm90.yaml", tmp_path / "p")
+    unit = (tmp_path / "p" / "src" / "stage_conv2.cu").read_text()
+    assert "using ClusterConv = cusync::conv::PersistentConvSm90<cutlass::half_t, 128, 128, 64," in unit
+    assert "/*kClusterN=*/2>;" in unit and "ClusterConv_b1" not in unit
+    assert ("if (launch.persistent && launch.cluster) {\n    return cusync::conv::launch_conv<ClusterConv, "
+            "cutlass::half_t>(kStages[1]") in unit
+    assert "ClusterConv" not in (tmp_path / "p" / "src" / "stage_conv1.cu").read_text()
+    header = (tmp_path / "p" / "include" / "vgg_block_sm90.h").read_text()
+    assert ", true, 36, 2}," in header and ", true, 36, 1}," in header
+    chain = (tmp_path / "p" / "include" / "cusync" / "conv" / "chain.cuh").read_text()
+    assert "l.cluster = synced && !sync.dynamic_order && overlap_cluster(s, a.batch);" in chain
+    assert "--no-clusters" in (tmp_path / "p" / "bench" / "conv_bench.cuh").read_text()
+
+
 # ---------------------------------------------------------------------------------------------------
 # Tiles by batch (tile_configs of sm90 conv chains)
 
@@ -833,7 +862,7 @@ def test_conv_tile_configs_are_generated_per_stage_and_chained_by_batch(tmp_path
     unit = (tmp_path / "p" / "src" / "stage_conv2.cu").read_text()
     chain = (tmp_path / "p" / "src" / "vgg_block_sm90.cu").read_text()
     assert "inline constexpr cusync::conv::ConvStageInfo kStages_b1[kNumStages] = {" in header
-    assert '{"conv2", 0, -2, 56, 56, 256, 256, 3, 3, 56, 56, 1, 1, 1, 64, 128, true, 36},' in header
+    assert '{"conv2", 0, -2, 56, 56, 256, 256, 3, 3, 56, 56, 1, 1, 1, 64, 128, true, 36, 1},' in header
     assert "using Conv_b1 = cusync::conv::SyncedConvSm90<cutlass::half_t, 64, 128, 64," in unit
     assert "launch_conv<Conv_b1, cutlass::half_t>(kStages_b1[1], launch, stream)" in unit
     assert "Conv_b1::prepare()" in unit and "Conv::prepare()" in unit

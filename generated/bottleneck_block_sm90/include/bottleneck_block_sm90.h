@@ -22,15 +22,15 @@ inline constexpr int kMaxBatch = 32;
 
 // The chain as the plan derived it (producer / residual: kChainInput, kNoResidual or a stage index).
 inline constexpr cusync::conv::ConvStageInfo kStages[kNumStages] = {
-    {"conv1", -1, -2, 56, 56, 256, 64, 1, 1, 56, 56, 0, 1, 1, 128, 64, true, 4},
-    {"conv2", 0, -2, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true, 9},
-    {"conv3", 1, -1, 56, 56, 64, 256, 1, 1, 56, 56, 0, 1, 1, 128, 128, true, 1},
+    {"conv1", -1, -2, 56, 56, 256, 64, 1, 1, 56, 56, 0, 1, 1, 128, 64, true, 4, 1},
+    {"conv2", 0, -2, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true, 9, 1},
+    {"conv3", 1, -1, 56, 56, 64, 256, 1, 1, 56, 56, 0, 1, 1, 128, 128, true, 1, 2},
 };
 // Batches up to 1 (tile_configs): the same stages in other tiles.
 inline constexpr cusync::conv::ConvStageInfo kStages_b1[kNumStages] = {
-    {"conv1", -1, -2, 56, 56, 256, 64, 1, 1, 56, 56, 0, 1, 1, 64, 64, true, 4},
-    {"conv2", 0, -2, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 64, 64, true, 9},
-    {"conv3", 1, -1, 56, 56, 64, 256, 1, 1, 56, 56, 0, 1, 1, 128, 64, true, 1},
+    {"conv1", -1, -2, 56, 56, 256, 64, 1, 1, 56, 56, 0, 1, 1, 64, 64, true, 4, 1},
+    {"conv2", 0, -2, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 64, 64, true, 9, 1},
+    {"conv3", 1, -1, 56, 56, 64, 256, 1, 1, 56, 56, 0, 1, 1, 128, 64, true, 1, 1},
 };
 
 // Device pointers of one run; every tensor is dense.

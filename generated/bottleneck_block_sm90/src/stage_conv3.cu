@@ -18,6 +18,9 @@ using Conv = cusync::conv::SyncedConvSm90<cutlass::half_t, 128, 128, 64, cutlass
 // Beyond one wave of tiles: the persistent kernel (CTAs walking the tiles from a queue).
 using PersistentConv = cusync::conv::PersistentConvSm90<cutlass::half_t, 128, 128, 64, cutlass::epilogue::thread::ReLu,
                                           /*kBias=*/true, /*kResidual=*/true>;
+// The overlap's persistent kernel: clusters of 1 x 2 CTAs that walk neighbouring channel tiles together (shared activation loads).
+using ClusterConv = cusync::conv::PersistentConvSm90<cutlass::half_t, 128, 128, 64, cutlass::epilogue::thread::ReLu,
+                                          /*kBias=*/true, /*kResidual=*/true, /*kClusterN=*/2>;
 
 }  // namespace
 
@@ -25,6 +28,7 @@ cusync::Status prepare_conv3() {
   if (cusync::Status const status = Conv_b1::prepare(); status != cusync::Status::kSuccess) return status;
   if (cusync::Status const status = Conv::prepare(); status != cusync::Status::kSuccess) return status;
   if (cusync::Status const status = PersistentConv::prepare(); status != cusync::Status::kSuccess) return status;
+  if (cusync::Status const status = ClusterConv::prepare(); status != cusync::Status::kSuccess) return status;
   return cusync::Status::kSuccess;
 }
 
@@ -37,6 +41,9 @@ cusync::Status launch_conv3_b1(cusync::conv::ConvLaunch const& launch, cudaStrea
 int occupancy_conv3(bool bounded) { return Conv::occupancy(bounded); }
 
 cusync::Status launch_conv3(cusync::conv::ConvLaunch const& launch, cudaStream_t stream) {
+  if (launch.persistent && launch.cluster) {
+    return cusync::conv::launch_conv<ClusterConv, cutlass::half_t>(kStages[2], launch, stream);
+  }
   if (launch.persistent) {
     return cusync::conv::launch_conv<PersistentConv, cutlass::half_t>(kStages[2], launch, stream);
   }

@@ -45,6 +45,7 @@ struct Options {
   bool block_order = false;
   bool profile_hooks = false;
   bool plain_kernels = false;
+  bool no_clusters = false;
   int hooks = -1;  // -1: the library's default
   std::string trace;  // append a tile trace of one run of each mode at each batch to this file (JSON lines)
 };
@@ -59,7 +60,7 @@ template <class Traits>
 Options parse(int argc, char** argv) {
   std::string const name = Traits::kName, max_batch = std::to_string(Traits::kMaxBatch);
   cusync::bench::Usage const usage{
-      "usage: " + name + "_bench [--batch N,N,...] [--repeats R] [--warmup W] [--preheat S] [--check-only] [--always-wait] [--two-streams] [--block-order] [--hooks BITS] [--plain-kernels] [--profile-hooks] [--missing-post STAGE] [--trace FILE.jsonl]\n"
+      "usage: " + name + "_bench [--batch N,N,...] [--repeats R] [--warmup W] [--preheat S] [--check-only] [--always-wait] [--two-streams] [--block-order] [--hooks BITS] [--plain-kernels] [--no-clusters] [--profile-hooks] [--missing-post STAGE] [--trace FILE.jsonl]\n"
       "  --batch         images per run, 1 .. " + max_batch + " (default " + default_batches(Traits::kMaxBatch) + ")\n"
       "  --repeats       timed runs of each variant, round robin (median; default 50)\n"
       "  --warmup        untimed runs first (default 10)\n"
@@ -70,6 +71,7 @@ Options parse(int argc, char** argv) {
       "  --block-order   the overlap's blocks take tiles in block order, not from the atomic ticket\n"
       "  --hooks         the overlap's per-tile hooks (ConvHooks bits: 0 as first built, 111 the lean default)\n"
       "  --plain-kernels never the kernels bounded for more blocks per SM\n"
+      "  --no-clusters   the overlap without its cluster kernels (the kernels the other modes run)\n"
       "  --profile-hooks time each stage alone with the overlap's per-tile work taken out part by part\n"
       "  --missing-post  a stage that does not post: expect a sync timeout naming the waiting tile\n"
       "  --trace         after the checks, one traced run of each mode at each batch: a JSON line per tile appended\n"
@@ -93,6 +95,7 @@ Options parse(int argc, char** argv) {
     else if (arg == "--block-order") o.block_order = true;
     else if (arg == "--hooks") o.hooks = cusync::bench::parse_int(value(), 0, "--hooks: an integer >= 0", usage);
     else if (arg == "--plain-kernels") o.plain_kernels = true;
+    else if (arg == "--no-clusters") o.no_clusters = true;
     else if (arg == "--profile-hooks") o.profile_hooks = true;
     else if (arg == "--trace") o.trace = value();
     else usage.fail(("unknown option " + arg).c_str());
@@ -256,6 +259,7 @@ int run(int argc, char** argv) {
   c.set_ticket_order(!o.block_order);
   if (o.hooks >= 0) c.set_overlap_hooks(unsigned(o.hooks));
   c.set_bounded_kernels(!o.plain_kernels);
+  c.set_cluster_kernels(!o.no_clusters);
   unsigned const hooks = c.overlap_hooks();
   std::printf("kernels: overlap hooks %u;", hooks);
   for (int s = 0; s < kNumStages; ++s) {
@@ -264,6 +268,8 @@ int run(int argc, char** argv) {
     for (int b : o.batches) std::printf(" %d %s", b, c.bounded(s, b) ? "yes" : "no");
     std::printf(", persistent at batch");
     for (int b : o.batches) std::printf(" %d %s", b, c.persistent(s, b) ? "yes" : "no");
+    std::printf(", overlap cluster at batch");
+    for (int b : o.batches) std::printf(" %d 1x%d", b, c.overlap_cluster(s, b) ? c.at(b).stages[s].cluster_n : 1);
     std::printf(";");
   }
   for (int b : o.batches) {  // the tile configuration of each batch (0: the stages' own tiles; tile_configs)

@@ -21,8 +21,8 @@ inline constexpr int kMaxBatch = 32;
 
 // The chain as the plan derived it (producer / residual: kChainInput, kNoResidual or a stage index).
 inline constexpr cusync::conv::ConvStageInfo kStages[kNumStages] = {
-    {"conv1", -1, -2, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true, 9},
-    {"conv2", 0, -1, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true, 9},
+    {"conv1", -1, -2, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true, 9, 1},
+    {"conv2", 0, -1, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true, 9, 1},
 };
 
 // Device pointers of one run; every tensor is dense.

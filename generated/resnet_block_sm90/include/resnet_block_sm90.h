@@ -21,13 +21,13 @@ inline constexpr int kMaxBatch = 32;
 
 // The chain as the plan derived it (producer / residual: kChainInput, kNoResidual or a stage index).
 inline constexpr cusync::conv::ConvStageInfo kStages[kNumStages] = {
-    {"conv1", -1, -2, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true, 9},
-    {"conv2", 0, -1, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true, 9},
+    {"conv1", -1, -2, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true, 9, 1},
+    {"conv2", 0, -1, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 128, 64, true, 9, 1},
 };
 // Batches up to 1 (tile_configs): the same stages in other tiles.
 inline constexpr cusync::conv::ConvStageInfo kStages_b1[kNumStages] = {
-    {"conv1", -1, -2, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 64, 64, true, 9},
-    {"conv2", 0, -1, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 64, 64, true, 9},
+    {"conv1", -1, -2, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 64, 64, true, 9, 1},
+    {"conv2", 0, -1, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1, 1, 64, 64, true, 9, 1},
 };
 
 // Device pointers of one run; every tensor is dense.

@@ -22,15 +22,15 @@ inline constexpr int kMaxBatch = 32;
 
 // The chain as the plan derived it (producer / residual: kChainInput, kNoResidual or a stage index).
 inline constexpr cusync::conv::ConvStageInfo kStages[kNumStages] = {
-    {"conv1", -1, -2, 56, 56, 256, 256, 3, 3, 56, 56, 1, 1, 1, 128, 128, true, 36},
-    {"conv2", 0, -2, 56, 56, 256, 256, 3, 3, 56, 56, 1, 1, 1, 128, 128, true, 36},
-    {"conv3", 1, -2, 56, 56, 256, 256, 3, 3, 56, 56, 1, 1, 1, 128, 128, true, 36},
+    {"conv1", -1, -2, 56, 56, 256, 256, 3, 3, 56, 56, 1, 1, 1, 128, 128, true, 36, 1},
+    {"conv2", 0, -2, 56, 56, 256, 256, 3, 3, 56, 56, 1, 1, 1, 128, 128, true, 36, 2},
+    {"conv3", 1, -2, 56, 56, 256, 256, 3, 3, 56, 56, 1, 1, 1, 128, 128, true, 36, 2},
 };
 // Batches up to 1 (tile_configs): the same stages in other tiles.
 inline constexpr cusync::conv::ConvStageInfo kStages_b1[kNumStages] = {
-    {"conv1", -1, -2, 56, 56, 256, 256, 3, 3, 56, 56, 1, 1, 1, 64, 128, true, 36},
-    {"conv2", 0, -2, 56, 56, 256, 256, 3, 3, 56, 56, 1, 1, 1, 64, 128, true, 36},
-    {"conv3", 1, -2, 56, 56, 256, 256, 3, 3, 56, 56, 1, 1, 1, 64, 128, true, 36},
+    {"conv1", -1, -2, 56, 56, 256, 256, 3, 3, 56, 56, 1, 1, 1, 64, 128, true, 36, 1},
+    {"conv2", 0, -2, 56, 56, 256, 256, 3, 3, 56, 56, 1, 1, 1, 64, 128, true, 36, 1},
+    {"conv3", 1, -2, 56, 56, 256, 256, 3, 3, 56, 56, 1, 1, 1, 64, 128, true, 36, 1},
 };
 
 // Device pointers of one run; every tensor is dense.

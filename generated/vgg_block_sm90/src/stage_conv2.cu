@@ -19,6 +19,9 @@ using Conv = cusync::conv::SyncedConvSm90<cutlass::half_t, 128, 128, 64, cutlass
 // Beyond one wave of tiles: the persistent kernel (CTAs walking the tiles from a queue).
 using PersistentConv = cusync::conv::PersistentConvSm90<cutlass::half_t, 128, 128, 64, cutlass::epilogue::thread::ReLu,
                                           /*kBias=*/true, /*kResidual=*/false>;
+// The overlap's persistent kernel: clusters of 1 x 2 CTAs that walk neighbouring channel tiles together (shared activation loads).
+using ClusterConv = cusync::conv::PersistentConvSm90<cutlass::half_t, 128, 128, 64, cutlass::epilogue::thread::ReLu,
+                                          /*kBias=*/true, /*kResidual=*/false, /*kClusterN=*/2>;
 
 }  // namespace
 
@@ -26,6 +29,7 @@ cusync::Status prepare_conv2() {
   if (cusync::Status const status = Conv_b1::prepare(); status != cusync::Status::kSuccess) return status;
   if (cusync::Status const status = Conv::prepare(); status != cusync::Status::kSuccess) return status;
   if (cusync::Status const status = PersistentConv::prepare(); status != cusync::Status::kSuccess) return status;
+  if (cusync::Status const status = ClusterConv::prepare(); status != cusync::Status::kSuccess) return status;
   return cusync::Status::kSuccess;
 }
 
@@ -38,6 +42,9 @@ cusync::Status launch_conv2_b1(cusync::conv::ConvLaunch const& launch, cudaStrea
 int occupancy_conv2(bool bounded) { return Conv::occupancy(bounded); }
 
 cusync::Status launch_conv2(cusync::conv::ConvLaunch const& launch, cudaStream_t stream) {
+  if (launch.persistent && launch.cluster) {
+    return cusync::conv::launch_conv<ClusterConv, cutlass::half_t>(kStages[1], launch, stream);
+  }
   if (launch.persistent) {
     return cusync::conv::launch_conv<PersistentConv, cutlass::half_t>(kStages[1], launch, stream);
   }

@@ -261,17 +261,26 @@ __device__ __forceinline__ void end_tile(StageSync const& sync, TileCoord tile) 
 // start while that kernel still runs; its hooks order it after what it reads).
 template <typename Params>
 inline Status launch_stage_kernel(void (*kernel)(Params), dim3 grid, dim3 block, size_t smem, bool programmatic,
-                                  cudaStream_t stream, Params const& params) {
+                                  cudaStream_t stream, Params const& params, dim3 cluster = dim3(1u, 1u, 1u)) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attribute[2];
+  unsigned count = 0;
+  if (programmatic) {
+    attribute[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster.x * cluster.y * cluster.z > 1u) {  // a kernel built for thread block clusters (sm_90)
+    attribute[count].id = cudaLaunchAttributeClusterDimension;
+    attribute[count].val.clusterDim.x = cluster.x;
+    attribute[count].val.clusterDim.y = cluster.y;
+    attribute[count++].val.clusterDim.z = cluster.z;
+  }
   config.attrs = attribute;
-  config.numAttrs = programmatic ? 1 : 0;
+  config.numAttrs = count;
   return cudaLaunchKernelEx(&config, kernel, params) == cudaSuccess ? Status::kSuccess : Status::kCudaError;
 }
 

@@ -34,6 +34,11 @@ struct ConvStageInfo {
   int tile_m, tile_n;  // output pixels x output channels per thread block
   bool bias;
   int k_steps;         // main-loop iterations of a tile: GEMM K (r * s * c) over the tile's K step
+  // The overlap runs the stage's persistent kernel in thread block clusters of 1 x cluster_n tiles along the
+  // channels, which share the activations' loads (sm90; 1: the stage unit has no such kernel). Its consumer CTAs,
+  // launched while the producer still runs, otherwise land on SMs apart from the tiles they share data with, and
+  // ran 1.35x slower; a cluster's CTAs are placed together.
+  int cluster_n;
 };
 
 struct ConvLaunch;
@@ -228,6 +233,12 @@ class ConvChain {
   // plain kernel. Elsewhere the plain kernel, whose default carve-out leaves more L1 for the 3x3 windows' reuse.
   // set_bounded_kernels(false): always the plain one.
   void set_bounded_kernels(bool bounded) { use_bounded_ = bounded; }
+  // Whether the overlap runs a persistent consumer stage's cluster kernel where its unit has one
+  // (ConvStageInfo::cluster_n); set_cluster_kernels(false): the kernel the other modes run (to compare the two).
+  void set_cluster_kernels(bool clusters) { use_clusters_ = clusters; }
+  bool overlap_cluster(int stage, int batch) const {
+    return use_clusters_ && at(batch).stages[stage].cluster_n > 1 && persistent(stage, batch);
+  }
   bool bounded(int stage, int batch) const {
     int const (&blocks)[2] = occupancy_[config(batch)][stage];
     return use_bounded_ && at(batch).stages[stage].k_steps <= 1 && blocks[1] > blocks[0] &&
@@ -325,6 +336,7 @@ class ConvChain {
   int sms_ = 0;
   int occupancy_[kMaxConvConfigs][kMaxConvStages][2] = {};  // blocks per SM: the plain kernel, the bounded one
   bool use_bounded_ = true;
+  bool use_clusters_ = true;
   unsigned hooks_ = kHooksLean;
   unsigned profile_hooks_ = 0;   // profile_stage: hooks | kHookAssumePosted while it launches
   unsigned profile_drop_ = 0;

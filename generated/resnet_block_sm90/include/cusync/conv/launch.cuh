@@ -21,6 +21,7 @@ struct ConvLaunch {
   bool programmatic;     // a programmatic dependent launch of the kernel before it on the stream (sm90)
   bool bounded;          // the kernel built for more blocks per SM (SyncedConv::kMinBlocks)
   bool persistent;       // the stage's persistent kernel (ConvChain::persistent), where its unit has one
+  bool cluster;          // with persistent: its cluster kernel (ConvStageInfo::cluster_n), where its unit has one
   int grid_limit;        // a persistent kernel's most CTAs (ConvChain::grid_limit)
 };
 

@@ -45,7 +45,8 @@ int ConvChain::tiles_n(int stage, int batch) const {
 }
 
 int64_t ConvChain::blocks(int stage, int batch) const {
-  // A persistent stage has more tiles than grid_limit (that is when it runs persistent): one CTA per slot.
+  // A persistent stage has more tiles than grid_limit (that is when it runs persistent): one CTA per slot (the
+  // cluster kernel takes as many or fewer: whole clusters the GPU holds at once).
   return persistent(stage, batch) ? grid_limit(stage, batch) : int64_t(tiles_m(stage, batch)) * tiles_n(stage, batch);
 }
 
@@ -184,6 +185,12 @@ Status ConvChain::launch_stage(int s, ConvArguments const& a, bool synced, cudaS
   // Block order on the one-stream programmatic launch (kHookBlockOrder): a consumer block is scheduled only once
   // every producer block has started, so no order of tiles can starve a producer.
   sync.dynamic_order = ticket_order_ && !(programmatic && (hooks & kHookBlockOrder) != 0u) && (profile_drop_ & 1u) == 0u;
+  // The overlap's persistent consumers in static tile order run in thread block clusters where the unit has that
+  // kernel (overlap_cluster): launched while the producer runs, their CTAs take SMs in the order the producer's
+  // leave them, away from the tiles they share activations with, and each tile then paid ~1.35x its L2 traffic's
+  // time; a cluster's two CTAs are placed together and load the shared activations once (TMA multicast). Tickets
+  // (the two-stream overlap) hand tiles to single CTAs: no clusters there.
+  l.cluster = synced && !sync.dynamic_order && overlap_cluster(s, a.batch);
   sync.timeout_ns = timeout_ns_;
   sync.trace = trace_ != nullptr ? trace_ + trace_offset(s, a.batch) : nullptr;
   sync.order = TileOrder::kRowMajor;  // tile rows are runs of output pixels: the first image rows complete first

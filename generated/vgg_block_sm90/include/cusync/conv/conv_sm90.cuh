@@ -190,6 +190,34 @@ struct ConvSm90Entry {
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel(), int(Kernel::MaxThreadsPerBlock), kSmemBytes);
     return err == cudaSuccess ? blocks : 0;
   }
+
+  // Clusters of `cluster` CTAs the current device holds at once (0 on error): fewer CTAs than SMs where a GPC's SMs
+  // do not divide into whole clusters. Queried once per device and kernel.
+  static int max_active_clusters(dim3 cluster) {
+    static int cached_device = -1, cached = 0;
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return 0;
+    if (device == cached_device) return cached;
+    cudaLaunchConfig_t config{};
+    config.gridDim = cluster;
+    config.blockDim = dim3(unsigned(Kernel::MaxThreadsPerBlock));
+    config.dynamicSmemBytes = size_t(kSmemBytes);
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = cluster.x;
+    attribute[0].val.clusterDim.y = cluster.y;
+    attribute[0].val.clusterDim.z = cluster.z;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel(), &config) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    cached_device = device;
+    cached = clusters;
+    return clusters;
+  }
 };
 
 // The epilogue's fusion: D = Act(acc (+ bias) (+ residual)), fp32 compute; the residual is CUTLASS's source C
@@ -357,6 +385,7 @@ struct PolledTicketScheduler {};  // the tag that selects it in GemmUniversal
 
 class PolledTicketTileScheduler : public sm90::TicketTileScheduler {
   using Base = sm90::TicketTileScheduler;
+  using PersistentTileSchedulerSm90 = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90;
 
  public:
   struct Arguments : Base::Arguments {
@@ -371,10 +400,14 @@ class PolledTicketTileScheduler : public sm90::TicketTileScheduler {
                                         ClusterShape cluster_shape, cutlass::KernelHardwareInfo const& hw_info,
                                         Arguments const& arguments, void* workspace = nullptr,
                                         uint32_t epilogue_subtile = 1, uint32_t ktile_start_alignment_count = 1u) {
+    // CUTLASS's persistent scheduler's parameters, for any cluster shape: the ticket scheduler refuses clusters
+    // (a ticket is one CTA's tile), but in static order a 1 x 2 cluster's CTAs take neighbouring tiles in step
+    // (static_tile); PersistentConvSm90::launch never asks for tickets with clusters.
     Params params;
-    static_cast<Base::Params&>(params) = Base::to_underlying_arguments(
+    static_cast<PersistentTileSchedulerSm90::Params&>(params) = PersistentTileSchedulerSm90::to_underlying_arguments(
         problem_shape_mnkl, tile_shape, cluster_shape, hw_info, arguments, workspace, epilogue_subtile,
         ktile_start_alignment_count);
+    params.queue = arguments.queue;
     params.polled_at = arguments.polled_at;
     return params;
   }
@@ -604,14 +637,22 @@ struct ResidualWaitingEpilogue : Base {
 };
 
 // One convolution on the persistent kernel: the interface of SyncedConvSm90, the grid at most `grid_limit` CTAs.
+//
+// kClusterN > 1: thread block clusters of 1 x kClusterN CTAs (the overlap's consumers, ConvStageInfo::cluster_n),
+// in static tile order only. A cluster's CTAs walk the tiles (m, kClusterN j .. kClusterN j + kClusterN - 1) in
+// step (TicketTileScheduler::static_tile over a grid of (clusters, kClusterN)), load the activations they share
+// once (CUTLASS's multicast along N: each CTA loads 1 / kClusterN of the box for all) and are placed together by
+// the hardware. Each CTA still waits for its own tile's window (the same rows: a window depends on m only) before
+// its share of the loads, so the data every CTA receives was read after an acquire of its producer rows.
 template <typename Element, int kBlockM, int kBlockN, int kBlockK, template <typename> class Act, bool kBias,
-          bool kResidual>
+          bool kResidual, int kClusterN = 1>
 struct PersistentConvSm90 {
   static constexpr bool kPersistent = true;  // at most grid_limit CTAs, each walking tiles of the queue
   using OneTile = SyncedConvSm90<Element, kBlockM, kBlockN, kBlockK, Act, kBias, kResidual>;  // its checks, its types
+  static_assert(kClusterN == 1 || kClusterN == 2 || kClusterN == 4, "clusters of 1 x 1, 1 x 2 or 1 x 4 CTAs");
   static constexpr int kAlignment = OneTile::kAlignment;
   using TileShape = typename OneTile::TileShape;
-  using ClusterShape = typename OneTile::ClusterShape;
+  using ClusterShape = cute::Shape<cute::_1, cute::Int<kClusterN>, cute::_1>;
   using ElementC = typename OneTile::ElementC;
 
   using StockEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
@@ -665,13 +706,23 @@ struct PersistentConvSm90 {
     args.mainloop.ptr_B = pr.filter;
     args.mainloop.conv = conv;
     int const tiles = sync.tiles_m * sync.tiles_n;
-    unsigned const grid = unsigned(tiles < grid_limit ? tiles : grid_limit);
+    int ctas = tiles < grid_limit ? tiles : grid_limit;
+    if constexpr (kClusterN > 1) {
+      // Whole clusters, no more than the GPU holds at once (a CTA that starts late holds its static tiles back).
+      if (sync.tiles_n % kClusterN != 0) return Status::kInvalidArgument;
+      int const clusters = Entry::max_active_clusters(dim3(1u, unsigned(kClusterN), 1u));
+      if (clusters <= 0) return Status::kCudaError;
+      if (ctas > clusters * kClusterN) ctas = clusters * kClusterN;
+      ctas -= ctas % kClusterN;
+    }
+    unsigned const grid = unsigned(ctas);
     // Tickets where this stage waits on a producer and the chain asks for the ticket order (its CTAs start as
     // the producer's leave and take the tiles whose inputs are ready first); otherwise CTA b takes tiles b,
     // b + grid, ... (the one-stream programmatic launch's kHookBlockOrder: every producer CTA is resident before
     // any of this stage's, and none waits for this stage, so any order completes).
     bool const waits_on_producer = sync.input.enabled || waits.residual.enabled;
     bool const dynamic = sync.enabled && sync.dynamic_order && waits_on_producer;
+    if (kClusterN > 1 && dynamic) return Status::kInvalidArgument;  // a ticket is one CTA's tile
     // In static order every warp knows the CTA's tiles in advance: the poll warp waits for them ahead of the
     // loads (kHookPollAhead), and a sink's math warp groups count their finished tiles once (kHookFinishOnce;
     // a group's tiles are 2 grid apart: the ping-pong groups take alternate ones).
@@ -705,8 +756,11 @@ struct PersistentConvSm90 {
     args.mainloop.hooks = PersistentConvHooks{sync, waits, queue};
     if (!Kernel::can_implement(args)) return Status::kCutlassError;
     Params const params = Kernel::to_underlying_arguments(args, nullptr);
-    return launch_stage_kernel(kernel(), dim3(grid), dim3(unsigned(Kernel::MaxThreadsPerBlock)), size_t(kSmemBytes),
-                               programmatic, stream, params);
+    // A cluster's CTAs along y: its rank in the cluster is blockIdx.y, which CUTLASS's multicast and pipeline
+    // masks read as the CTA's place along N in the 1 x kClusterN cluster.
+    return launch_stage_kernel(kernel(), dim3(grid / unsigned(kClusterN), unsigned(kClusterN)),
+                               dim3(unsigned(Kernel::MaxThreadsPerBlock)), size_t(kSmemBytes), programmatic, stream,
+                               params, dim3(1u, unsigned(kClusterN), 1u));
   }
 };
 

@@ -255,8 +255,12 @@ class TicketTileScheduler : public cutlass::gemm::kernel::detail::PersistentTile
   // the tiles b, b + grid, b + 2 grid, ... of the stage's order, like CUTLASS's persistent scheduler,
   // with no atomic and no ring handshake. Tickets only pay where CTAs start at different times and must
   // take the tiles whose inputs are ready first: a consumer that waits on its producer.
+  // A grid of clusters along y (gridDim.y CTAs a cluster, blockIdx.y the CTA's rank: the conv kernel's 1 x 2
+  // clusters) numbers its CTAs b = blockIdx.x * gridDim.y + blockIdx.y, so a cluster's CTAs take consecutive tiles
+  // in step (with tiles_n a multiple of gridDim.y: the same tile row, neighbouring columns).
   CUTLASS_DEVICE int32_t static_tile(uint32_t seq) const {
-    int64_t const linear = int64_t(blockIdx.x) + int64_t(seq) * int64_t(gridDim.x);
+    int64_t const linear =
+        (int64_t(blockIdx.x) + int64_t(seq) * int64_t(gridDim.x)) * int64_t(gridDim.y) + int64_t(blockIdx.y);
     if (linear >= int64_t(queue_->tiles_m) * queue_->tiles_n) return -1;
     if (queue_->trace != nullptr && threadIdx.x == 0) {
       TileCoord const t = tile_of(queue_->order, int32_t(linear), queue_->tiles_m, queue_->tiles_n);

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The conv results table's runs (NOTES c19), on the GPU machine in one call, with the shipped sm90 examples' benches
+# carried (build/conv-ck/<name>/build/<name>_bench, built here from `cusync-gen generate <name> -o .gen-conv/proj/<name>`
+# as scripts/conv_probe/cluster_check_call.sh does): each at BATCHES (1,8,32) as built, the examples with cluster
+# kernels again with --no-clusters, then cuDNN through PyTorch (scripts/conv_torch.py) right after. Leaves $OUT/tb.tgz;
+# the table: `python3 scripts/conv_results.py OUTDIR _sm90` on the unpacked folder.
+set -u
+O=$OUT/tb; mkdir -p "$O"
+B=$PWD/build/conv-ck
+BATCHES=${BATCHES:-1,8,32}
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee "$O/gpu.txt"
+for n in resnet_block_sm90 bottleneck_block_sm90 vgg_block_sm90; do
+  timeout 200 "$B/$n/build/${n}_bench" --batch "$BATCHES" --repeats "${REPEATS:-60}" --preheat 0.5 > "$O/bench-$n.txt" 2>&1
+  echo "bench $n rc=$? (${SECONDS}s)"; grep "^batch .*back-to-back [0-9]" "$O/bench-$n.txt" | cut -c1-260
+done
+for n in ${NOCL:-bottleneck_block_sm90 vgg_block_sm90}; do
+  timeout 200 "$B/$n/build/${n}_bench" --batch "$BATCHES" --repeats "${REPEATS:-60}" --preheat 0.5 --no-clusters > "$O/nocl-$n.txt" 2>&1
+  echo "bench $n --no-clusters rc=$? (${SECONDS}s)"; grep "^batch .*back-to-back [0-9]" "$O/nocl-$n.txt" | cut -c1-260
+done
+timeout 200 python3 scripts/conv_torch.py --batch "$BATCHES" --repeats "${REPEATS:-60}" --preheat 0.5 \
+  --chains vgg_block,resnet_block,bottleneck_block > "$O/torch.jsonl" 2> "$O/torch.err"
+echo "torch rc=$? (${SECONDS}s)"; cut -c1-200 "$O/torch.jsonl"
+cd "$OUT" && tar czf tb.tgz tb && rm -rf tb
