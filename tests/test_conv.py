@@ -738,6 +738,22 @@ def test_the_sm90_conv_unit_compiles_without_calls_or_spills(tmp_path: Path, cut
     assert "wgmma.mma_async instructions are serialized" not in stderr
 
 
+@pytest.mark.nvcc
+def test_the_sm90_cluster_kernel_compiles_without_spills(tmp_path: Path, cutlass_dir: Path) -> None:
+    """vgg_block_sm90's conv2 unit holds the persistent kernel twice: unclustered (the other modes, and the overlap
+    with tickets) and in 1 x 2 clusters (the overlap's static order, TMA multicast of the activations); both build
+    for sm_90a with no stack frame and no spills, and the wgmma instructions are not serialized."""
+    stderr = _ptxas_report("vgg_block_sm90", tmp_path, cutlass_dir)
+    persistent = list(re.finditer(r"Compiling entry function '(\w*synced_conv_sm90_kernel\w*GemmUniversal\w*)'.*?Used (\d+) registers",
+                                  stderr, re.S))
+    assert len(persistent) == 2, stderr[-3000:]
+    assert persistent[0].group(1) != persistent[1].group(1)  # two kernels: cluster shapes 1 x 1 and 1 x 2
+    for kernel in persistent:
+        report = stderr[kernel.start():kernel.end()]
+        assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report
+    assert "wgmma.mma_async instructions are serialized" not in stderr
+
+
 def test_sm90_persistent_kernels_run_beyond_one_wave() -> None:
     """A configuration's units hold the persistent kernel where some stage has more tiles than one wave at the
     largest batch it runs; a stage takes it at a batch where its own tiles are more than one wave (ConvChain::
