@@ -256,9 +256,20 @@ __device__ __forceinline__ void end_tile(StageSync const& sync, TileCoord tile) 
 #endif
 }
 
+// The launch attribute of a kernel built for thread block clusters of `cluster` CTAs (sm_90).
+inline cudaLaunchAttribute cluster_attribute(dim3 cluster) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = cluster.x;
+  attribute.val.clusterDim.y = cluster.y;
+  attribute.val.clusterDim.z = cluster.z;
+  return attribute;
+}
+
 // Launches kernel(params) on `stream` with `grid` x `block` threads and `smem` bytes of dynamic shared memory,
 // as a programmatic dependent launch of the kernel before it on the stream where `programmatic` (sm90: it may
-// start while that kernel still runs; its hooks order it after what it reads).
+// start while that kernel still runs; its hooks order it after what it reads),
+// in clusters of `cluster` CTAs where it has more than one.
 template <typename Params>
 inline Status launch_stage_kernel(void (*kernel)(Params), dim3 grid, dim3 block, size_t smem, bool programmatic,
                                   cudaStream_t stream, Params const& params, dim3 cluster = dim3(1u, 1u, 1u)) {
@@ -273,12 +284,7 @@ inline Status launch_stage_kernel(void (*kernel)(Params), dim3 grid, dim3 block,
     attribute[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attribute[count++].val.programmaticStreamSerializationAllowed = 1;
   }
-  if (cluster.x * cluster.y * cluster.z > 1u) {  // a kernel built for thread block clusters (sm_90)
-    attribute[count].id = cudaLaunchAttributeClusterDimension;
-    attribute[count].val.clusterDim.x = cluster.x;
-    attribute[count].val.clusterDim.y = cluster.y;
-    attribute[count++].val.clusterDim.z = cluster.z;
-  }
+  if (cluster.x * cluster.y * cluster.z > 1u) attribute[count++] = cluster_attribute(cluster);
   config.attrs = attribute;
   config.numAttrs = count;
   return cudaLaunchKernelEx(&config, kernel, params) == cudaSuccess ? Status::kSuccess : Status::kCudaError;

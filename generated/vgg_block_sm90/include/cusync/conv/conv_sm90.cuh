@@ -202,12 +202,8 @@ struct ConvSm90Entry {
     config.gridDim = cluster;
     config.blockDim = dim3(unsigned(Kernel::MaxThreadsPerBlock));
     config.dynamicSmemBytes = size_t(kSmemBytes);
-    cudaLaunchAttribute attribute[1];
-    attribute[0].id = cudaLaunchAttributeClusterDimension;
-    attribute[0].val.clusterDim.x = cluster.x;
-    attribute[0].val.clusterDim.y = cluster.y;
-    attribute[0].val.clusterDim.z = cluster.z;
-    config.attrs = attribute;
+    cudaLaunchAttribute attribute = cluster_attribute(cluster);
+    config.attrs = &attribute;
     config.numAttrs = 1;
     int clusters = 0;
     if (cudaOccupancyMaxActiveClusters(&clusters, kernel(), &config) != cudaSuccess) {
