@@ -2,7 +2,8 @@
 # The conv results table's runs (NOTES c19), on the GPU machine in one call, with the shipped sm90 examples' benches
 # carried (build/conv-ck/<name>/build/<name>_bench, built here from `cusync-gen generate <name> -o .gen-conv/proj/<name>`
 # as scripts/conv_probe/cluster_check_call.sh does): each at BATCHES (1,8,32) as built, the examples with cluster
-# kernels again with --no-clusters, then cuDNN through PyTorch (scripts/conv_torch.py) right after. Leaves $OUT/tb.tgz;
+# kernels again with --no-clusters, then cuDNN through PyTorch (scripts/conv_torch.py) right after, then PROFILE="name:batch
+# ..." (--profile-hooks: each stage alone, plain and synced part by part). Leaves $OUT/tb.tgz;
 # the table: `python3 scripts/conv_results.py OUTDIR _sm90` on the unpacked folder.
 set -u
 O=$OUT/tb; mkdir -p "$O"
@@ -20,4 +21,9 @@ done
 timeout 200 python3 scripts/conv_torch.py --batch "$BATCHES" --repeats "${REPEATS:-60}" --preheat 0.5 \
   --chains vgg_block,resnet_block,bottleneck_block > "$O/torch.jsonl" 2> "$O/torch.err"
 echo "torch rc=$? (${SECONDS}s)"; cut -c1-200 "$O/torch.jsonl"
+for p in ${PROFILE:-}; do  # name:batch: each stage alone, plain and synced part by part (--profile-hooks)
+  n=${p%%:*} b=${p#*:}
+  timeout 120 "$B/$n/build/${n}_bench" --batch "$b" --profile-hooks --repeats 40 --preheat 0.5 > "$O/profile-$n-$b.txt" 2>&1
+  echo "profile $n $b rc=$? (${SECONDS}s)"; grep "^PROFILE" "$O/profile-$n-$b.txt" | cut -c1-400
+done
 cd "$OUT" && tar czf tb.tgz tb && rm -rf tb
