@@ -23,6 +23,7 @@
 // programmatic stage of the overlap, once more at exit (the grid ends after the one it was launched behind).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -192,12 +193,14 @@ struct ConvSm90Entry {
   }
 
   // Clusters of `cluster` CTAs the current device holds at once (0 on error): fewer CTAs than SMs where a GPC's SMs
-  // do not divide into whole clusters. Queried once per device and kernel.
+  // do not divide into whole clusters. Queried once per device and kernel (the last device's answer is kept, as
+  // device << 32 | clusters, in one atomic: host threads may launch at once).
   static int max_active_clusters(dim3 cluster) {
-    static int cached_device = -1, cached = 0;
+    static std::atomic<int64_t> cached{-1};
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess) return 0;
-    if (device == cached_device) return cached;
+    int64_t const known = cached.load(std::memory_order_relaxed);
+    if (known >= 0 && int(known >> 32) == device) return int(known & 0xffffffff);
     cudaLaunchConfig_t config{};
     config.gridDim = cluster;
     config.blockDim = dim3(unsigned(Kernel::MaxThreadsPerBlock));
@@ -210,8 +213,7 @@ struct ConvSm90Entry {
       (void)cudaGetLastError();
       return 0;
     }
-    cached_device = device;
-    cached = clusters;
+    cached.store(int64_t(device) << 32 | int64_t(uint32_t(clusters)), std::memory_order_relaxed);
     return clusters;
   }
 };
