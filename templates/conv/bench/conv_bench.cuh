@@ -268,7 +268,7 @@ int run(int argc, char** argv) {
     for (int b : o.batches) std::printf(" %d %s", b, c.bounded(s, b) ? "yes" : "no");
     std::printf(", persistent at batch");
     for (int b : o.batches) std::printf(" %d %s", b, c.persistent(s, b) ? "yes" : "no");
-    std::printf(", overlap cluster at batch");
+    std::printf(", one-stream overlap cluster at batch");  // tickets (two streams) keep single CTAs
     for (int b : o.batches) std::printf(" %d 1x%d", b, c.overlap_cluster(s, b) ? c.at(b).stages[s].cluster_n : 1);
     std::printf(";");
   }
