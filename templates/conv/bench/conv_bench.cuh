@@ -306,8 +306,13 @@ int run(int argc, char** argv) {
   }
 
   if (o.profile_hooks) {
-    // Each stage alone as a graph of one launch, round robin: plain (no sync), and synchronized with its waits
-    // satisfied at the first poll: legacy hooks; - ticket; - waits; - post; the lean hooks; the plain kernel.
+    // Each stage alone as a graph of its own, round robin: plain (no sync), and synchronized with its waits
+    // satisfied at the first poll: legacy hooks; - ticket; - waits; - post; the lean hooks, then - waits; - post;
+    // - a sink's finish count (what is left is the synced kernel's own cost); the plain kernel. Each graph launches
+    // its variant kLaunches times back to back and counts the median over them: one launch a graph priced identical
+    // launches 2-3 us apart by what ran before them (plain and plain_unbounded, the same kernel at resnet_block_sm90
+    // batch 32).
+    constexpr int kLaunches = 8;
     // The ticket's tiles count from the run's start (started_base, reset when a sink closes the run): only the
     // legacy variant takes tickets, right after the previous round's sink variants closed the run.
     struct Variant { char const* name; bool synced; unsigned hooks; unsigned drop; bool bounded; };
@@ -316,6 +321,9 @@ int run(int argc, char** argv) {
         {"no_ticket", true, 0u, 1u, true},       {"no_ticket_no_wait", true, 0u, 3u, true},
         {"no_ticket_no_wait_no_post", true, 0u, 7u, true},
         {"synced_lean", true, cusync::conv::kHooksLean, 1u, true},
+        {"lean_no_wait", true, cusync::conv::kHooksLean, 3u, true},
+        {"lean_no_wait_no_post", true, cusync::conv::kHooksLean, 7u, true},
+        {"lean_bare", true, cusync::conv::kHooksLean, 15u, true},
         {"lean_poll_inline", true, cusync::conv::kHooksLean & ~unsigned(cusync::conv::kHookPollAhead), 1u, true},
         {"lean_finish_per_tile", true, cusync::conv::kHooksLean & ~unsigned(cusync::conv::kHookFinishOnce), 1u, true},
         {"plain_unbounded", false, 0u, 0u, false}, {"no_ticket_unbounded", true, 0u, 1u, false}};
@@ -329,8 +337,10 @@ int run(int argc, char** argv) {
           cudaGraphExec_t exec;
           c.set_bounded_kernels(v.bounded);
           BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-          check_status(v.synced ? c.profile_stage(s, seq, v.hooks, v.drop, stream) : c.run_stage(s, seq, stream),
-                       "profile_stage", c);
+          for (int i = 0; i < kLaunches; ++i) {
+            check_status(v.synced ? c.profile_stage(s, seq, v.hooks, v.drop, stream) : c.run_stage(s, seq, stream),
+                         "profile_stage", c);
+          }
           BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
           BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
           BENCH_CUDA(cudaGraphDestroy(graph));
@@ -341,9 +351,9 @@ int run(int argc, char** argv) {
       std::vector<double> const us = timer.run(stream, o);
       size_t const n = sizeof(variants) / sizeof(variants[0]);
       for (int s = 0; s < kNumStages; ++s) {
-        std::printf("PROFILE {\"chain\": \"%s\", \"batch\": %d, \"stage\": \"%s\", \"tiles\": %d", Traits::kName, batch,
-                    kStages[s].name, c.tiles_m(s, batch) * c.tiles_n(s, batch));
-        for (size_t v = 0; v < n; ++v) std::printf(", \"%s\": %.3f", variants[v].name, us[size_t(s) * n + v]);
+        std::printf("PROFILE {\"chain\": \"%s\", \"batch\": %d, \"stage\": \"%s\", \"tiles\": %d, \"launches\": %d",
+                    Traits::kName, batch, kStages[s].name, c.tiles_m(s, batch) * c.tiles_n(s, batch), kLaunches);
+        for (size_t v = 0; v < n; ++v) std::printf(", \"%s\": %.3f", variants[v].name, us[size_t(s) * n + v] / kLaunches);
         std::printf("}\n");
       }
     }
