@@ -49,6 +49,9 @@ struct UnitCfg {
   static constexpr int kXBytes = kMPad * kSlabK * 2;
   static constexpr int kScratchBytes = kWG * kTileN * kMPad * 4;  // one buffer: every warpgroup's partial
   static constexpr int kStages = kMPad == 8 ? 10 : 8;
+  // the consumers' wait on a slot's previous consumption (empty, one phase back) cannot itself alias while a unit's
+  // chunks fit the ring
+  static_assert(kStages >= kSlabChunks, "a unit's chunks within the ring");
   static constexpr int kXOff = kStages * kChunkBytes;
   static constexpr int kScratchOff = kXOff + 2 * kXBytes;
   static constexpr int kBarOff = kScratchOff + 2 * kScratchBytes;
@@ -509,6 +512,12 @@ __global__ void __launch_bounds__(kThreads, 1) unit_chain_kernel(UnitParams cons
           int64_t const ci = chunk + j;
           int const slot = int(ci % C::kStages);
           uint32_t const ph = uint32_t(ci / C::kStages) & 1u;
+          // A warpgroup takes every kWG-th chunk of a unit, so the slot's previous chunk (ci - kStages) may be another
+          // warpgroup's and still in flight: full's phase of the same parity two uses back has completed, and a wait
+          // on `full` alone would pass at once (stale data; its 128 arrivals would then complete the other chunk's
+          // empty phase, and the producer's expect_tx would arrive on a spent phase: the timing graphs' launch
+          // failures and stall). Waiting first for that chunk's consumption (empty, one phase back) orders it.
+          ws::dev::mbar_wait(empty(slot), ph ^ 1u);
           ws::dev::mbar_wait(full(slot), ph);
           uint32_t const wa = ring + slot * kChunkBytes;
           int const steps = min(kChunkSteps, b.ksteps - (c0 + j) * kChunkSteps);
