@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What each part of the overlap's per-tile work costs: the bench's PROFILE lines (`<chain>_bench --profile-hooks`,
-files profile-<chain>.txt in OUTDIR) as a table. Each stage alone, one launch per CUDA graph, median us: plain (no
+files profile-<chain>.txt in OUTDIR) as a table. Each stage alone, its own CUDA graph, median us a launch: plain (no
 sync), synchronized with the hooks as first built (ticket, waits satisfied at their first poll, post, sink finish
 count), then without the ticket, without the waits, without the post; the lean hooks, then without their waits,
 their post and a sink's finish count (what remains is the synced kernel's own cost over the plain one; files from

@@ -263,8 +263,9 @@ class ConvChain {
   int blocks_per_sm_bounded(int stage, int batch = INT_MAX) const { return occupancy_[config(batch)][stage][1]; }
   // Profiling: stage `stage` alone, synchronized (ticket, waits, post, finish count as in the overlap, with
   // `hooks`), but every wait satisfied at its first poll; `drop` bits take parts out: 1 the ticket (block
-  // order), 2 the waits (no poll), 4 the post, 8 a sink's finish count (which then never closes the run). Its posts count up in the current epoch: consumers of later
-  // runs would not wait, so use it in a process of its own, never between runs whose results matter.
+  // order), 2 the waits (no poll), 4 the post, 8 a sink's finish count (which then never closes the run). Its
+  // posts count up in the current epoch: consumers of later runs would not wait, so use it in a process of its
+  // own, never between runs whose results matter.
   Status profile_stage(int stage, ConvArguments const& args, unsigned hooks, unsigned drop, cudaStream_t stream);
   int tiles_m(int stage, int batch) const;
   int tiles_n(int stage, int batch) const;
