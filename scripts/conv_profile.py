@@ -38,7 +38,7 @@ def main() -> None:
         parts = " | ".join(f"{a - b:+.1f}" for a, b in zip(lean, lean[1:]))
         print(f"| {r['chain']} | {r['batch']} | {r['stage']} | {r['tiles']} | {r['plain']:.1f} | {r['synced_legacy']:.1f} | "
               f"{ticket:+.1f} | {waits:+.1f} | {post:+.1f} | {rest:+.1f} | {r['synced_lean']:.1f} | "
-              f"{r['synced_lean'] - r['plain']:+.1f} | {parts} | {r['plain_unbounded']:.1f} | {r.get('no_ticket_unbounded', r.get('synced_legacy_unbounded', float('nan'))):.1f} |")
+              f"{r['synced_lean'] - r['plain']:+.1f} | {parts} | {r['plain_unbounded']:.1f} | {r.get('no_ticket_unbounded', r.get('synced_legacy_unbounded', nan)):.1f} |")
 
 
 if __name__ == "__main__":
