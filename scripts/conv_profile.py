@@ -4,7 +4,10 @@ files profile-<chain>.txt in OUTDIR) as a table. Each stage alone, its own CUDA 
 sync), synchronized with the hooks as first built (ticket, waits satisfied at their first poll, post, sink finish
 count), then without the ticket, without the waits, without the post; the lean hooks, then without their waits,
 their post and a sink's finish count (what remains is the synced kernel's own cost over the plain one; files from
-benches before those variants leave the columns nan); the kernels without the register bound. Standard library only.
+benches before those variants leave the columns nan); the kernels without the register bound. A sink's poll warp counts
+its finish (kHookEarlyFinish) only where it waits, so from lean_no_wait on a sink counts it in the epilogue: its
+"lean: waits" is then the waits less what the epilogue's count costs over the poll warp's, and the last column (lean
+with the count in the epilogue, less lean) is what the poll warp's count saves. Standard library only.
 
     python3 scripts/conv_profile.py OUTDIR
 """
@@ -25,8 +28,8 @@ def main() -> None:
                 rows.append(json.loads(line[len("PROFILE "):]))
     print("| chain | batch | stage | tiles | plain us | synced (first hooks) us | ticket us | waits us | post us "
           "| rest us | synced (lean) us | lean - plain us | lean: waits us | lean: post us | lean: finish count us "
-          "| lean: rest us | plain, unbounded kernel us | synced no ticket, unbounded us |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| lean: rest us | plain, unbounded kernel us | synced no ticket, unbounded us | finish in the epilogue us |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     nan = float("nan")
     for r in rows:
         ticket = r["synced_legacy"] - r["no_ticket"]
@@ -38,7 +41,8 @@ def main() -> None:
         parts = " | ".join(f"{a - b:+.1f}" for a, b in zip(lean, lean[1:]))
         print(f"| {r['chain']} | {r['batch']} | {r['stage']} | {r['tiles']} | {r['plain']:.1f} | {r['synced_legacy']:.1f} | "
               f"{ticket:+.1f} | {waits:+.1f} | {post:+.1f} | {rest:+.1f} | {r['synced_lean']:.1f} | "
-              f"{r['synced_lean'] - r['plain']:+.1f} | {parts} | {r['plain_unbounded']:.1f} | {r.get('no_ticket_unbounded', r.get('synced_legacy_unbounded', nan)):.1f} |")
+              f"{r['synced_lean'] - r['plain']:+.1f} | {parts} | {r['plain_unbounded']:.1f} | {r.get('no_ticket_unbounded', r.get('synced_legacy_unbounded', nan)):.1f} | "
+              f"{r.get('lean_finish_in_epilogue', nan) - r['synced_lean']:+.1f} |")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# NOTES c20's change on the GPU machine in one call, with the three sm90 examples' benches carried
-# (build/conv-ck/<name>/build/<name>_bench, generated and built here with
-# `git apply scripts/conv_probe/poll_finish.patch` first): a sink's finish count by the poll warp (kHookEarlyFinish
-# in the persistent kernel). Checks at 1, 3, 8, 32 (every mode bitwise equal to back to back and within tolerance of
-# the reference conv), a skipped post in front of a persistent sink (it must time out and name the tile), then the examples
-# (TIMES) at 8 and 32 timed with the default hooks and with --hooks 109 (the same without kHookEarlyFinish: the count
-# in the math warp groups, as before), the profile at batch 8, and memcheck on resnet_block_sm90 at 8. Leaves
-# $OUT/fc.tgz. A step that would start after BUDGET seconds (default 400) is skipped.
+# NOTES c20-c21 on the GPU machine in one call, with the three sm90 examples' benches carried
+# (build/conv-ck/<name>/build/<name>_bench, generated and built here): a sink's finish count by the poll warp
+# (kHookEarlyFinish in the persistent kernel). Checks at 1, 3, 8, 32 (every mode bitwise equal to back to back and
+# within tolerance of the reference conv), a skipped post in front of a persistent sink (it must time out and name
+# the tile), then the examples (TIMES) at 8 and 32 timed with the default hooks and with --hooks 109 (the same
+# without kHookEarlyFinish: the count in the math warp groups), the profile at batch 8, and memcheck on
+# resnet_block_sm90 at 8. Leaves $OUT/fc.tgz. A step that would start after BUDGET seconds (default 400) is skipped.
 set -u
 left() { [ "$SECONDS" -lt "${BUDGET:-400}" ] || { echo "skipped $1: ${SECONDS}s used"; return 1; }; }
 O=$OUT/fc; mkdir -p "$O"

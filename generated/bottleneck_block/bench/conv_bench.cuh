@@ -325,7 +325,9 @@ int run(int argc, char** argv) {
         {"lean_no_wait_no_post", true, cusync::conv::kHooksLean, 7u, true},
         {"lean_bare", true, cusync::conv::kHooksLean, 15u, true},
         {"lean_poll_inline", true, cusync::conv::kHooksLean & ~unsigned(cusync::conv::kHookPollAhead), 1u, true},
-        {"lean_finish_per_tile", true, cusync::conv::kHooksLean & ~unsigned(cusync::conv::kHookFinishOnce), 1u, true},
+        {"lean_finish_in_epilogue", true, cusync::conv::kHooksLean & ~unsigned(cusync::conv::kHookEarlyFinish), 1u, true},
+        {"lean_finish_per_tile", true,
+         cusync::conv::kHooksLean & ~unsigned(cusync::conv::kHookFinishOnce | cusync::conv::kHookEarlyFinish), 1u, true},
         {"plain_unbounded", false, 0u, 0u, false}, {"no_ticket_unbounded", true, 0u, 1u, false}};
     for (int batch : o.batches) {
       cusync::conv::ConvArguments const seq = arguments(batch, out_seq);

@@ -159,7 +159,8 @@ enum ConvHooks : unsigned {
   kHookEpochOnce = 1u,       // the epoch read once, at block entry; the post reuses it (no load after the tile)
   kHookEarlyFinish = 2u,     // a sink block counts its finish right after its waits (all it depends on is then
                              // posted); the count's answer is read after the tile (its latency hides behind the
-                             // mainloop), and the last block to count closes the run. Needs kHookEpochOnce
+                             // mainloop), and the last block to count closes the run. Needs kHookEpochOnce. sm90
+                             // persistent sinks with a poll warp: it counts the CTA's tiles after its last waits
   kHookOneExitWait = 4u,     // of a programmatic stage, only the grid's last block waits for the kernel before it
                              // at exit (the grid still ends after it); the others give their SM slot back at once
   kHookBlockOrder = 8u,      // on the one-stream programmatic launch, tiles in hardware block order (no ticket):
