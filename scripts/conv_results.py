@@ -5,7 +5,9 @@
     python3 scripts/conv_results.py OUTDIR [SUFFIX]
 
 SUFFIX: our projects' name suffix (`_sm90`: bench-<chain>_sm90.txt, the sm90 kernels' versions of the
-examples), against the same PyTorch blocks.
+examples), against the same PyTorch blocks. Without a suffix every bench-<chain>.txt counts: the examples' blocks,
+then any other chain (e.g. the layers of scripts/conv_waves.py, timed by PyTorch through `conv_torch.py --specs`),
+whose stages are conv1, conv2, ... in order.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ def main() -> None:
     out = Path(sys.argv[1])
     suffix = sys.argv[2] if len(sys.argv) > 2 else ""
     ours: dict[tuple[str, int], dict] = {}
-    for chain in LAYERS:
+    others = sorted({p.name[len("bench-"):-len(".txt")] for p in out.glob("bench-*.txt")} - set(LAYERS)) if not suffix else []
+    order = list(LAYERS) + others
+    for chain in order:
         path = out / f"bench-{chain}{suffix}.txt"
         if not path.exists():
             continue
@@ -35,6 +39,8 @@ def main() -> None:
             if line.startswith("RESULT "):
                 row = json.loads(line[len("RESULT "):])
                 ours[(chain, row["batch"])] = row  # the PyTorch block's name (without the suffix)
+    for (chain, _), row in ours.items():
+        LAYERS.setdefault(chain, [f"conv{i + 1}" for i in range(len(row["stages_us"]))])
     torch: dict[tuple[str, int], dict] = {}
     for name in ("torch.jsonl", "compile.jsonl"):
         if (out / name).exists():
@@ -46,15 +52,17 @@ def main() -> None:
           "| two-stream overlap us | overlap, block order us | run() us | run()'s pick | run() vs cuDNN | run() vs back-to-back "
           "| overlap vs back-to-back | bitwise | max err |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|")
-    run_b2b, run_cudnn, ovl_b2b, ovl_cudnn = [], [], [], []
+    run_b2b, run_cudnn, ovl_b2b, ovl_cudnn, run_compiled = [], [], [], [], []
     nan = float("nan")
-    for (chain, batch), r in sorted(ours.items(), key=lambda kv: (list(LAYERS).index(kv[0][0]), kv[0][1])):
+    for (chain, batch), r in sorted(ours.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1])):
         t = torch.get((chain, batch), {})
         cudnn, compiled = t.get("block_us", nan), t.get("compiled_us", nan)
         two = r.get("two_stream_us", -1.0)
         chained, block_order = r.get("chained_us", nan), r.get("block_order_us", nan)
         run_b2b.append(r["sequential_us"] / r["run_us"])
         ovl_b2b.append(r["sequential_us"] / r["overlap_us"])
+        if "compiled_us" in t:
+            run_compiled.append(compiled / r["run_us"])
         if "block_us" in t:
             run_cudnn.append(cudnn / r["run_us"])
             ovl_cudnn.append(cudnn / r["overlap_us"])
@@ -67,7 +75,7 @@ def main() -> None:
     print()
     print("| chain | layer | batch | ours us | ours, plain kernel us | cuDNN us | ours vs cuDNN |")
     print("|---|---|---:|---:|---:|---:|---:|")
-    for (chain, batch), r in sorted(ours.items(), key=lambda kv: (list(LAYERS).index(kv[0][0]), kv[0][1])):
+    for (chain, batch), r in sorted(ours.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1])):
         t = torch.get((chain, batch), {})
         for i, layer in enumerate(LAYERS[chain]):
             mine = r["stages_us"][i]
@@ -83,7 +91,7 @@ def main() -> None:
               "| plain kernels us | first overlap us | overlap vs chained | run() vs plain back-to-back |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         run_plain = []
-        for (chain, batch), r in sorted(ours.items(), key=lambda kv: (list(LAYERS).index(kv[0][0]), kv[0][1])):
+        for (chain, batch), r in sorted(ours.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1])):
             if "plain_sequential_us" not in r:
                 continue
             run_plain.append(r["plain_sequential_us"] / r["run_us"])
@@ -95,6 +103,8 @@ def main() -> None:
         print(f"run() geomean over back-to-back with the plain kernels: {_geo(run_plain):.2f}x")
     print()
     print(f"overlap (always tile-synced) geomean over cuDNN: {_geo(ovl_cudnn):.2f}x, over back-to-back: {_geo(ovl_b2b):.2f}x")
+    if run_compiled:
+        print(f"run() geomean over torch.compile at the {len(run_compiled)} points where it was timed: {_geo(run_compiled):.2f}x")
     print()
     print(f"conv geomean over cuDNN: {_geo(run_cudnn):.2f}x")
     print(f"conv geomean over back-to-back: {_geo(run_b2b):.2f}x")

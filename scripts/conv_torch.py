@@ -152,6 +152,9 @@ def main() -> None:
         for batch in (int(b) for b in a.batch.split(",")):
             block, layers = make_spec_chain(specs[name], batch) if specs else make_chain(name, batch)
             if a.compile:  # functional ops in place (relu_, add_) are fine for inductor; no graph breaks expected
+                # Every chain's and batch's block is the same code object: without a reset dynamo recompiles it per
+                # point and, past its recompile limit (8), silently runs the rest eagerly.
+                torch._dynamo.reset()
                 compiled = torch.compile(block, dynamic=False)
                 peers = [("compiled", graph_of(compiled))]
             else:

@@ -3,8 +3,13 @@
 each stage's tiles, its waves over the SMs (tiles / (SMs x blocks per SM)), how full the producer's last wave is,
 and run()'s rule (`ConvPlan.run_mode`, the mirror of ConvChain::mode). A producer whose last wave is far from full
 leaves SMs idle at its end that the consumer's first tiles could use; one whose waves are all full has little to
-give (benchmarks/NOTES.md c11). With --write DIR, also writes each block's spec (JSON) there, to generate and time on
-a GPU (scripts/gpu_conv_sm90.sh with PROJECTS).
+give (benchmarks/NOTES.md c11). The last column bounds what any overlap can gain over back to back at that point
+(wave quantization, c22): a chain of stages of w_s waves takes sum(ceil(w_s)) waves back to back; overlapped, a stage
+takes at best w_s where its producer runs more than a wave (its first tiles fill the producer's tail) or it does
+and has a consumer (which fills its own tail), else its whole ceil(w_s) (a producer of at most one wave ends all its
+tiles together: nothing starts early). The geometric mean over all points closes the table. With --write DIR, also writes each block's spec
+(JSON) there, to generate and time on a GPU (scripts/conv_probe/layers_call.sh); --no-tiles: the specs, and the
+table, without tiles (the generator derives them).
 
     python3 scripts/conv_waves.py [--sms 132] [--batches 1,2,4,8,16,32] [--write DIR [--no-tiles]]
 """
@@ -71,25 +76,35 @@ def main() -> None:
     args = ap.parse_args()
     batches = [int(x) for x in args.batches.split(",")]
     specs = blocks(max(batches))
-    print("| block | batch | tiles per stage | waves per stage | producer's last wave | run() |")
-    print("|---|---:|---|---|---:|---|")
+    if args.no_tiles:
+        specs = [{**data, "stages": [{k: v for k, v in st.items() if k != "tile"} for st in data["stages"]]} for data in specs]
+    print("| block | batch | tiles per stage | waves per stage | producer's last wave | run() | overlap bound |")
+    print("|---|---:|---|---|---:|---|---:|")
+    bounds = []
     for data in specs:
         plan = make_conv_plan(parse_spec(data, data["name"]))
         for batch in batches:
-            tiles, waves, fills = [], [], []
+            tiles, waves, fills, w = [], [], [], []
             for st in plan.at(batch).stages if plan.configs else plan.stages:
                 n = st.tiles_m(batch) * st.tiles_n
                 slots = args.sms * st.blocks_per_sm
                 tiles.append(str(n))
                 waves.append(f"{n / slots:.2f}")
+                w.append(n / slots)
                 fills.append((n - (math.ceil(n / slots) - 1) * slots) / slots)
             mode, _ = plan.run_mode(batch, args.sms)
-            print(f"| {data['name']} | {batch} | {' / '.join(tiles)} | {' / '.join(waves)} | {fills[0] * 100:.0f}% | {mode} |")
+            # a stage's partial last wave can be filled only by its consumer, and its first by its producer's
+            # tail, where that producer runs more than a wave; else the stage takes its whole waves
+            free = [(x > 1 and i + 1 < len(w)) or (i > 0 and w[i - 1] > 1) for i, x in enumerate(w)]
+            bound = sum(math.ceil(x) for x in w) / sum(x if f else math.ceil(x) for x, f in zip(w, free))
+            bounds.append(bound)
+            print(f"| {data['name']} | {batch} | {' / '.join(tiles)} | {' / '.join(waves)} | {fills[0] * 100:.0f}% | {mode} "
+                  f"| {bound:.3f}x |")
+    print(f"\noverlap bound, geometric mean over the {len(bounds)} points: "
+          f"{math.exp(sum(math.log(b) for b in bounds) / len(bounds)):.3f}x")
     if args.write is not None:
         args.write.mkdir(parents=True, exist_ok=True)
         for data in specs:
-            if args.no_tiles:
-                data = {**data, "stages": [{k: v for k, v in st.items() if k != "tile"} for st in data["stages"]]}
             (args.write / f"{data['name']}.json").write_text(json.dumps(data, indent=2) + "\n")
         print(f"\nwrote {len(specs)} specs to {args.write}")
 
