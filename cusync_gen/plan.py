@@ -36,7 +36,7 @@ from cusync_gen.spec.model import (
     stage_index,
 )
 from cusync_gen.spec.policies import POLICIES, one_post
-from cusync_gen.spec.rules import check_rules, policy_problem, retarget, stream_weights_problem
+from cusync_gen.spec.rules import check_rules, policy_problem, retarget, slab_problem, stream_weights_problem
 
 #: Usable shared memory per SM in bytes; also the opt-in per-block limit on these parts.
 SMEM_PER_SM: dict[str, int] = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448}
@@ -185,6 +185,9 @@ class ChainPlan:
     # Why run() mode `stream` cannot compute this chain (spec.rules.stream_weights_problem), or None: it can, and
     # optimizations.stream_weights turns it on.
     stream_problem: str | None = None
+    # Why run() mode `stream`'s slab kernel (M <= SLAB_MAX_M) cannot compute this chain (spec.rules.slab_problem),
+    # or None: the library has it, whatever the spec's optimizations.
+    slab_problem: str | None = None
 
     @property
     def check_m(self) -> int:
@@ -272,7 +275,13 @@ class ChainPlan:
         """How the sm90 library's run() computes the chain at M on a GPU with `sms` SMs (default: the
         plan's), and why: the rule of cusync::Chain::mode() (run_modes.run_mode) on this plan's table and GEMMs."""
         gemms = [(s.name, s.gemm_n) for s in self.stages if s.op is Op.GEMM]
-        return run_modes.run_mode(self.dispatch, gemms, m, sms or self.sms)
+        return run_modes.run_mode(self.dispatch, gemms, m, sms or self.sms, slab_col=self.slab_col)
+
+    @property
+    def slab_col(self) -> bool:
+        """Whether mode stream's slab kernel computes this chain over column-major first weights (its fast case,
+        which run()'s default rule picks at M <= SLAB_DEFAULT_MAX_M)."""
+        return self.slab_problem is None and self.stages[0].b_layout is BLayout.COL
 
 
 def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
@@ -300,6 +309,7 @@ def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:
         dispatch=None if spec.dispatch is None else DispatchPlan(
             spec.dispatch.gpu, spec.dispatch.sms, tuple((e.m_max, e.mode) for e in spec.dispatch.modes)),
         stream_problem=None if (problem := stream_weights_problem(spec)) is None else str(problem),
+        slab_problem=None if (problem := slab_problem(spec)) is None else str(problem),
     )
 
 

@@ -70,8 +70,9 @@ from typing import Any
 
 from cusync_gen.errors import SpecError
 from cusync_gen.plan import ChainPlan, EdgePlan, StagePlan
-from cusync_gen.spec.model import STREAM_MAX_M, Op, Policy
+from cusync_gen.spec.model import SLAB_MAX_M, STREAM_MAX_M, Op, Policy
 from cusync_gen.spec.policies import POLICIES
+from cusync_gen.verify_slab import SlabProof, verify_slab
 from cusync_gen.verify_stream import StreamProof, verify_stream
 
 
@@ -111,10 +112,12 @@ class Proof:
     edges: tuple[EdgeProof, ...]
     progress: str
     stream: StreamProof | None = None  # run() mode stream's K-range sync, where it can run at this M
+    slab: SlabProof | None = None      # run() mode stream's slab kernel, where it can run at this M
 
     def as_json(self) -> dict[str, Any]:
         return {"tile_config": self.config, "edges": [e.as_json() for e in self.edges], "progress": self.progress,
-                "stream": None if self.stream is None else self.stream.as_json()}
+                "stream": None if self.stream is None else self.stream.as_json(),
+                "slab": None if self.slab is None else self.slab.as_json()}
 
     def describe(self) -> str:
         lines = [f"verified at M = {self.m} (tile configuration {self.config}):"]
@@ -122,6 +125,8 @@ class Proof:
         lines.append(f"  progress: {self.progress}")
         if self.stream is not None:
             lines.append(f"  {self.stream.describe()}")
+        if self.slab is not None:
+            lines.append(f"  {self.slab.describe()}")
         lines.append("  earlier runs: posts carry their run's epoch, so none of them satisfies a wait of this run")
         return "\n".join(lines)
 
@@ -153,7 +158,8 @@ def verify(plan: ChainPlan, m: int) -> Proof:
     stream = None
     if plan.optimizations.stream_weights and plan.stream_problem is None and m <= STREAM_MAX_M:
         stream = verify_stream(plan)
-    return Proof(m, config.index, tuple(proofs), _progress(plan, m), stream)
+    slab = verify_slab(plan) if plan.slab_problem is None and m <= SLAB_MAX_M else None
+    return Proof(m, config.index, tuple(proofs), _progress(plan, m), stream, slab)
 
 
 def validate_json(plan: ChainPlan, ms: Sequence[int]) -> dict[str, Any]:

@@ -204,8 +204,8 @@ def test_every_sm80_conv_tile_the_rules_accept_instantiates(tmp_path: Path, cutl
 
 def test_the_stream_mode_units_compile(tmp_path: Path, cutlass_dir: Path) -> None:
     """A project with optimizations.stream_weights (tests/data/decode_stream_sm90.yaml) configures, and the units
-    mode stream touches compile with -Werror=all-warnings: its kernel's own unit, the chain, the C ABI and the
-    bench (the CUTLASS stage units are the other sm90 tests')."""
+    mode stream touches compile with -Werror=all-warnings: its kernels' own units (bulk, slab), the chain, the C
+    ABI and the bench (the CUTLASS stage units are the other sm90 tests')."""
     from cusync_gen.cli import main
 
     cmake, nvcc = _tool("cmake"), _tool("nvcc")
@@ -218,7 +218,8 @@ def test_the_stream_mode_units_compile(tmp_path: Path, cutlass_dir: Path) -> Non
                  "-DCMAKE_CUDA_ARCHITECTURES=90a", f"-DCMAKE_CUDA_COMPILER={nvcc}", f"-D{name.upper()}_WERROR=ON"]
     out = subprocess.run(configure, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    for unit in (f"src/{name}_stream.cu.o", f"src/{name}.cu.o", f"src/{name}_c.cpp.o", f"bench/{name}_bench.cu.o"):
+    for unit in (f"src/{name}_stream.cu.o", f"src/{name}_slab.cu.o", f"src/{name}.cu.o", f"src/{name}_c.cpp.o",
+                 f"bench/{name}_bench.cu.o"):
         out = subprocess.run(["make", "-C", str(build), unit], capture_output=True, text=True)
         assert out.returncode == 0, unit + "\n" + out.stdout[-4000:] + out.stderr[-4000:]
 

@@ -174,3 +174,30 @@ def test_autotune_reasons_name_the_timed_medians() -> None:
     conv = (REPO / "templates" / "conv" / "include" / "cusync" / "conv" / "chain.cuh").read_text()
     assert '#include "cusync/time_modes.h"' in conv and "status = time_modes(run_mode, candidates, n, rounds, stream" in conv
     assert "back to back %.1f us, overlap %.1f us, back to back + PDL %.1f us" in conv
+
+
+def test_slab_default_rule_is_the_same_in_python_and_cpp(tmp_path: Path) -> None:
+    """run()'s first default (mode stream's slab kernel, cusync::slab_default) and its Python mirror
+    (run_modes.slab_default): the same mode and reason at and past the limit, with and without column-major
+    first weights."""
+    import shutil as _shutil
+
+    from cusync_gen.run_modes import slab_default
+    from cusync_gen.spec.model import SLAB_DEFAULT_MAX_M
+
+    cxx = _shutil.which("g++") or _shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    cases = [(m, col) for m in (1, SLAB_DEFAULT_MAX_M, SLAB_DEFAULT_MAX_M + 1, 64) for col in (True, False)]
+    lines = [f'  {{ char r[256] = ""; cusync::Mode m = cusync::slab_default({m}, {str(col).lower()}, r, 256);\n'
+             f'    std::printf("%s|%s\\n", cusync::to_string(m), r); }}' for m, col in cases]
+    lines.insert(0, '  std::printf("%d\\n", cusync::kSlabDefaultMaxM);')
+    source = tmp_path / "slab.cpp"
+    source.write_text('#include "cusync/sm90/dispatch.h"\nint main() {\n' + "\n".join(lines) + "\n}\n")
+    build = subprocess.run([cxx, "-std=c++17", "-I", str(REPO / "templates" / "sm90" / "include"), str(source),
+                            "-o", str(tmp_path / "slab")], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    got = subprocess.run([str(tmp_path / "slab")], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert got[0] == str(SLAB_DEFAULT_MAX_M)
+    want = [(lambda r: f"{r[0].value}|{r[1]}" if r else "auto|")(slab_default(m, col)) for m, col in cases]
+    assert got[1:] == want

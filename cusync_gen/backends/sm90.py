@@ -17,6 +17,8 @@ HEADERS = ("dispatch.h", "autotune.h", "ticket_scheduler.cuh", "collective_hooks
            "cublaslt_context.h", "cublaslt.cuh", "stream_mode.h", "chain.h", "chain.cuh")
 #: Run() mode stream's kernel (a spec with optimizations.stream_weights): include/cusync/sm90/ and its unit.
 STREAM_HEADERS = ("stream_gemm.cuh", "reg_stream.cuh", "stream_chain_ws.cuh", "gmma_ss.cuh", "bulk_chain.cuh", "stream_mode.cuh")
+#: Run() mode stream's slab kernel (every chain spec.rules.slab_problem accepts): its headers and its unit.
+SLAB_HEADERS = ("stream_gemm.cuh", "slab_chain.cuh")
 PARTS = {
     "api": "sm90/include/chain_api.h.j2",        # project/include/chain.h.j2: run() and the rest of the API
     "chain": "sm90/src/chain.cu.j2",             # project/src/chain.cu.j2: the runtime class and its tables
@@ -39,11 +41,17 @@ def _stage_files(plan: ChainPlan) -> list[OutputFile]:
 
 
 def _stage_and_stream_files(plan: ChainPlan) -> list[OutputFile]:
-    """The stage units, and mode stream's unit where the spec asks for it (its headers come with it)."""
-    if not plan.optimizations.stream_weights:
-        return _stage_files(plan)
-    return [*_stage_files(plan), *backend_files(NAME, STREAM_HEADERS),
-            OutputFile(f"src/{plan.name}_stream.cu", "sm90/src/stream.cu.j2", True, field="name")]
+    """The stage units; mode stream's slab unit where its kernel takes the chain, and its bulk unit where the spec
+    asks for it (their headers come with them)."""
+    files = _stage_files(plan)
+    headers = [*(SLAB_HEADERS if plan.slab_problem is None else ()),
+               *(STREAM_HEADERS if plan.optimizations.stream_weights else ())]
+    files += backend_files(NAME, tuple(dict.fromkeys(headers)))
+    if plan.slab_problem is None:
+        files.append(OutputFile(f"src/{plan.name}_slab.cu", "sm90/src/slab.cu.j2", True, field="name"))
+    if plan.optimizations.stream_weights:
+        files.append(OutputFile(f"src/{plan.name}_stream.cu", "sm90/src/stream.cu.j2", True, field="name"))
+    return files
 
 
 def files(plan: ChainPlan) -> list[OutputFile]:

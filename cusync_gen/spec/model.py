@@ -146,6 +146,11 @@ SM90_PINGPONG_TILE_M: tuple[int, ...] = SM90.pingpong_tile_m
 #: run() mode `stream` runs chains of at most this many rows (kStreamMaxM, cusync/sm90/stream_mode.h), and its
 #: kernel takes N and K in steps of STREAM_STEP (8: its 16-byte loads and stores; a K tail of 8 is zero-padded).
 STREAM_MAX_M = 64
+#: Its slab kernel (every chain slab_problem accepts, no optimization needed) runs up to SLAB_MAX_M rows
+#: (kSlabMaxM), and run()'s default rule picks it up to SLAB_DEFAULT_MAX_M where the first GEMM's weights are
+#: column-major (kSlabDefaultMaxM, cusync/sm90/dispatch.h).
+SLAB_MAX_M = 4
+SLAB_DEFAULT_MAX_M = 1
 STREAM_STEP = 8
 SM90_PINGPONG_TILE_N: tuple[int, ...] = SM90.pingpong_tile_n
 

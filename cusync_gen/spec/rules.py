@@ -490,38 +490,50 @@ def stream_weights_problem(spec: ChainSpec) -> SpecError | None:
     None: it needs sm90, two GEMM stages with the second reading the first's output (or gemm -> swiglu -> gemm,
     the swiglu fused into the first GEMM's epilogue), row-major weights, an epilogue its kernel applies
     (STREAM_EPILOGUES), and N and K in steps of STREAM_STEP."""
-    field = "optimizations.stream_weights"
+    return _two_gemm_problem(spec, "optimizations.stream_weights", "mode stream", "remove optimizations.stream_weights",
+                             col_first=False)
+
+
+def slab_problem(spec: ChainSpec) -> SpecError | None:
+    """Why run() mode `stream`'s slab kernel (M <= SLAB_MAX_M, templates/sm90/include/cusync/sm90/slab_chain.cuh)
+    cannot compute this chain, or None: the shapes of stream_weights_problem, except that the first GEMM's weights
+    may also be column-major (its fast case). Nothing in the spec turns it on: every chain it can compute has it."""
+    return _two_gemm_problem(spec, "stages", "the slab kernel", "mode stream then runs only with "
+                             "optimizations.stream_weights", col_first=True)
+
+
+def _two_gemm_problem(spec: ChainSpec, field: str, who: str, fix: str, col_first: bool) -> SpecError | None:
+    """The shape rules mode stream's kernels share (stream_weights_problem, slab_problem), as errors of `field`."""
     if not ARCHS[spec.arch].dispatch:
-        return SpecError(field, "stream_weights (run() mode stream) is an sm90 feature", "remove it, or set arch: sm90")
+        return SpecError(field, f"{who} is an sm90 feature", f"set arch: sm90, or {fix}")
     stages = spec.stages
     fused = len(stages) == 2 and all(s.op is Op.GEMM for s in stages) and stages[1].a == stages[0].name
     split = (len(stages) == 3 and [s.op for s in stages] == [Op.GEMM, Op.SWIGLU, Op.GEMM]
              and stages[1].a == stages[0].name and stages[1].b is None and stages[2].a == stages[1].name)
     if not (fused or split):
-        return SpecError(field, "mode stream computes two gemm stages, the second reading the first's output, "
+        return SpecError(field, f"{who} computes two gemm stages, the second reading the first's output, "
                          "or gemm -> swiglu -> gemm with the swiglu reading gate | up from the first "
                          f"(this chain: {', '.join(f'{s.name} ({s.op.value})' for s in stages)})",
-                         "remove stream_weights, or write the chain as gemm1 -> gemm2 (a gated MLP as one gemm "
-                         "with epilogue: swiglu, or gemm -> swiglu -> gemm)")
+                         f"write the chain as gemm1 -> gemm2 (a gated MLP as one gemm with epilogue: swiglu, or "
+                         f"gemm -> swiglu -> gemm), or {fix}")
     if split and (stages[0].epilogue is not Epilogue.IDENTITY or stages[0].bias):
         return SpecError("stages[0].epilogue" if stages[0].epilogue is not Epilogue.IDENTITY else "stages[0].bias",
-                         "mode stream fuses the swiglu stage into the first gemm, which then must be a plain product "
-                         "(epilogue identity, no bias)", "use epilogue: identity without bias on the first gemm, or "
-                         "remove optimizations.stream_weights")
+                         f"{who} fuses the swiglu stage into the first gemm, which then must be a plain product "
+                         f"(epilogue identity, no bias)", f"use epilogue: identity without bias on the first gemm, "
+                         f"or {fix}")
     for i, stage in ((i, s) for i, s in enumerate(stages) if s.op is Op.GEMM):
-        if stage.b_layout is not BLayout.ROW:
-            return SpecError(f"stages[{i}].b_layout", "mode stream packs row-major weights (K x N) only",
-                             "use b_layout: row, or remove optimizations.stream_weights")
+        if stage.b_layout is not BLayout.ROW and not (col_first and i == 0):
+            layouts = "row-major weights (K x N), the first GEMM's also column-major" if col_first else \
+                "row-major weights (K x N) only"
+            return SpecError(f"stages[{i}].b_layout", f"{who} reads {layouts}", f"use b_layout: row, or {fix}")
         if stage.epilogue not in STREAM_EPILOGUES:
-            return SpecError(f"stages[{i}].epilogue", f"mode stream has no epilogue {stage.epilogue.value}",
-                             f"use one of {', '.join(e.value for e in STREAM_EPILOGUES)}, or remove "
-                             "optimizations.stream_weights")
+            return SpecError(f"stages[{i}].epilogue", f"{who} has no epilogue {stage.epilogue.value}",
+                             f"use one of {', '.join(e.value for e in STREAM_EPILOGUES)}, or {fix}")
         k = stage.k if stage.k is not None else stages[i - 1].n if i else None
         for key, value in (("n", stage.n), ("k", k)):
             if value is not None and value % STREAM_STEP:
-                return SpecError(f"stages[{i}].{key}", f"{key}={value}: mode stream takes N and K in steps of "
-                                 f"{STREAM_STEP}", f"pad it to {-(-value // STREAM_STEP) * STREAM_STEP}, or remove "
-                                 "optimizations.stream_weights")
+                return SpecError(f"stages[{i}].{key}", f"{key}={value}: {who} takes N and K in steps of "
+                                 f"{STREAM_STEP}", f"pad it to {-(-value // STREAM_STEP) * STREAM_STEP}, or {fix}")
     return None
 
 

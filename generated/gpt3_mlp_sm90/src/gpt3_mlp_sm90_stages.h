@@ -23,6 +23,8 @@ constexpr int kMaxM = 1048576;  // the most rows a run may have (docs/spec-forma
 // last one runs for any M). Each has its own stage table, derived by the plan from the spec.
 constexpr int kNumConfigs = 2;
 constexpr int kConfigMaxM[kNumConfigs] = { 768, 2147483647 };
+// Run() mode kStream's slab kernel for this chain's element type (src/gpt3_mlp_sm90_slab.cu).
+cusync::sm90::SlabKernels const* slab_kernels();
 // How run() computes the chain by M, measured by `cusync-gen tune` on NVIDIA H200 (132 SMs): used
 // on GPUs with that many SMs, up to the last m_max; elsewhere cusync::default_mode decides.
 constexpr int kDispatchSms = 132;

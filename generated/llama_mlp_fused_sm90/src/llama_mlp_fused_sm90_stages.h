@@ -23,6 +23,8 @@ constexpr int kMaxM = 1048576;  // the most rows a run may have (docs/spec-forma
 // last one runs for any M). Each has its own stage table, derived by the plan from the spec.
 constexpr int kNumConfigs = 2;
 constexpr int kConfigMaxM[kNumConfigs] = { 1536, 2147483647 };
+// Run() mode kStream's slab kernel for this chain's element type (src/llama_mlp_fused_sm90_slab.cu).
+cusync::sm90::SlabKernels const* slab_kernels();
 // No measured dispatch table (the spec's `dispatch:`, written by `cusync-gen tune`): cusync::default_mode
 // picks how run() computes the chain from the tile counts at each M.
 constexpr int kDispatchSms = 0;

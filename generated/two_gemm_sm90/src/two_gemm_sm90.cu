@@ -29,7 +29,7 @@ constexpr cusync::LaunchFn kLaunchCublasLt[kNumStages] = { &launch_gemm1_cublasl
 constexpr bool kGemmGated[kNumStages] = { false, false };
 constexpr cusync::sm90::InterleaveFn kInterleave[kNumStages] = { nullptr, nullptr };
 constexpr size_t kWeightBytes[kNumStages] = { 0, 0 };
-// Mode kStream's two GEMMs: stages, epilogues (cusync::sm90::StreamAct), K and N (unused: the spec has no optimizations.stream_weights).
+// Mode kStream's two GEMMs: stages, epilogues (cusync::sm90::StreamAct), K and N.
 constexpr int kStreamStage[2] = { 0, 1 };
 constexpr int kStreamAct[2] = { 1, 0 };
 constexpr int kStreamK[2] = { 4096, 4096 };
@@ -39,6 +39,7 @@ constexpr cusync::sm90::BaselineTables kBaselines{kLaunchStock, kPrepareStock, k
                                                   kLaunchCluster, kLaunchPingpong, kLaunchCublasLt,
                                                   kGemmGated, kInterleave, kWeightBytes,
                                                   nullptr, kStreamStage, kStreamAct, kStreamK, kStreamN, kStreamHalves,
+                                                  &slab_kernels, false,
                                                   kDispatchSms, kDispatchGpu, kNumDispatch, kDispatch};
 
 }  // namespace

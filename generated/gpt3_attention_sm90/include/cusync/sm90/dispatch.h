@@ -14,11 +14,15 @@
 //   kCublasLt cuBLASLt's GEMMs (the first algorithm of its heuristic; after autotune(), the fastest of
 //             its first eight on this GPU), each activation a kernel of its own (cusync/sm90/cublaslt.cuh):
 //             where cuBLAS splits K or picks narrow tiles at small M;
-//   kStream   one persistent kernel for the whole two-GEMM chain at decode sizes (M <= 64, a spec with
-//             `optimizations: {stream_weights: true}`): it streams weights packed once at initialize()
-//             through a ring of bulk copies, gemm1 and gemm2 back to back on every SM, split K
-//             (stream-K) with a deterministic reduction, each K range of gemm2 waiting only for the
-//             gemm1 tiles it reads (cusync/sm90/stream_mode.h).
+//   kStream   one persistent kernel for the whole two-GEMM chain at decode sizes. Up to M = 4 (every
+//             chain whose shapes it takes) the slab kernel: each CTA computes a slab of gemm1's
+//             columns and that slab's partial of gemm2 over the weights as the caller laid them out,
+//             posts it, and sums its share of the output over every slab in a fixed order
+//             (cusync/sm90/slab_chain.cuh). Up to M = 64 with `optimizations: {stream_weights: true}`
+//             the bulk kernel: weights packed once at initialize() streamed through a ring of bulk
+//             copies, gemm1 and gemm2 back to back on every SM, split K (stream-K) with a
+//             deterministic reduction, each K range of gemm2 waiting only for the gemm1 tiles it
+//             reads (cusync/sm90/stream_mode.h).
 // Which is fastest depends on M, the shapes and the GPU. In order, run() takes: set_mode()'s mode; the
 // table autotune() measured on this GPU (cusync/sm90/autotune.h), up to the largest M it timed; the
 // table measured by `cusync-gen tune` (the spec's `dispatch:`) on a GPU with this SM count, up to its
@@ -89,7 +93,25 @@ constexpr int kPingpongTilesPerSm = 2;
 // The ping-pong kernel's tile side (M and N; cusync::sm90::PingpongConfig in gemm.cuh).
 constexpr int kPingpongTile = 128;
 
-// The default when no measured table applies: every GEMM has at least kPingpongTilesPerSm 128x128 tiles
+// Mode kStream's slab kernel streams both GEMMs' weights near the read's pace when the first GEMM's weights are
+// column-major (each weight column contiguous, as torch.nn.Linear keeps them): measured on the H100 in the
+// project bench (GPT-3's shard fp16, a LLaMA gated MLP bf16), 1.05-1.06x faster than the cuBLASLt chain at one
+// row, 0.99-1.01x at two (its partials' traffic doubles) and 0.89x at 3 and 4.
+constexpr int kSlabDefaultMaxM = 1;
+
+// The default when no measured table applies, first: where the chain's slab kernel runs at M rows over
+// column-major first weights (slab_col) and M <= kSlabDefaultMaxM -> kStream, with the reason in `reason`;
+// else kAuto (default_mode decides).
+inline Mode slab_default(int m, bool slab_col, char* reason, int reason_size) {
+  if (!slab_col || m > kSlabDefaultMaxM) return Mode::kAuto;
+  std::snprintf(reason, size_t(reason_size),
+                "default rule: M = %d <= %d and the first GEMM's weights are column-major, so mode stream's slab "
+                "kernel (every SM streams its own slab of both GEMMs' weights, no hand-over between them)",
+                m, kSlabDefaultMaxM);
+  return Mode::kStream;
+}
+
+// Otherwise: every GEMM has at least kPingpongTilesPerSm 128x128 tiles
 // per SM -> kPingpong; otherwise kCublasLt (kStreamK where the library was built without cuBLASLt),
 // naming the GEMM with the fewest. pingpong_tiles: each GEMM's 128x128 tiles at this M. Writes the reason
 // (one line) into `reason`.

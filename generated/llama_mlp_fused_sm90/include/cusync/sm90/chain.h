@@ -48,6 +48,11 @@ struct BaselineTables {
   int const* stream_k;
   int const* stream_n;
   bool stream_halves;
+  // Mode kStream's kernel at M <= kSlabMaxM (every chain whose shapes the slab kernel takes; else null): the slab
+  // chain over the weights as the caller laid them out; slab_w1_col: the first GEMM's weights are column-major
+  // (each weight column contiguous, the case in which it streams at full speed).
+  SlabKernels const* (*slab)();
+  bool slab_w1_col;
   int dispatch_sms;              // the measured table applies on GPUs with this many SMs
   char const* dispatch_gpu;
   int num_dispatch;
@@ -80,7 +85,9 @@ class Chain : public StagedChain {
   bool cublaslt_available() const;
   // Whether mode kStream can compute the chain at the current M (a spec with optimizations.stream_weights,
   // M <= kStreamMaxM).
-  bool stream_available() const { return stream_mem_ != nullptr && args_.m <= kStreamMaxM; }
+  bool stream_available() const { return slab_available() || (stream_mem_ != nullptr && args_.m <= kStreamMaxM); }
+  // Whether mode kStream runs the slab kernel at the current M (cusync/sm90/slab_chain.cuh: M <= kSlabMaxM).
+  bool slab_available() const { return slab_mem_ != nullptr && args_.m <= kSlabMaxM; }
   // Testing (the epoch wrap): the epoch of the next run of the synced kernels (ChainBase) and of mode kStream.
   Status set_epoch_for_testing(uint32_t epoch, cudaStream_t stream);
   // Which of cuBLASLt's candidate algorithms stage s ran in its last kCublasLt run (0: the heuristic's
@@ -113,8 +120,11 @@ class Chain : public StagedChain {
   Status initialize_steps(ChainPointers const& args, int max_m, cudaStream_t stream, Workspace const* caller);
   Status run_overlapped(cudaStream_t stream);
   Status run_stream(cudaStream_t stream);
+  Status run_slab(cudaStream_t stream);
   // Mode kStream's device memory (stream_layout) for this chain on `sms` SMs; 0 without the mode.
   int64_t stream_bytes(int sms, StreamLayout* layout) const;
+  // The slab kernel's device memory (slab_layout) on `sms` SMs; 0 without it.
+  int64_t slab_bytes(int sms, SlabLayout* layout) const;
   void release_backend();  // frees what initialize_steps() took (the chain's own memory only)
 
   BaselineTables const* b_;
@@ -131,6 +141,8 @@ class Chain : public StagedChain {
   int64_t gated_offset_[kMaxChainStages] = {};
   void* stream_mem_ = nullptr;                 // mode kStream's state, workspaces and packed weights
   StreamLayout stream_layout_{};
+  void* slab_mem_ = nullptr;                   // the slab kernel's state, semaphores and partials
+  SlabLayout slab_layout_{};
   void const* gated_source_[kMaxChainStages] = {};  // the weight pointers the chain's copies (interleaved or
   int64_t gated_source_ld_[kMaxChainStages] = {};   // packed) were made from, and their ldb
   bool weights_stale_ = false;

@@ -104,4 +104,76 @@ struct StreamKernels {
   Status (*run)(StreamRun const& run, cudaStream_t stream);
 };
 
+// ---- The slab kernel: mode kStream at M <= kSlabMaxM (cusync/sm90/slab_chain.cuh) ----
+// Each CTA computes a slab of gemm1's hidden columns and at once that slab's partial of gemm2 over every output
+// column, from the weights as the caller laid them out (no packed copy, so every chain whose shapes it takes
+// has it, optimizations.stream_weights or not); the partials are summed in a fixed order after each slab's post.
+// Its partials cost grid x M x N2 x 4 bytes each way, so it stops at this many rows.
+constexpr int kSlabMaxM = 4;
+// Hidden columns per unit of a slab (one 16-byte vector of weights).
+constexpr int kSlabUnit = 8;
+
+// How gemm1's weight columns hold the hidden columns: one column each, or gate and up (SwiGLU) interleaved in
+// groups of 8 (the chain's copy for a fused gated GEMM), or in halves [gate | up] (a SwiGLU stage of its own).
+enum SlabGate : int { kNoGate = 0, kInterleaved = 1, kHalves = 2 };
+
+struct SlabArgs {
+  void const* x = nullptr;    // [m, k1], rows ldx apart
+  int64_t ldx = 0;
+  void const* w1 = nullptr;   // [k1, n1w] row-major, rows ldw1 apart (n1w: hidden, or 2 hidden when gated),
+  int64_t ldw1 = 0;           // or with w1_col [n1w, k1] (each weight column contiguous, ldw1 apart: the fast case)
+  bool w1_col = false;
+  void const* b1 = nullptr;   // [n1w] or null
+  void* h = nullptr;          // [m, hidden], rows ldh apart: the chain's intermediate
+  int64_t ldh = 0;
+  void* h_raw = nullptr;      // kHalves: gemm1's own output [m, 2 hidden] (gate | up), rows ldh_raw apart; else null
+  int64_t ldh_raw = 0;
+  void const* w2 = nullptr;   // [hidden, n2] row-major, rows ldw2 apart
+  int64_t ldw2 = 0;
+  void const* b2 = nullptr;   // [n2] or null
+  void* y = nullptr;          // [m, n2], rows ldy apart
+  int64_t ldy = 0;
+  int m = 0, k1 = 0, hidden = 0, n2 = 0;
+  int act1 = 0, act2 = 0;     // StreamAct (act1 kSwiglu when gated)
+  int gate = kNoGate;         // SlabGate
+  float* ws = nullptr;        // grid x kSlabMaxM x n2 floats
+  uint64_t* posts = nullptr;  // grid semaphores (epoch-tagged), zeroed once
+  int stage[2] = {0, 1};      // the chain's stages of the two GEMMs, for the error record
+  int skip_post = -1;         // testing: this slab never posts (-1: none)
+};
+
+struct SlabRun {
+  SlabArgs args;
+  int grid = 0;               // CTAs: at most the SM count (one per SM, all resident at once)
+  void* state = nullptr;      // kStreamStateBytes, zeroed once
+  SyncErrorInfo* error = nullptr;
+  uint64_t timeout_ns = 0;
+};
+
+// The slab kernel's device memory, as byte offsets into one block: the run state and the slabs' semaphores
+// (zeroed once at initialize(); epochs keep them clean), then the partials.
+struct SlabLayout {
+  int64_t state = 0, posts = 0, zeroed = 0, ws = 0, total = 0;
+};
+
+inline SlabLayout slab_layout(int n2, int sms) {
+  constexpr int64_t kAlign = 256;
+  auto up = [](int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; };
+  SlabLayout l;
+  int64_t at = 0;
+  l.state = at, at += up(kStreamStateBytes);
+  l.posts = at, at += up(int64_t(sms) * 8);
+  l.zeroed = at;
+  l.ws = at, at += up(int64_t(sms) * kSlabMaxM * n2 * 4);
+  l.total = at;
+  return l;
+}
+
+// A project's instantiation for its element type (src/<name>_slab.cu).
+struct SlabKernels {
+  Status (*prepare)();  // the kernels' shared-memory attributes (once, at initialize())
+  // kInvalidArgument for arguments the kernel cannot take (nothing launched); `why` (if not null) says what.
+  Status (*run)(SlabRun const& run, cudaStream_t stream, char const** why);
+};
+
 }  // namespace cusync::sm90

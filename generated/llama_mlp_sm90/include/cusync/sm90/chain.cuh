@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 #include "cusync/chain.cuh"
 #include "cusync/sm90/autotune.h"
@@ -18,11 +19,11 @@ inline Chain::~Chain() { release_backend(); }
 
 inline void Chain::release_backend() {
   if (owns_memory_) {  // else carved from the caller's workspace
-    for (void* p : {streamk_workspace_, gated_weights_, stream_mem_}) {
+    for (void* p : {streamk_workspace_, gated_weights_, stream_mem_, slab_mem_}) {
       if (p != nullptr) cudaFree(p);
     }
   }
-  streamk_workspace_ = gated_weights_ = stream_mem_ = nullptr;
+  streamk_workspace_ = gated_weights_ = stream_mem_ = slab_mem_ = nullptr;
   destroy_lt_context(static_cast<LtContext*>(lt_));
   lt_ = nullptr;
 }
@@ -47,6 +48,8 @@ inline void Chain::swap(Chain& other) noexcept {
   swap(gated_offset_, other.gated_offset_);
   swap(stream_mem_, other.stream_mem_);
   swap(stream_layout_, other.stream_layout_);
+  swap(slab_mem_, other.slab_mem_);
+  swap(slab_layout_, other.slab_layout_);
   swap(gated_source_, other.gated_source_);
   swap(gated_source_ld_, other.gated_source_ld_);
   swap(weights_stale_, other.weights_stale_);
@@ -91,6 +94,14 @@ inline int64_t Chain::stream_bytes(int sms, StreamLayout* layout) const {
   return l.total;
 }
 
+// The slab kernel's block (slab_layout) for the chain's second GEMM; 0 where the chain has no slab kernel.
+inline int64_t Chain::slab_bytes(int sms, SlabLayout* layout) const {
+  if (b_->slab == nullptr) return 0;
+  SlabLayout const l = slab_layout(b_->stream_n[1], sms);
+  if (layout != nullptr) *layout = l;
+  return l.total;
+}
+
 // After the state's pieces, in initialize()'s order: the stream-K workspaces, cuBLASLt's, the gated
 // GEMMs' interleaved weights, mode kStream's block.
 inline void Chain::take_backend(Workspace& w, int max_m, int sms) const {
@@ -98,6 +109,7 @@ inline void Chain::take_backend(Workspace& w, int max_m, int sms) const {
   if (kHaveCublasLt) w.take(kLtWorkspaceBytes);
   if (int64_t const gated = gated_bytes(nullptr); gated > 0) w.take(size_t(gated));
   if (int64_t const stream = stream_bytes(sms, nullptr); stream > 0) w.take(size_t(stream));
+  if (int64_t const slab = slab_bytes(sms, nullptr); slab > 0) w.take(size_t(slab));
 }
 
 // A failed initialize() gives back whatever it took, so that the object is as before (not initialized, its
@@ -146,6 +158,18 @@ inline Status Chain::initialize_steps(ChainPointers const& args, int max_m, cuda
     }
     if ((status = b_->stream()->prepare()) != Status::kSuccess) return status;
     if ((status = from_cuda(cudaMemsetAsync(stream_mem_, 0, size_t(stream_layout_.zeroed), stream))) != Status::kSuccess) {
+      return status;
+    }
+  }
+  // The slab kernel: its state and semaphores zeroed once.
+  if (int64_t const bytes = slab_bytes(sms_, &slab_layout_); bytes > 0) {
+    if (caller != nullptr) {
+      slab_mem_ = carve_.take(size_t(bytes));
+    } else if ((status = from_cuda(cudaMalloc(&slab_mem_, size_t(bytes)))) != Status::kSuccess) {
+      return status;
+    }
+    if ((status = b_->slab()->prepare()) != Status::kSuccess) return status;
+    if ((status = from_cuda(cudaMemsetAsync(slab_mem_, 0, size_t(slab_layout_.zeroed), stream))) != Status::kSuccess) {
       return status;
     }
   }
@@ -220,16 +244,19 @@ inline bool Chain::cublaslt_available() const { return kHaveCublasLt; }
 
 inline Status Chain::set_epoch_for_testing(uint32_t epoch, cudaStream_t stream) {
   Status status = ChainBase::set_epoch_for_testing(epoch, stream);
-  if (status != Status::kSuccess || stream_mem_ == nullptr) return status;
-  // The stream state's first word is its epoch (cusync::stream::StreamState). Its tagged counters are cleared
-  // first, so that no word of an earlier, higher epoch satisfies a wait of the new one. Synchronized: the copy
-  // reads `epoch` from this frame.
-  status = from_cuda(cudaMemsetAsync(stream_mem_, 0, size_t(stream_layout_.zeroed), stream));
-  void* word = static_cast<char*>(stream_mem_) + stream_layout_.state;
-  if (status == Status::kSuccess) {
-    status = from_cuda(cudaMemcpyAsync(word, &epoch, sizeof(epoch), cudaMemcpyHostToDevice, stream));
+  // Mode kStream's run states (the bulk kernel's, the slab kernel's): the first word is the epoch
+  // (cusync::stream::StreamState). Their tagged words are cleared first, so that no word of an earlier, higher
+  // epoch satisfies a wait of the new one. Synchronized: the copy reads `epoch` from this frame.
+  for (auto [mem, zeroed, state] : {std::tuple<void*, int64_t, int64_t>{stream_mem_, stream_layout_.zeroed, stream_layout_.state},
+                                    std::tuple<void*, int64_t, int64_t>{slab_mem_, slab_layout_.zeroed, slab_layout_.state}}) {
+    if (status != Status::kSuccess || mem == nullptr) continue;
+    status = from_cuda(cudaMemsetAsync(mem, 0, size_t(zeroed), stream));
+    if (status == Status::kSuccess) {
+      status = from_cuda(cudaMemcpyAsync(static_cast<char*>(mem) + state, &epoch, sizeof(epoch), cudaMemcpyHostToDevice, stream));
+    }
+    if (status == Status::kSuccess) status = from_cuda(cudaStreamSynchronize(stream));
   }
-  return status == Status::kSuccess ? from_cuda(cudaStreamSynchronize(stream)) : status;
+  return status;
 }
 
 inline int Chain::lt_algorithm(int stage) const {
@@ -280,6 +307,10 @@ inline Mode Chain::mode() const {
                   unavailable ? ": cublaslt, built without cuBLASLt, so stream-K" : "");
     return unavailable ? Mode::kStreamK : mode;
   }
+  if (Mode const slab = slab_default(m, slab_available() && b_->slab_w1_col, mode_reason_, int(sizeof(mode_reason_)));
+      slab != Mode::kAuto) {
+    return slab;
+  }
   int64_t pingpong_tiles[kMaxChainStages];
   char const* names[kMaxChainStages];
   int gemms = 0;
@@ -310,7 +341,8 @@ inline Status Chain::autotune(int const* ms, int count, cudaStream_t stream, int
     return update(at);
   };
   Status const status = autotune_chain(
-      ms, count, max_m_, rounds, kHaveCublasLt && lt_ != nullptr, stream_mem_ != nullptr ? kStreamMaxM : 0, stream,
+      ms, count, max_m_, rounds, kHaveCublasLt && lt_ != nullptr,
+      stream_mem_ != nullptr ? kStreamMaxM : slab_mem_ != nullptr ? kSlabMaxM : 0, stream,
       set_m, [&] { return mode(); },
       [&](Mode c, cudaStream_t s) { return run_mode(s, c); },
       [&](int r, int preheat_ms) { return search_lt_algorithms(stream, r, preheat_ms); }, table, &entries,
@@ -399,8 +431,15 @@ inline Status Chain::run_mode(cudaStream_t stream, Mode mode) {
   return Status::kInvalidArgument;
 }
 
-// Both GEMMs in one persistent kernel (cusync/sm90/stream_mode.h), reading the weights the chain packed.
+// Both GEMMs in one persistent kernel (cusync/sm90/stream_mode.h): the slab kernel up to kSlabMaxM rows, else
+// the bulk kernel over the weights the chain packed.
 inline Status Chain::run_stream(cudaStream_t stream) {
+  if (slab_available()) return run_slab(stream);
+  if (stream_mem_ == nullptr && slab_mem_ != nullptr) {
+    return invalid("mode stream: M = %d is above %d, where the slab kernel stops, and this chain was generated without "
+                   "optimizations.stream_weights (the packed weights the larger kernel streams): regenerate with it, "
+                   "or pick another mode", args_.m, kSlabMaxM);
+  }
   if (stream_mem_ == nullptr) {
     return invalid("mode stream: this chain was generated without optimizations.stream_weights (the packed weights "
                    "it streams): regenerate with it, or pick another mode");
@@ -437,6 +476,48 @@ inline Status Chain::run_stream(cudaStream_t stream) {
   r.skip_post_tile = skip ? stream_tiles(r.gemm[0].n) - 1 : -1;
   Status const status = b_->stream()->run(r, stream);
   return status == Status::kInvalidArgument ? invalid("mode stream: the kernel refused these arguments") : status;
+}
+
+// The slab kernel (cusync/sm90/slab_chain.cuh) over the caller's weights (a gated GEMM's: the chain's interleaved
+// copy), one CTA per SM.
+inline Status Chain::run_slab(cudaStream_t stream) {
+  int const s1 = b_->stream_stage[0], s2 = b_->stream_stage[1];
+  int const out1 = b_->stream_halves ? s1 + 1 : s1;  // the stage whose output gemm2 reads
+  auto ld = [](int64_t given, int cols) { return given != 0 ? given : int64_t(cols); };
+  char* base = static_cast<char*>(slab_mem_);
+  SlabRun r;
+  SlabArgs& a = r.args;
+  a.m = args_.m;
+  a.x = args_.a[s1], a.ldx = ld(args_.lda[s1], args_.a_cols[s1]);
+  a.w1 = args_.b[s1], a.ldw1 = ld(args_.ldb[s1], args_.b_cols[s1]), a.w1_col = b_->slab_w1_col;
+  a.gate = b_->gemm_gated[s1] ? kInterleaved : b_->stream_halves ? kHalves : kNoGate;
+  if (b_->gemm_gated[s1]) {  // the chain's dense interleaved copy, whatever the caller's ldb
+    a.w1 = static_cast<char const*>(gated_weights_) + gated_offset_[s1];
+    a.ldw1 = args_.b_cols[s1];
+  }
+  a.b1 = args_.bias[s1];
+  a.h = args_.d[out1], a.ldh = ld(args_.ldd[out1], args_.d_cols[out1]);
+  if (out1 != s1) a.h_raw = args_.d[s1], a.ldh_raw = ld(args_.ldd[s1], args_.d_cols[s1]);
+  a.w2 = args_.b[s2], a.ldw2 = ld(args_.ldb[s2], args_.b_cols[s2]);
+  a.b2 = args_.bias[s2];
+  a.y = args_.d[s2], a.ldy = ld(args_.ldd[s2], args_.d_cols[s2]);
+  a.k1 = b_->stream_k[0], a.hidden = b_->stream_k[1], a.n2 = b_->stream_n[1];
+  a.act1 = b_->stream_act[0], a.act2 = b_->stream_act[1];
+  a.ws = reinterpret_cast<float*>(base + slab_layout_.ws);
+  a.posts = reinterpret_cast<uint64_t*>(base + slab_layout_.posts);
+  a.stage[0] = s1, a.stage[1] = s2;
+  r.grid = sms_;
+  // Testing (inject_missing_posts): the reduction waits on gemm1's slabs, which stand for the SwiGLU stage's too.
+  bool const skip = missing_posts_stage_ == s1 || (b_->stream_halves && missing_posts_stage_ == s1 + 1);
+  a.skip_post = skip ? r.grid - 1 : -1;
+  r.state = base + slab_layout_.state;
+  r.error = &static_cast<ChainState*>(state_)->error;
+  r.timeout_ns = timeout_ns_;
+  char const* why = nullptr;
+  Status const status = b_->slab()->run(r, stream, &why);
+  return status == Status::kInvalidArgument ? invalid("mode stream: the slab kernel refused these arguments: %s",
+                                                      why != nullptr ? why : "?")
+                                            : status;
 }
 
 inline Status Chain::run_overlapped(cudaStream_t stream) {
