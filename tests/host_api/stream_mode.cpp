@@ -1,7 +1,7 @@
 // Run() mode kStream in a generated library (tests/data/decode_stream_sm90.yaml: a gated gemm1, gemm2 with a bias)
 // on a simulated device: the weights it packs at initialize() and after update() changes them, the run it
-// launches (shapes, epilogues, pointers), run()'s rule (the mode at M <= 64, another above), and the mode
-// refused above 64 before anything launches.
+// launches (shapes, epilogues, pointers; the slab kernel up to M = 4 over the caller's weights, the bulk kernel
+// above), run()'s rule (the mode at M <= 64, another above), and the mode refused above 64 before anything launches.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +14,7 @@ extern int g_launches, g_packs, g_pack_k[2], g_pack_n[2];
 extern int64_t g_pack_ld[2];
 extern void const* g_pack_src[2];
 extern cusync::sm90::StreamRun g_stream_run;
+extern cusync::sm90::SlabRun g_slab_run;
 using namespace decode_stream_sm90;
 using cusync::Mode;
 using cusync::Status;
@@ -35,9 +36,23 @@ int main() {
          "without a measured table run() keeps the tile-count rule at M = 1", c.mode_reason());
   expect(c.set_mode(Mode::kStream) == Status::kSuccess && c.mode() == Mode::kStream, "set_mode(kStream)");
   g_launches = 0;
-  expect(c.run(nullptr) == Status::kSuccess && g_launches == 1, "run(): one launch, the whole chain");
+  expect(c.run(nullptr) == Status::kSuccess && g_launches == 1 && g_slab_run.args.m == 1 && g_stream_run.m == 0,
+         "run() at M = 1: one launch, the slab kernel");
+  {
+    cusync::sm90::SlabArgs const& s = g_slab_run.args;
+    bool const shapes = g_slab_run.grid == 132 && s.k1 == kK && s.hidden == kN1 && s.n2 == kN2 && s.act1 == 3 &&
+                        s.act2 == 0 && s.gate == cusync::sm90::kInterleaved && !s.w1_col && s.skip_post == -1;
+    bool const pointers = s.x == x && s.w1 != w1 && s.ldw1 == 2 * kN1 && s.b1 == nullptr && s.h == h && s.w2 == w2 &&
+                          s.ldw2 == kN2 && s.b2 == bias && s.y == y && s.ldy == kN2 && s.ws != nullptr &&
+                          s.posts != nullptr && g_slab_run.state != nullptr && g_slab_run.error != nullptr;
+    expect(shapes && pointers, "the slab run: shapes, epilogues, the interleaved gate_up copy and the caller's down weights");
+  }
+  a.m = 5;
+  g_launches = 0;
+  expect(c.update(a) == Status::kSuccess && c.run(nullptr) == Status::kSuccess && g_launches == 1,
+         "run() at M = 5: one launch, the bulk kernel");
   cusync::sm90::StreamRun const& r = g_stream_run;
-  bool const shapes = r.m == 1 && r.grid == 132 && r.gemm[0].n == 2 * kN1 && r.gemm[0].k == kK && r.gemm[0].act == 3 &&
+  bool const shapes = r.m == 5 && r.grid == 132 && r.gemm[0].n == 2 * kN1 && r.gemm[0].k == kK && r.gemm[0].act == 3 &&
                       r.gemm[1].n == kN2 && r.gemm[1].k == kN1 && r.gemm[1].act == 0 && r.skip_post_tile == -1;
   bool const pointers = r.gemm[0].x == x && r.gemm[0].out == h && r.gemm[0].bias == nullptr && r.gemm[1].x == h &&
                         r.gemm[1].out == y && r.gemm[1].bias == bias && r.gemm[0].ldx == kK && r.gemm[1].ldo == kN2 &&
@@ -56,8 +71,8 @@ int main() {
   a.m = 3, a.down_weight = w2b;
   int const packs = g_packs;
   expect(c.update(a) == Status::kSuccess && c.set_mode(Mode::kStream) == Status::kSuccess && c.run(nullptr) == Status::kSuccess && g_packs > packs &&
-             g_pack_src[1] == w2b && g_stream_run.m == 3,
-         "new down weights: packed again on the next run");
+             g_pack_src[1] == w2b && g_slab_run.args.m == 3 && g_slab_run.args.w2 == w2b,
+         "new down weights: packed again on the next run, and the slab kernel reads them as they are");
   {
     DecodeStreamSm90 w;
     size_t const bytes = DecodeStreamSm90::workspace_size(kMaxM);

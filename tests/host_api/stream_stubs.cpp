@@ -1,6 +1,6 @@
 // The stage functions of a chain generated with optimizations.stream_weights as recorders, and mode kStream's
-// kernels (src/<name>_stream.cu in a real build) as a fake that records what the chain asked of it: the weights
-// it packed and the run it launched. STREAM_SPLIT: llama_mlp_sm90 with the key (gemm1 -> glu -> gemm2), else
+// kernels (src/<name>_stream.cu and src/<name>_slab.cu in a real build) as fakes that record what the chain asked
+// of them: the weights it packed and the runs it launched. STREAM_SPLIT: llama_mlp_sm90 with the key (gemm1 -> glu -> gemm2), else
 // tests/data/decode_stream_sm90.yaml (gate_up -> down).
 #if defined(STREAM_SPLIT)
 #include "llama_mlp_sm90_stream_stages.h"
@@ -20,6 +20,7 @@ bool g_pack_halves[2] = {};
 int64_t g_pack_ld[2] = {};
 void const* g_pack_src[2] = {};
 cs::sm90::StreamRun g_stream_run{};
+cs::sm90::SlabRun g_slab_run{};
 
 namespace STUB_NS::detail {
 #if defined(STREAM_SPLIT)
@@ -46,6 +47,16 @@ static cs::Status fake_run(cs::sm90::StreamRun const& run, cudaStream_t) {
 
 cs::sm90::StreamKernels const* stream_kernels() {
   static cs::sm90::StreamKernels const kernels{&fake_prepare, &fake_pack, &fake_run};
+  return &kernels;
+}
+
+// Mode kStream's slab kernel (src/<name>_slab.cu in a real build), M <= 4: records the run.
+static cs::Status fake_slab_run(cs::sm90::SlabRun const& run, cudaStream_t, char const**) {
+  g_slab_run = run;
+  return record();
+}
+cs::sm90::SlabKernels const* slab_kernels() {
+  static cs::sm90::SlabKernels const kernels{&fake_prepare, &fake_slab_run};
   return &kernels;
 }
 }  // namespace STUB_NS::detail
