@@ -275,13 +275,20 @@ class ChainPlan:
         """How the sm90 library's run() computes the chain at M on a GPU with `sms` SMs (default: the
         plan's), and why: the rule of cusync::Chain::mode() (run_modes.run_mode) on this plan's table and GEMMs."""
         gemms = [(s.name, s.gemm_n) for s in self.stages if s.op is Op.GEMM]
-        return run_modes.run_mode(self.dispatch, gemms, m, sms or self.sms, slab_col=self.slab_col)
+        return run_modes.run_mode(self.dispatch, gemms, m, sms or self.sms, slab_col=self.slab_col,
+                                  slab_w2_col=self.slab_w2_col)
 
     @property
     def slab_col(self) -> bool:
         """Whether mode stream's slab kernel computes this chain over column-major first weights (its fast case,
         which run()'s default rule picks at M <= SLAB_DEFAULT_MAX_M)."""
         return self.slab_problem is None and self.stages[0].b_layout is BLayout.COL
+
+    @property
+    def slab_w2_col(self) -> bool:
+        """Whether its second GEMM's weights are column-major too (no partials: run()'s default rule picks it at
+        M <= SLAB_GATHER_DEFAULT_MAX_M where slab_col holds)."""
+        return self.slab_problem is None and self.stages[-1].b_layout is BLayout.COL
 
 
 def make_plan(spec: ChainSpec, target: str | None = None) -> ChainPlan:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from cusync_gen.spec.model import SLAB_DEFAULT_MAX_M, Mode
+from cusync_gen.spec.model import SLAB_DEFAULT_MAX_M, SLAB_GATHER_DEFAULT_MAX_M, Mode
 
 if TYPE_CHECKING:
     from cusync_gen.plan import DispatchPlan
@@ -25,27 +25,33 @@ PINGPONG_TILE = 128
 
 
 def run_mode(table: DispatchPlan | None, gemms: Sequence[tuple[str, int]], m: int, sms: int,
-             slab_col: bool = False) -> tuple[Mode, str]:
+             slab_col: bool = False, slab_w2_col: bool = False) -> tuple[Mode, str]:
     """run()'s mode at M on a GPU with `sms` SMs, and why, for GEMMs of (name, N of the GEMM): the table's
     entry where it was measured on `sms` SMs and reaches M; else `slab_default` (slab_col: the chain's slab
-    kernel runs over column-major first weights); else `default_mode` on their 128x128 tiles. Mode stream's
+    kernel runs over column-major first weights; slab_w2_col: and second weights); else `default_mode` on their 128x128 tiles. Mode stream's
     bulk kernel (optimizations.stream_weights) is taken only from a measured table (autotune, tune) or
     set_mode: measured on the H200, it is still slower than cuBLASLt."""
     if table is not None and table.sms == sms and m <= table.modes[-1][0]:
         m_max, mode = next(entry for entry in table.modes if m <= entry[0])
         return mode, f"dispatch table (measured on {table.gpu}, {table.sms} SMs): M <= {m_max}"
-    if (slab := slab_default(m, slab_col)) is not None:
+    if (slab := slab_default(m, slab_col, slab_w2_col)) is not None:
         return slab
     tiles = [(name, -(-m // PINGPONG_TILE) * -(-n // PINGPONG_TILE)) for name, n in gemms]
     return default_mode(tiles, sms)
 
 
-def slab_default(m: int, slab_col: bool) -> tuple[Mode, str] | None:
+def slab_default(m: int, w1_col: bool, w2_col: bool = False) -> tuple[Mode, str] | None:
     """cusync::slab_default (dispatch.h): mode stream's slab kernel where it runs over column-major first weights
-    and M <= SLAB_DEFAULT_MAX_M, with its reason; None: default_mode decides."""
-    if not slab_col or m > SLAB_DEFAULT_MAX_M:
+    and M <= SLAB_DEFAULT_MAX_M (SLAB_GATHER_DEFAULT_MAX_M where the second weights are column-major too), with
+    its reason; None: default_mode decides."""
+    max_m = SLAB_GATHER_DEFAULT_MAX_M if w2_col else SLAB_DEFAULT_MAX_M
+    if not w1_col or m > max_m:
         return None
-    return Mode.STREAM, (f"default rule: M = {m} <= {SLAB_DEFAULT_MAX_M} and the first GEMM's weights are "
+    if w2_col:
+        return Mode.STREAM, (f"default rule: M = {m} <= {max_m} and both GEMMs' weights are column-major, so mode "
+                             "stream's slab kernel (every SM streams its own slab of the first GEMM's weights, posts "
+                             "it, then whole output columns of the second's once every slab is posted)")
+    return Mode.STREAM, (f"default rule: M = {m} <= {max_m} and the first GEMM's weights are "
                          "column-major, so mode stream's slab kernel (every SM streams its own slab of both GEMMs' "
                          "weights, no hand-over between them)")
 

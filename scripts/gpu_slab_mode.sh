@@ -27,7 +27,7 @@ for p in $PROJECTS; do
     > "$OUT/bench-$p.jsonl" 2> "$OUT/bench-$p.err"; echo "bench $p exit $? at ${SECONDS}s"; head -c 1200 "$OUT/bench-$p.err"
 done
 if [ "${SANITIZE:-1}" = 1 ]; then
-  p=${SANITIZE_PROJECT:-llama_fused_col_sm90}; b=./build/slab/$p/${p}_bench
+  p=${SANITIZE_PROJECT:-llama_fused_cc_sm90}; b=./build/slab/$p/${p}_bench
   for tool in memcheck synccheck; do
     timeout 200 compute-sanitizer --tool $tool --print-limit 20 --kernel-name kns=slab_chain --error-exitcode 9 \
       $b --m 3 --policies spec --repeats 1 --warmup 1 --no-fallback > "$OUT/sanitizer-$tool.log" 2>&1

@@ -183,21 +183,23 @@ def test_slab_default_rule_is_the_same_in_python_and_cpp(tmp_path: Path) -> None
     import shutil as _shutil
 
     from cusync_gen.run_modes import slab_default
-    from cusync_gen.spec.model import SLAB_DEFAULT_MAX_M
+    from cusync_gen.spec.model import SLAB_DEFAULT_MAX_M, SLAB_GATHER_DEFAULT_MAX_M
 
     cxx = _shutil.which("g++") or _shutil.which("c++")
     if cxx is None:
         pytest.skip("no C++ compiler")
-    cases = [(m, col) for m in (1, SLAB_DEFAULT_MAX_M, SLAB_DEFAULT_MAX_M + 1, 64) for col in (True, False)]
-    lines = [f'  {{ char r[256] = ""; cusync::Mode m = cusync::slab_default({m}, {str(col).lower()}, r, 256);\n'
-             f'    std::printf("%s|%s\\n", cusync::to_string(m), r); }}' for m, col in cases]
-    lines.insert(0, '  std::printf("%d\\n", cusync::kSlabDefaultMaxM);')
+    ms = (1, SLAB_DEFAULT_MAX_M, SLAB_DEFAULT_MAX_M + 1, SLAB_GATHER_DEFAULT_MAX_M, SLAB_GATHER_DEFAULT_MAX_M + 1, 64)
+    cases = [(m, col, col2) for m in ms for col in (True, False) for col2 in (True, False)]
+    lines = [f'  {{ char r[256] = ""; cusync::Mode m = cusync::slab_default({m}, {str(col).lower()}, '
+             f'{str(col2).lower()}, r, 256);\n'
+             f'    std::printf("%s|%s\\n", cusync::to_string(m), r); }}' for m, col, col2 in cases]
+    lines.insert(0, '  std::printf("%d %d\\n", cusync::kSlabDefaultMaxM, cusync::kSlabGatherDefaultMaxM);')
     source = tmp_path / "slab.cpp"
     source.write_text('#include "cusync/sm90/dispatch.h"\nint main() {\n' + "\n".join(lines) + "\n}\n")
     build = subprocess.run([cxx, "-std=c++17", "-I", str(REPO / "templates" / "sm90" / "include"), str(source),
                             "-o", str(tmp_path / "slab")], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr[-3000:]
     got = subprocess.run([str(tmp_path / "slab")], capture_output=True, text=True, check=True).stdout.splitlines()
-    assert got[0] == str(SLAB_DEFAULT_MAX_M)
-    want = [(lambda r: f"{r[0].value}|{r[1]}" if r else "auto|")(slab_default(m, col)) for m, col in cases]
+    assert got[0] == f"{SLAB_DEFAULT_MAX_M} {SLAB_GATHER_DEFAULT_MAX_M}"
+    want = [(lambda r: f"{r[0].value}|{r[1]}" if r else "auto|")(slab_default(m, col, col2)) for m, col, col2 in cases]
     assert got[1:] == want

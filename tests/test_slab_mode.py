@@ -1,6 +1,7 @@
 """Run() mode stream's slab kernel (M <= SLAB_MAX_M, templates/sm90/include/cusync/sm90/slab_chain.cuh): which
 chains have it (every sm90 two-GEMM chain whose shapes it takes, with no key in the spec), run()'s default rule
-for it (column-major first weights, M <= SLAB_DEFAULT_MAX_M), the files a project gets, and its kernel's build.
+for it (column-major first weights, M <= SLAB_DEFAULT_MAX_M; both GEMMs' column-major, M <= SLAB_GATHER_DEFAULT_MAX_M),
+the files a project gets, and its kernel's build.
 The GPU side is scripts/gpu_slab_mode.sh (benchmarks/NOTES.md d34)."""
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import yaml
 from conftest import REPO
 from cusync_gen.plan import make_plan
 from cusync_gen.spec.loading import load_spec, parse_spec
-from cusync_gen.spec.model import SLAB_DEFAULT_MAX_M, SLAB_MAX_M, Mode
+from cusync_gen.spec.model import SLAB_DEFAULT_MAX_M, SLAB_GATHER_DEFAULT_MAX_M, SLAB_MAX_M, Mode
+from cusync_gen.verify_slab import verify_slab
 
 EXAMPLES = REPO / "cusync_gen" / "examples"
 
@@ -24,14 +26,29 @@ def example(name: str) -> dict[str, Any]:
     return yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())
 
 
-def test_the_decode_example_takes_the_slab_kernel_by_default_up_to_two_rows() -> None:
+def test_the_decode_example_takes_the_slab_kernel_by_default_up_to_its_limit() -> None:
+    """Both weights column-major (torch.nn.Linear's layout): the gather variant, no partials."""
     plan = make_plan(load_spec(EXAMPLES / "gpt3_mlp_decode_sm90.yaml"))
-    assert plan.slab_problem is None and plan.slab_col and not plan.optimizations.stream_weights
+    assert plan.slab_problem is None and plan.slab_col and plan.slab_w2_col and not plan.optimizations.stream_weights
+    for m in range(1, SLAB_GATHER_DEFAULT_MAX_M + 1):
+        mode, why = plan.run_mode(m)
+        assert mode is Mode.STREAM and why.startswith(f"default rule: M = {m} <= {SLAB_GATHER_DEFAULT_MAX_M} and both")
+    assert plan.run_mode(SLAB_GATHER_DEFAULT_MAX_M + 1)[0] is Mode.CUBLASLT
+    assert "mode stream's slab kernel" in plan.describe(1)
+    assert verify_slab(plan).gather and "column-major gemm2 weights" in verify_slab(plan).describe()
+
+
+def test_row_major_second_weights_take_it_by_default_at_fewer_rows() -> None:
+    """Row-major W2: each CTA's partial of the whole output (the partials' traffic grows with M)."""
+    spec = example("gpt3_mlp_decode_sm90")
+    spec["stages"][1]["b_layout"] = "row"
+    plan = make_plan(parse_spec(spec))
+    assert plan.slab_problem is None and plan.slab_col and not plan.slab_w2_col
     for m in range(1, SLAB_DEFAULT_MAX_M + 1):
         mode, why = plan.run_mode(m)
         assert mode is Mode.STREAM and why.startswith(f"default rule: M = {m} <= {SLAB_DEFAULT_MAX_M} and the first")
     assert plan.run_mode(SLAB_DEFAULT_MAX_M + 1)[0] is Mode.CUBLASLT
-    assert "mode stream's slab kernel" in plan.describe(1)
+    assert not verify_slab(plan).gather and "posts its partial once" in verify_slab(plan).describe()
 
 
 @pytest.mark.parametrize("name", ["gpt3_mlp_sm90", "llama_mlp_fused_sm90", "llama_mlp_sm90", "two_gemm_sm90"])
@@ -45,12 +62,14 @@ def test_row_major_first_weights_have_it_but_run_does_not_pick_it(name: str) -> 
     assert all(plan.run_mode(m)[0] is not Mode.STREAM for m in range(1, SLAB_MAX_M + 1))
 
 
-@pytest.mark.parametrize(("change", "field"), [
-    (lambda s: s["stages"][1].update(b_layout="col"), "stages[1].b_layout"),
-    (lambda s: s["stages"].append({**s["stages"][1], "name": "third", "a": "gemm2", "k": 12288}), "stages"),
+@pytest.mark.parametrize(("base", "change", "field"), [
+    ("llama_mlp_sm90", lambda s: s["stages"][0].update(bias=True), "stages[0].bias"),
+    ("gpt3_mlp_decode_sm90", lambda s: s["stages"].append({**s["stages"][1], "name": "third", "a": "gemm2",
+                                                              "k": 12288}), "stages"),
 ])
-def test_chains_it_cannot_take_say_why_and_keep_the_other_modes(change: Any, field: str) -> None:
-    spec = copy.deepcopy(example("gpt3_mlp_decode_sm90"))
+def test_chains_it_cannot_take_say_why_and_keep_the_other_modes(base: str, change: Any, field: str) -> None:
+    spec = copy.deepcopy(example(base))
+    spec.pop("dispatch", None)
     change(spec)
     plan = make_plan(parse_spec(spec))
     assert plan.slab_problem is not None and plan.slab_problem.startswith(field), plan.slab_problem
@@ -71,7 +90,7 @@ def test_a_project_has_the_slab_unit_exactly_where_the_kernel_takes_the_chain(tm
             cmake = (out / "CMakeLists.txt").read_text()
             assert f"src/{name}_slab.cu" in cmake
     chain = (tmp_path / "gpt3_mlp_decode_sm90" / "src" / "gpt3_mlp_decode_sm90.cu").read_text()
-    assert "&slab_kernels, true," in chain  # the kernel table and the column-major first weights
+    assert "&slab_kernels, true, true," in chain  # the kernel table and both weights column-major
 
 
 @pytest.mark.nvcc

@@ -148,9 +148,11 @@ SM90_PINGPONG_TILE_M: tuple[int, ...] = SM90.pingpong_tile_m
 STREAM_MAX_M = 64
 #: Its slab kernel (every chain slab_problem accepts, no optimization needed) runs up to SLAB_MAX_M rows
 #: (kSlabMaxM), and run()'s default rule picks it up to SLAB_DEFAULT_MAX_M where the first GEMM's weights are
-#: column-major (kSlabDefaultMaxM, cusync/sm90/dispatch.h).
+#: column-major (kSlabDefaultMaxM, cusync/sm90/dispatch.h), up to SLAB_GATHER_DEFAULT_MAX_M where both GEMMs'
+#: are (kSlabGatherDefaultMaxM: no partials).
 SLAB_MAX_M = 4
 SLAB_DEFAULT_MAX_M = 1
+SLAB_GATHER_DEFAULT_MAX_M = 2
 STREAM_STEP = 8
 SM90_PINGPONG_TILE_N: tuple[int, ...] = SM90.pingpong_tile_n
 

@@ -491,18 +491,18 @@ def stream_weights_problem(spec: ChainSpec) -> SpecError | None:
     the swiglu fused into the first GEMM's epilogue), row-major weights, an epilogue its kernel applies
     (STREAM_EPILOGUES), and N and K in steps of STREAM_STEP."""
     return _two_gemm_problem(spec, "optimizations.stream_weights", "mode stream", "remove optimizations.stream_weights",
-                             col_first=False)
+                             col_ok=False)
 
 
 def slab_problem(spec: ChainSpec) -> SpecError | None:
     """Why run() mode `stream`'s slab kernel (M <= SLAB_MAX_M, templates/sm90/include/cusync/sm90/slab_chain.cuh)
-    cannot compute this chain, or None: the shapes of stream_weights_problem, except that the first GEMM's weights
+    cannot compute this chain, or None: the shapes of stream_weights_problem, except that either GEMM's weights
     may also be column-major (its fast case). Nothing in the spec turns it on: every chain it can compute has it."""
     return _two_gemm_problem(spec, "stages", "the slab kernel", "mode stream then runs only with "
-                             "optimizations.stream_weights", col_first=True)
+                             "optimizations.stream_weights", col_ok=True)
 
 
-def _two_gemm_problem(spec: ChainSpec, field: str, who: str, fix: str, col_first: bool) -> SpecError | None:
+def _two_gemm_problem(spec: ChainSpec, field: str, who: str, fix: str, col_ok: bool) -> SpecError | None:
     """The shape rules mode stream's kernels share (stream_weights_problem, slab_problem), as errors of `field`."""
     if not ARCHS[spec.arch].dispatch:
         return SpecError(field, f"{who} is an sm90 feature", f"set arch: sm90, or {fix}")
@@ -522,10 +522,9 @@ def _two_gemm_problem(spec: ChainSpec, field: str, who: str, fix: str, col_first
                          f"(epilogue identity, no bias)", f"use epilogue: identity without bias on the first gemm, "
                          f"or {fix}")
     for i, stage in ((i, s) for i, s in enumerate(stages) if s.op is Op.GEMM):
-        if stage.b_layout is not BLayout.ROW and not (col_first and i == 0):
-            layouts = "row-major weights (K x N), the first GEMM's also column-major" if col_first else \
-                "row-major weights (K x N) only"
-            return SpecError(f"stages[{i}].b_layout", f"{who} reads {layouts}", f"use b_layout: row, or {fix}")
+        if stage.b_layout is not BLayout.ROW and not col_ok:
+            return SpecError(f"stages[{i}].b_layout", f"{who} reads row-major weights (K x N) only",
+                             f"use b_layout: row, or {fix}")
         if stage.epilogue not in STREAM_EPILOGUES:
             return SpecError(f"stages[{i}].epilogue", f"{who} has no epilogue {stage.epilogue.value}",
                              f"use one of {', '.join(e.value for e in STREAM_EPILOGUES)}, or {fix}")

@@ -74,12 +74,12 @@ __global__ void ref_h(__half const* x, __half const* w1, __half const* b1, float
   for (int k = 0; k < k1; ++k) s += __half2float(x[size_t(r) * k1 + k]) * __half2float(w1[col ? size_t(c) * k1 + k : size_t(k) * n1 + c]);
   h[i] = gelu(s + __half2float(b1[c]));
 }
-__global__ void ref_y(float const* h, __half const* w2, __half const* b2, float* y, int m, int n1, int n2) {
+__global__ void ref_y(float const* h, __half const* w2, __half const* b2, float* y, int m, int n1, int n2, bool col) {
   int const i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= m * n2) return;
   int const r = i / n2, c = i % n2;
   float s = 0;
-  for (int k = 0; k < n1; ++k) s += h[size_t(r) * n1 + k] * __half2float(w2[size_t(k) * n2 + c]);
+  for (int k = 0; k < n1; ++k) s += h[size_t(r) * n1 + k] * __half2float(w2[col ? size_t(c) * n1 + k : size_t(k) * n2 + c]);
   y[i] = s + __half2float(b2[c]);
 }
 
@@ -123,7 +123,8 @@ static double median(std::vector<float> v) {
 template <int M>
 static void run_shape(char const* name, bool col, int k1, int n1, int n2, int reps, cudaStream_t s, cublasLtHandle_t lt, int sms) {
   char label[64];
-  std::snprintf(label, sizeof(label), "%s W1 %s", name, col ? "col" : "row");
+  bool const w2col = std::getenv("SLAB_W2COL") && std::atoi(std::getenv("SLAB_W2COL")) == 1;
+  std::snprintf(label, sizeof(label), "%s W1 %s%s", name, col ? "col" : "row", w2col ? " W2 col" : "");
   name = label;
   size_t const nx = size_t(M) * k1, nw1 = size_t(n1) * k1, nw2 = size_t(n1) * n2;
   __half *x, *w1, *b1, *w2, *b2, *y, *y_lt, *h_lt;
@@ -150,7 +151,7 @@ static void run_shape(char const* name, bool col, int k1, int n1, int n2, int re
   fill<<<4096, 256, 0, s>>>(w2, nw2, 4u, 1.0f / std::sqrt(float(n1)));
   fill<<<64, 256, 0, s>>>(b2, n2, 5u, 0.1f);
   ref_h<<<(M * n1 + 255) / 256, 256, 0, s>>>(x, w1, b1, h_ref, M, k1, n1, col);
-  ref_y<<<(M * n2 + 255) / 256, 256, 0, s>>>(h_ref, w2, b2, y_ref, M, n1, n2);
+  ref_y<<<(M * n2 + 255) / 256, 256, 0, s>>>(h_ref, w2, b2, y_ref, M, n1, n2, w2col);
 
   // The product's slab kernel, as run() mode kStream runs it (cusync::sm90::slab_kernels).
   void* state;
@@ -169,7 +170,7 @@ static void run_shape(char const* name, bool col, int k1, int n1, int n2, int re
   cusync::sm90::SlabRun run;
   cusync::sm90::SlabArgs& sa = run.args;
   sa.x = x, sa.ldx = k1, sa.w1 = w1, sa.ldw1 = col ? k1 : n1, sa.w1_col = col, sa.b1 = b1, sa.h = h, sa.ldh = n1;
-  sa.w2 = w2, sa.ldw2 = n2, sa.b2 = b2, sa.y = y, sa.ldy = n2;
+  sa.w2 = w2, sa.ldw2 = w2col ? n1 : n2, sa.w2_col = w2col, sa.b2 = b2, sa.y = y, sa.ldy = n2;
   sa.m = M, sa.k1 = k1, sa.hidden = n1, sa.n2 = n2, sa.act1 = int(cusync::sm90::StreamAct::kGelu), sa.act2 = 0;
   sa.ws = work, sa.posts = posts;
   run.grid = sms, run.state = state, run.error = error, run.timeout_ns = 200000000ull;
@@ -182,7 +183,7 @@ static void run_shape(char const* name, bool col, int k1, int n1, int n2, int re
   };
   LtGemm g1, g2;
   g1.init(lt, n1, M, k1, col, wsb);  // H^T [n1, M] = W1 col-major [n1, k1] (row-major [k1, n1]) x X^T
-  g2.init(lt, n2, M, n1, false, wsb);  // Y^T [n2, M] = W2 col-major [n2, n1] (row-major [n1, n2]) x H^T
+  g2.init(lt, n2, M, n1, w2col, wsb);  // Y^T [n2, M] = W2 col-major [n2, n1] (row-major [n1, n2]) x H^T
   auto cublas = [&] {
     g1.run(lt, w1, x, h_lt, b1, ws, wsb, s);
     gelu_in_place<<<unsigned((size_t(M) * n1 + 255) / 256), 256, 0, s>>>(h_lt, size_t(M) * n1);

@@ -1,6 +1,6 @@
 // compute-sanitizer racecheck of the slab kernel alone (cusync/sm90/slab_chain.cuh): racecheck cannot run the
 // project bench (it fails inside the bench's cuBLAS peers), so this driver launches only the slab kernel, three
-// runs (epochs 0..2) at M = 1 and 3, each gate kind, small shapes. Exit 0 if every run completed without a timeout.
+// runs (epochs 0..2) at M = 1 and 3, each gate kind, each layout of W1 and W2, small shapes. Exit 0 if every run completed without a timeout.
 //   nvcc -std=c++17 -O2 -arch=sm_90a -Itemplates/runtime/include -Itemplates/sm90/include \
 //        scripts/decode_probe/slab_race.cu -o build/slab/slab_race
 #include <cstdio>
@@ -40,12 +40,14 @@ int main() {
   int failures = 0;
   for (int gate : {int(cusync::sm90::kNoGate), int(cusync::sm90::kInterleaved), int(cusync::sm90::kHalves)}) {
     for (bool col : {true, false}) {
-      for (int m : {1, 3}) {
+      for (int mw : {1, 3, 101, 103}) {  // M, plus 100 with W2 column-major
+        int const m = mw % 100;
+        bool const w2col = mw > 100;
         cusync::sm90::SlabRun r;
         cusync::sm90::SlabArgs& a = r.args;
         a.x = x, a.ldx = k1, a.w1 = w1, a.w1_col = col, a.ldw1 = col ? k1 : (gate ? 2 * hidden : hidden);
         a.h = h, a.ldh = hidden, a.h_raw = gate == cusync::sm90::kHalves ? raw : nullptr, a.ldh_raw = 2 * hidden;
-        a.w2 = w2, a.ldw2 = n2, a.y = y, a.ldy = n2, a.m = m, a.k1 = k1, a.hidden = hidden, a.n2 = n2;
+        a.w2 = w2, a.ldw2 = w2col ? hidden : n2, a.w2_col = w2col, a.y = y, a.ldy = n2, a.m = m, a.k1 = k1, a.hidden = hidden, a.n2 = n2;
         a.act1 = gate ? int(cusync::sm90::StreamAct::kSwiglu) : int(cusync::sm90::StreamAct::kGelu), a.gate = gate;
         a.ws = ws, a.posts = posts;
         r.grid = sms, r.state = state, r.error = error, r.timeout_ns = 2000000000ull;

@@ -39,7 +39,7 @@ constexpr cusync::sm90::BaselineTables kBaselines{kLaunchStock, kPrepareStock, k
                                                   kLaunchCluster, kLaunchPingpong, kLaunchCublasLt,
                                                   kGemmGated, kInterleave, kWeightBytes,
                                                   nullptr, kStreamStage, kStreamAct, kStreamK, kStreamN, kStreamHalves,
-                                                  &slab_kernels, false,
+                                                  &slab_kernels, false, false,
                                                   kDispatchSms, kDispatchGpu, kNumDispatch, kDispatch};
 
 }  // namespace

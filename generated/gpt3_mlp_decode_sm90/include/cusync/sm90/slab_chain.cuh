@@ -17,6 +17,10 @@
 // and stores Y. The cost is the partials' traffic, grid x M x N2 x 4 bytes each way, which is why the mode's
 // kernel is this one only up to kSlabMaxM rows.
 //
+// With column-major W2 ([N2, K2], w2_col: torch.nn.Linear's layout) there are no partials (gather_phase): each
+// CTA posts its slab as soon as its H is stored, then computes whole output columns from all of H once every
+// slab is posted, each column's weights one contiguous run; it issues its first weight loads before the wait.
+//
 // All CTAs wait on each other, so the launch is cooperative (one CTA per SM, all resident at once). Each run
 // reads its epoch from the run state; the last CTA to finish opens the next (close_run): no host reset, a
 // CUDA graph replays correctly. Weights are read once per run with L1-bypassing loads; X sits in shared memory.
@@ -88,16 +92,116 @@ __device__ __forceinline__ T round_t(float v) {
   return from_f<T>(v);
 }
 
+// acc[m] += f . vs[m][8 q .. 8 q + 8) for the kMPad rows of vs ([kMPad][8 kv] in shared memory).
+template <typename T, int kMPad>
+__device__ __forceinline__ void fma_vec(float const (&f)[8], T const* vs, int kv, int q, float (&acc)[kMPad]) {
+#pragma unroll
+  for (int m = 0; m < kMPad; ++m) {
+    float xv[8];
+    slab::detail::unpack8<T>(reinterpret_cast<uint4 const*>(vs + int64_t(m) * kv * 8)[q], xv);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[m] = fmaf(f[i], xv[i], acc[m]);
+  }
+}
+
+// One warp's dot products of a contiguous weight column w (kv 16-byte vectors) with the kMPad rows of vs, from
+// vector q0 on: lane l takes vectors q0 + l, q0 + l + 32, ... (the caller then sums the lanes, warp_sum).
+template <typename T, int kMPad>
+__device__ __forceinline__ void dot_col(T const* w, T const* vs, int kv, int q0, int lane, float (&acc)[kMPad]) {
+  constexpr int kVecsInFlight = kMPad <= 2 ? 8 : 4;  // loads in flight within 128 registers
+#pragma unroll kVecsInFlight
+  for (int q = q0 + lane; q < kv; q += 32) {
+    float f[8];
+    slab::detail::unpack8<T>(slab::detail::ld_stream(w + int64_t(q) * 8), f);
+    slab::detail::fma_vec<T, kMPad>(f, vs, kv, q, acc);
+  }
+}
+
+// The lanes' sums in a fixed shuffle tree (every lane gets the total).
+template <int kMPad>
+__device__ __forceinline__ void warp_sum(float (&acc)[kMPad]) {
+#pragma unroll
+  for (int m = 0; m < kMPad; ++m)
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], o);
+}
+
 }  // namespace detail
 
-// Shared memory of one CTA at kMPad rows (bytes): X, the slab's H, and the reductions, which reuse X's space.
+// Shared memory of one CTA at kMPad rows (bytes): X, the slab's H, and the reductions (or with w2_col the
+// gathered H), which reuse X's space.
 template <int kMPad>
-__host__ __device__ constexpr int64_t smem_bytes(int k1, int hidden, int n2, int grid) {
+__host__ __device__ constexpr int64_t smem_bytes(int k1, int hidden, int n2, int grid, bool w2_col) {
   int64_t const x = int64_t(kMPad) * k1 * 2;
   int64_t const red1 = int64_t(kThreads) * kUnit * kMPad * 4;                           // phase 1's per-thread sums
-  int64_t const red3 = int64_t(kGroups) * ((n2 / 4 + grid - 1) / grid) * kMPad * 16;  // phase 3's group sums
+  int64_t const red3 = w2_col ? int64_t(kMPad) * hidden * 2                            // the gathered H
+                              : int64_t(kGroups) * ((n2 / 4 + grid - 1) / grid) * kMPad * 16;  // phase 3's sums
   int64_t const big = x > red1 ? (x > red3 ? x : red3) : (red1 > red3 ? red1 : red3);
   return big + int64_t(kMPad) * 3 * max_slab(hidden, grid) * 4 + 16;
+}
+
+// With column-major second weights (w2_col): CTA j has posted its slab of H (stored where the chain keeps it);
+// it owns output columns [n2 j / grid, n2 (j + 1) / grid), each a contiguous column of W2 ([n2, hidden]). Each
+// warp issues the first loads of its first column (they do not depend on H), then warp 0 waits for every slab's
+// post (a lane per slab, bounded), the CTA copies all of H from L2 into shared memory, and a warp per column
+// computes its dot products as phase 1 does: no partials and no reduction pass, only the wait.
+template <typename T, int kMPad>
+__device__ __forceinline__ void gather_phase(SlabArgs const& a, unsigned char* smem, uint32_t epoch,
+                                             SyncErrorInfo* error, uint64_t timeout_ns) {
+  int const g = int(gridDim.x), j = int(blockIdx.x);
+  int const warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  if (threadIdx.x == 0 && j != a.skip_post) post_store(a.posts + j, epoch);  // H's stores: the barrier before
+  int const c0 = int(int64_t(a.n2) * j / g), c1 = int(int64_t(a.n2) * (j + 1) / g);
+  int const kv = a.hidden / 8;
+  T const* w2 = static_cast<T const*>(a.w2);
+  constexpr int kAhead = kMPad <= 2 ? 8 : 4;
+  int const first = c0 + warp;
+  uint4 ahead[kAhead];
+#pragma unroll
+  for (int i = 0; i < kAhead; ++i) {
+    int const q = lane + 32 * i;
+    ahead[i] = first < c1 && q < kv ? detail::ld_stream(w2 + int64_t(first) * a.ldw2 + int64_t(q) * 8)
+                                    : make_uint4(0, 0, 0, 0);
+  }
+  if (threadIdx.x < 32) {
+    for (int p = lane; p < g; p += 32) {
+      WaitSite const site{a.stage[1], a.stage[0], 0, j, 0, p, p};
+      spin_wait_inline(a.posts + p, tagged(epoch, 1), timeout_ns, error, site);
+    }
+    __syncwarp();
+  }
+  __syncthreads();
+  T* hg = reinterpret_cast<T*>(smem);  // [kMPad][hidden], rows past m zero
+  for (int i = int(threadIdx.x); i < kMPad * kv; i += kThreads) {
+    int const m = i / kv, v = i % kv;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (m < a.m) val = __ldcg(reinterpret_cast<uint4 const*>(static_cast<T const*>(a.h) + m * a.ldh + int64_t(v) * 8));
+    reinterpret_cast<uint4*>(hg)[i] = val;
+  }
+  __syncthreads();
+  for (int c = first; c < c1; c += kWarps) {
+    float acc[kMPad];
+#pragma unroll
+    for (int m = 0; m < kMPad; ++m) acc[m] = 0.f;
+    int q0 = 0;
+    if (c == first) {  // the loads issued before the wait, in the order dot_col takes them
+#pragma unroll
+      for (int i = 0; i < kAhead; ++i) {
+        if (lane + 32 * i < kv) {
+          float f[8];
+          detail::unpack8<T>(ahead[i], f);
+          detail::fma_vec<T, kMPad>(f, hg, kv, lane + 32 * i, acc);
+        }
+      }
+      q0 = 32 * kAhead;
+    }
+    detail::dot_col<T, kMPad>(w2 + int64_t(c) * a.ldw2, hg, kv, q0, lane, acc);
+    detail::warp_sum<kMPad>(acc);
+    float const b = a.b2 != nullptr ? to_f(static_cast<T const*>(a.b2)[c]) : 0.f;
+#pragma unroll
+    for (int m = 0; m < kMPad; ++m)
+      if (lane == m && m < a.m) static_cast<T*>(a.y)[m * a.ldy + c] = detail::round_t<T>(detail::act(a.act2, acc[m] + b));
+  }
 }
 
 template <typename T, int kMPad>
@@ -111,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   int const s = slab_begin(a.hidden, g, j + 1) - hcol;               // this slab's hidden columns
   int const loaded = a.gate == kNoGate ? s : 2 * s;                 // gemm1 weight columns it reads
   int const smax = max_slab(a.hidden, g);
-  int64_t const big = smem_bytes<kMPad>(a.k1, a.hidden, a.n2, g) - int64_t(kMPad) * 3 * smax * 4 - 16;
+  int64_t const big = smem_bytes<kMPad>(a.k1, a.hidden, a.n2, g, a.w2_col) - int64_t(kMPad) * 3 * smax * 4 - 16;
   T* xs = reinterpret_cast<T*>(smem);                               // [kMPad][k1]
   float* red = reinterpret_cast<float*>(smem);                      // reuses X after phase 1's loop
   float* hs = reinterpret_cast<float*>(smem + big);                 // [kMPad][3 smax]: gemm1's values, then H
@@ -136,30 +240,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Column-major W1 ([n1w, k1], each weight column contiguous): a warp per column, lanes along K in 16-byte
     // vectors, then a fixed shuffle tree.
     for (int c = warp; c < loaded; c += kWarps) {
-      T const* w = static_cast<T const*>(a.w1) + int64_t(weight_col(c)) * a.ldw1;
       float acc[kMPad];
 #pragma unroll
       for (int m = 0; m < kMPad; ++m) acc[m] = 0.f;
-      constexpr int kVecsInFlight = kMPad <= 2 ? 8 : 4;  // loads in flight within 128 registers
-#pragma unroll kVecsInFlight
-      for (int q = lane; q < kv; q += 32) {
-        float f[8];
-        detail::unpack8<T>(detail::ld_stream(w + int64_t(q) * 8), f);
+      detail::dot_col<T, kMPad>(static_cast<T const*>(a.w1) + int64_t(weight_col(c)) * a.ldw1, xs, kv, 0, lane, acc);
+      detail::warp_sum<kMPad>(acc);
 #pragma unroll
-        for (int m = 0; m < kMPad; ++m) {
-          float xv[8];
-          detail::unpack8<T>(reinterpret_cast<uint4 const*>(xs + m * a.k1)[q], xv);
-#pragma unroll
-          for (int i = 0; i < 8; ++i) acc[m] = fmaf(f[i], xv[i], acc[m]);
-        }
-      }
-#pragma unroll
-      for (int m = 0; m < kMPad; ++m) {
-        float sum = acc[m];
-#pragma unroll
-        for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        if (lane == 0) hs[m * 3 * smax + c] = sum + bias_of(c);
-      }
+      for (int m = 0; m < kMPad; ++m)
+        if (lane == 0) hs[m * 3 * smax + c] = acc[m] + bias_of(c);
     }
     __syncthreads();
   } else {
@@ -229,6 +317,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     hs[m * 3 * smax + 2 * smax + c] = to_f(ht);  // the row's last third: H
   }
   __syncthreads();
+  if (a.w2_col) {
+    gather_phase<T, kMPad>(a, smem, epoch, error, timeout_ns);
+    cusync::stream::close_run(state, epoch);
+    return;
+  }
 
   // Phase 2: P_j = H[:, S_j] W2[S_j, :]; a thread per 8-column vector of Y (two at a time), over the slab's rows.
   int const nv = a.n2 / 8;
@@ -331,14 +424,15 @@ inline char const* slab_problem(SlabArgs const& a, int grid, int max_smem) {
     return "k1, hidden and n2 must be positive multiples of 8";
   if (a.ldx % 8 || a.ldw1 % 8 || a.ldw2 % 8 || a.ldy % 4 || a.ldh < a.hidden || a.ldx < a.k1 || a.ldy < a.n2)
     return "leading dimensions must hold a row (x, w1, w2 in multiples of 8 elements, y of 4)";
-  if (a.ldw1 < (a.w1_col ? a.k1 : a.gate == kNoGate ? a.hidden : 2 * a.hidden) || a.ldw2 < a.n2)
+  if (a.ldw1 < (a.w1_col ? a.k1 : a.gate == kNoGate ? a.hidden : 2 * a.hidden) || a.ldw2 < (a.w2_col ? a.hidden : a.n2))
     return "a weight's ld is below its row";
+  if (a.w2_col && (a.ldh % 8 || misaligned(a.h))) return "with column-major w2, h must be 16-byte aligned, ldh a multiple of 8";
   if (a.gate == kHalves && (a.h_raw != nullptr && a.ldh_raw < 2 * a.hidden)) return "ldh_raw is below 2 hidden";
   if (misaligned(a.x) || misaligned(a.w1) || misaligned(a.w2) || (reinterpret_cast<uintptr_t>(a.y) & 7u) != 0 ||
       misaligned(a.ws))
     return "x, w1, w2 and the workspace must be 16-byte aligned, y 8-byte";
-  if (a.h == nullptr || a.y == nullptr || a.ws == nullptr || a.posts == nullptr) return "null pointer";
-  if (smem_bytes<kMPad>(a.k1, a.hidden, a.n2, grid) > max_smem) return "k1 too large for X in shared memory";
+  if (a.h == nullptr || a.y == nullptr || (a.ws == nullptr && !a.w2_col) || a.posts == nullptr) return "null pointer";
+  if (smem_bytes<kMPad>(a.k1, a.hidden, a.n2, grid, a.w2_col) > max_smem) return "k1 too large for X in shared memory";
   return nullptr;
 }
 
@@ -358,7 +452,7 @@ inline cudaError_t slab_launch(SlabArgs const& a, int grid, cusync::stream::Stre
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(grid));
   cfg.blockDim = dim3(unsigned(kThreads));
-  cfg.dynamicSmemBytes = size_t(smem_bytes<kMPad>(a.k1, a.hidden, a.n2, grid));
+  cfg.dynamicSmemBytes = size_t(smem_bytes<kMPad>(a.k1, a.hidden, a.n2, grid, a.w2_col));
   cfg.stream = stream;
   cudaLaunchAttribute attr;
   attr.id = cudaLaunchAttributeCooperative;

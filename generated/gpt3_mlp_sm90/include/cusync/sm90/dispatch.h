@@ -98,16 +98,31 @@ constexpr int kPingpongTile = 128;
 // project bench (GPT-3's shard fp16, a LLaMA gated MLP bf16), 1.05-1.06x faster than the cuBLASLt chain at one
 // row, 0.99-1.01x at two (its partials' traffic doubles) and 0.89x at 3 and 4.
 constexpr int kSlabDefaultMaxM = 1;
+// With both GEMMs' weights column-major (torch.nn.Linear's layout) it has no partials: each SM computes whole
+// output columns after every slab's post. Measured on the H100 in the project bench: 1.10x and 1.08x faster
+// than the cuBLASLt chain at one row (GPT-3's shard, the LLaMA gated MLP), 1.05x and 1.01x at two, 0.97-0.98x and
+// 0.88x at 3-4 (not profiled; the CUDA-core dot products and their unpacking grow with the rows).
+constexpr int kSlabGatherDefaultMaxM = 2;
 
 // The default when no measured table applies, first: where the chain's slab kernel runs at M rows over
-// column-major first weights (slab_col) and M <= kSlabDefaultMaxM -> kStream, with the reason in `reason`;
-// else kAuto (default_mode decides).
-inline Mode slab_default(int m, bool slab_col, char* reason, int reason_size) {
-  if (!slab_col || m > kSlabDefaultMaxM) return Mode::kAuto;
-  std::snprintf(reason, size_t(reason_size),
-                "default rule: M = %d <= %d and the first GEMM's weights are column-major, so mode stream's slab "
-                "kernel (every SM streams its own slab of both GEMMs' weights, no hand-over between them)",
-                m, kSlabDefaultMaxM);
+// column-major first weights (w1_col) and M <= kSlabDefaultMaxM (kSlabGatherDefaultMaxM where the second
+// GEMM's weights are column-major too, w2_col) -> kStream, with the reason in `reason`; else kAuto
+// (default_mode decides).
+inline Mode slab_default(int m, bool w1_col, bool w2_col, char* reason, int reason_size) {
+  int const max_m = w2_col ? kSlabGatherDefaultMaxM : kSlabDefaultMaxM;
+  if (!w1_col || m > max_m) return Mode::kAuto;
+  if (w2_col) {
+    std::snprintf(reason, size_t(reason_size),
+                  "default rule: M = %d <= %d and both GEMMs' weights are column-major, so mode stream's slab kernel "
+                  "(every SM streams its own slab of the first GEMM's weights, posts it, then whole output columns "
+                  "of the second's once every slab is posted)",
+                  m, max_m);
+  } else {
+    std::snprintf(reason, size_t(reason_size),
+                  "default rule: M = %d <= %d and the first GEMM's weights are column-major, so mode stream's slab "
+                  "kernel (every SM streams its own slab of both GEMMs' weights, no hand-over between them)",
+                  m, max_m);
+  }
   return Mode::kStream;
 }
 

@@ -108,7 +108,8 @@ struct StreamKernels {
 // Each CTA computes a slab of gemm1's hidden columns and at once that slab's partial of gemm2 over every output
 // column, from the weights as the caller laid them out (no packed copy, so every chain whose shapes it takes
 // has it, optimizations.stream_weights or not); the partials are summed in a fixed order after each slab's post.
-// Its partials cost grid x M x N2 x 4 bytes each way, so it stops at this many rows.
+// With column-major second weights it has no partials: each CTA gathers every slab's H after its post and
+// computes whole output columns. Its cost per row (partials, or the CUDA cores' dot products) stops it here.
 constexpr int kSlabMaxM = 4;
 // Hidden columns per unit of a slab (one 16-byte vector of weights).
 constexpr int kSlabUnit = 8;
@@ -128,15 +129,16 @@ struct SlabArgs {
   int64_t ldh = 0;
   void* h_raw = nullptr;      // kHalves: gemm1's own output [m, 2 hidden] (gate | up), rows ldh_raw apart; else null
   int64_t ldh_raw = 0;
-  void const* w2 = nullptr;   // [hidden, n2] row-major, rows ldw2 apart
-  int64_t ldw2 = 0;
+  void const* w2 = nullptr;   // [hidden, n2] row-major, rows ldw2 apart, or with w2_col [n2, hidden] (each output
+  int64_t ldw2 = 0;           // column's weights contiguous, ldw2 apart: then no partials, see slab_chain.cuh)
+  bool w2_col = false;
   void const* b2 = nullptr;   // [n2] or null
   void* y = nullptr;          // [m, n2], rows ldy apart
   int64_t ldy = 0;
   int m = 0, k1 = 0, hidden = 0, n2 = 0;
   int act1 = 0, act2 = 0;     // StreamAct (act1 kSwiglu when gated)
   int gate = kNoGate;         // SlabGate
-  float* ws = nullptr;        // grid x kSlabMaxM x n2 floats
+  float* ws = nullptr;        // grid x kSlabMaxM x n2 floats (the partials; unused with w2_col)
   uint64_t* posts = nullptr;  // grid semaphores (epoch-tagged), zeroed once
   int stage[2] = {0, 1};      // the chain's stages of the two GEMMs, for the error record
   int skip_post = -1;         // testing: this slab never posts (-1: none)
@@ -151,12 +153,12 @@ struct SlabRun {
 };
 
 // The slab kernel's device memory, as byte offsets into one block: the run state and the slabs' semaphores
-// (zeroed once at initialize(); epochs keep them clean), then the partials.
+// (zeroed once at initialize(); epochs keep them clean), then the partials (none with column-major second weights).
 struct SlabLayout {
   int64_t state = 0, posts = 0, zeroed = 0, ws = 0, total = 0;
 };
 
-inline SlabLayout slab_layout(int n2, int sms) {
+inline SlabLayout slab_layout(int n2, int sms, bool partials = true) {
   constexpr int64_t kAlign = 256;
   auto up = [](int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; };
   SlabLayout l;
@@ -164,7 +166,7 @@ inline SlabLayout slab_layout(int n2, int sms) {
   l.state = at, at += up(kStreamStateBytes);
   l.posts = at, at += up(int64_t(sms) * 8);
   l.zeroed = at;
-  l.ws = at, at += up(int64_t(sms) * kSlabMaxM * n2 * 4);
+  l.ws = at, at += partials ? up(int64_t(sms) * kSlabMaxM * n2 * 4) : 0;
   l.total = at;
   return l;
 }

@@ -50,9 +50,11 @@ struct BaselineTables {
   bool stream_halves;
   // Mode kStream's kernel at M <= kSlabMaxM (every chain whose shapes the slab kernel takes; else null): the slab
   // chain over the weights as the caller laid them out; slab_w1_col: the first GEMM's weights are column-major
-  // (each weight column contiguous, the case in which it streams at full speed).
+  // (each weight column contiguous, the case in which it streams at full speed); slab_w2_col: the second's are
+  // (then it has no partials: each CTA computes whole output columns after every slab's post).
   SlabKernels const* (*slab)();
   bool slab_w1_col;
+  bool slab_w2_col;
   int dispatch_sms;              // the measured table applies on GPUs with this many SMs
   char const* dispatch_gpu;
   int num_dispatch;

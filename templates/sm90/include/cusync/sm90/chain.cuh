@@ -97,7 +97,7 @@ inline int64_t Chain::stream_bytes(int sms, StreamLayout* layout) const {
 // The slab kernel's block (slab_layout) for the chain's second GEMM; 0 where the chain has no slab kernel.
 inline int64_t Chain::slab_bytes(int sms, SlabLayout* layout) const {
   if (b_->slab == nullptr) return 0;
-  SlabLayout const l = slab_layout(b_->stream_n[1], sms);
+  SlabLayout const l = slab_layout(b_->stream_n[1], sms, !b_->slab_w2_col);
   if (layout != nullptr) *layout = l;
   return l.total;
 }
@@ -307,7 +307,7 @@ inline Mode Chain::mode() const {
                   unavailable ? ": cublaslt, built without cuBLASLt, so stream-K" : "");
     return unavailable ? Mode::kStreamK : mode;
   }
-  if (Mode const slab = slab_default(m, slab_available() && b_->slab_w1_col, mode_reason_, int(sizeof(mode_reason_)));
+  if (Mode const slab = slab_default(m, slab_available() && b_->slab_w1_col, b_->slab_w2_col, mode_reason_, int(sizeof(mode_reason_)));
       slab != Mode::kAuto) {
     return slab;
   }
@@ -498,12 +498,12 @@ inline Status Chain::run_slab(cudaStream_t stream) {
   a.b1 = args_.bias[s1];
   a.h = args_.d[out1], a.ldh = ld(args_.ldd[out1], args_.d_cols[out1]);
   if (out1 != s1) a.h_raw = args_.d[s1], a.ldh_raw = ld(args_.ldd[s1], args_.d_cols[s1]);
-  a.w2 = args_.b[s2], a.ldw2 = ld(args_.ldb[s2], args_.b_cols[s2]);
+  a.w2 = args_.b[s2], a.ldw2 = ld(args_.ldb[s2], args_.b_cols[s2]), a.w2_col = b_->slab_w2_col;
   a.b2 = args_.bias[s2];
   a.y = args_.d[s2], a.ldy = ld(args_.ldd[s2], args_.d_cols[s2]);
   a.k1 = b_->stream_k[0], a.hidden = b_->stream_k[1], a.n2 = b_->stream_n[1];
   a.act1 = b_->stream_act[0], a.act2 = b_->stream_act[1];
-  a.ws = reinterpret_cast<float*>(base + slab_layout_.ws);
+  a.ws = b_->slab_w2_col ? nullptr : reinterpret_cast<float*>(base + slab_layout_.ws);
   a.posts = reinterpret_cast<uint64_t*>(base + slab_layout_.posts);
   a.stage[0] = s1, a.stage[1] = s2;
   r.grid = sms_;
