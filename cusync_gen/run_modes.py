@@ -28,8 +28,8 @@ def run_mode(table: DispatchPlan | None, gemms: Sequence[tuple[str, int]], m: in
              slab_col: bool = False, slab_w2_col: bool = False) -> tuple[Mode, str]:
     """run()'s mode at M on a GPU with `sms` SMs, and why, for GEMMs of (name, N of the GEMM): the table's
     entry where it was measured on `sms` SMs and reaches M; else `slab_default` (slab_col: the chain's slab
-    kernel runs over column-major first weights; slab_w2_col: and second weights); else `default_mode` on their 128x128 tiles. Mode stream's
-    bulk kernel (optimizations.stream_weights) is taken only from a measured table (autotune, tune) or
+    kernel runs over column-major first weights; slab_w2_col: and second weights); else `default_mode` on
+    their 128x128 tiles. Mode stream's bulk kernel (optimizations.stream_weights) is taken only from a measured table (autotune, tune) or
     set_mode: measured on the H200, it is still slower than cuBLASLt."""
     if table is not None and table.sms == sms and m <= table.modes[-1][0]:
         m_max, mode = next(entry for entry in table.modes if m <= entry[0])
