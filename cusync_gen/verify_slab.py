@@ -1,7 +1,8 @@
 """The proof of run() mode stream's slab kernel (M <= SLAB_MAX_M, templates/sm90/include/cusync/sm90/slab_chain.cuh).
 
 The kernel runs the chain's two GEMMs in one cooperative launch of `grid` CTAs. CTA j owns the hidden columns
-[slab_begin(j), slab_begin(j + 1)) in units of UNIT (slab_begin(j) = UNIT * floor(U j / grid), U = hidden / UNIT):
+[slab_begin(j), slab_begin(j + 1)) in units of u (slab_begin(j) = u * floor(U j / grid), U = hidden / u; u = UNIT
+for row-major first weights, 1 for column-major ones):
 it computes them from gemm1's weights, then its partial of every output column from gemm2's rows with the same
 indices, writes the partial to workspace slot j, and posts slab j's semaphore once (epoch-tagged value 1). CTA q
 then owns the output float4 columns [floor(N2/4 q / grid), floor(N2/4 (q + 1) / grid)): it waits for every slab's
@@ -32,7 +33,8 @@ from cusync_gen.errors import SpecError
 from cusync_gen.plan import ChainPlan
 from cusync_gen.spec.model import BLayout, Epilogue
 
-#: slab_chain.cuh / stream_mode.h: hidden columns per slab unit (kSlabUnit).
+#: slab_chain.cuh / stream_mode.h: hidden columns per slab unit (kSlabUnit) with row-major first weights; one with
+#: column-major ones (slab_unit).
 UNIT = 8
 #: The largest grid proved besides the plan's SM count (as verify_stream's).
 GRIDS_UP_TO = 160
@@ -83,11 +85,12 @@ def verify_slab(plan: ChainPlan) -> SlabProof:
         raise SlabVerificationError("stages", f"{last.name} reads {last.k} columns but {first.name} makes {hidden}",
                                     "this chain cannot use the slab kernel")
     top = max(plan.sms, GRIDS_UP_TO)
-    return _prove(first.name, last.name, hidden, last.gemm_n, top, plan.sms, last.b_layout is BLayout.COL)
+    unit = 1 if first.b_layout is BLayout.COL else UNIT
+    return _prove(first.name, last.name, hidden, last.gemm_n, top, plan.sms, last.b_layout is BLayout.COL, unit)
 
 
-def slab_begin(hidden: int, grid: int, j: int) -> int:
-    return UNIT * ((hidden // UNIT) * j // grid)
+def slab_begin(hidden: int, grid: int, j: int, unit: int = UNIT) -> int:
+    return unit * ((hidden // unit) * j // grid)
 
 
 def out_begin(n2: int, grid: int, q: int, gather: bool = False) -> int:
@@ -95,14 +98,14 @@ def out_begin(n2: int, grid: int, q: int, gather: bool = False) -> int:
 
 
 @lru_cache(maxsize=64)
-def _prove(gemm1: str, gemm2: str, hidden: int, n2: int, top: int, sms: int, gather: bool) -> SlabProof:
+def _prove(gemm1: str, gemm2: str, hidden: int, n2: int, top: int, sms: int, gather: bool, unit: int) -> SlabProof:
     if hidden % UNIT or n2 % 8:
         raise SlabVerificationError("stages", f"hidden {hidden} and N {n2} must be multiples of {UNIT} and 8",
                                     "this chain cannot use the slab kernel")
     widest_at_sms = 0
     for grid in range(1, top + 1):
-        widest = -(-(hidden // UNIT) // grid) * UNIT  # slab_chain.cuh's max_slab: what shared memory holds
-        starts = [slab_begin(hidden, grid, j) for j in range(grid + 1)]
+        widest = -(-(hidden // unit) // grid) * unit  # slab_chain.cuh's max_slab: what shared memory holds
+        starts = [slab_begin(hidden, grid, j, unit) for j in range(grid + 1)]
         # 1. the slabs partition [0, hidden) in order, none wider than max_slab
         if starts[0] != 0 or starts[-1] != hidden or any(b < a for a, b in zip(starts, starts[1:])):
             raise SlabVerificationError("stages", f"at {grid} CTAs the slabs do not partition the hidden columns",

@@ -62,6 +62,19 @@ def test_row_major_first_weights_have_it_but_run_does_not_pick_it(name: str) -> 
     assert all(plan.run_mode(m)[0] is not Mode.STREAM for m in range(1, SLAB_MAX_M + 1))
 
 
+@pytest.mark.parametrize(("w1", "widest"), [("col", 22), ("row", 24)])
+def test_slabs_are_whole_columns_of_column_major_first_weights_and_units_of_8_of_row_major_ones(
+        w1: str, widest: int) -> None:
+    """The fused LLaMA MLP's 2816 hidden columns on 132 SMs: column-major W1 is read a column per warp, so slabs
+    are any width (the widest 22 = ceil(2816 / 132)); row-major W1 is read in 16-byte vectors of a row, so slabs
+    are whole units of 8 (the widest 3 units, 24 columns)."""
+    spec = example("llama_mlp_fused_sm90")
+    spec.pop("dispatch", None)
+    spec["stages"][0]["b_layout"] = w1
+    proof = verify_slab(make_plan(parse_spec(spec)))
+    assert proof.max_slab == widest and f"at most {widest})" in proof.describe()
+
+
 @pytest.mark.parametrize(("base", "change", "field"), [
     ("llama_mlp_sm90", lambda s: s["stages"][0].update(bias=True), "stages[0].bias"),
     ("gpt3_mlp_decode_sm90", lambda s: s["stages"].append({**s["stages"][1], "name": "third", "a": "gemm2",

@@ -61,6 +61,7 @@ struct ChainOptions {
   std::vector<std::string> orders{"spec"};
   int repeats = 50;
   int warmup = 10;
+  int preheat_ms = 0;  // --preheat-ms: each M's graphs replayed round robin this long before they are timed
   uint32_t seed = 1;
   double timeout_ms = 2000.0;
   bool reference = true;
@@ -162,6 +163,9 @@ class ChainBench {
         o.repeats = positive(value(), "--repeats takes a positive integer");
       } else if (arg == "--warmup") {
         o.warmup = positive(value(), "--warmup takes a positive integer");
+      } else if (arg == "--preheat-ms") {
+        o.preheat_ms = parse_int(value(), 0, "--preheat-ms takes milliseconds, 0 to 60000", usage);
+        if (o.preheat_ms > 60000) usage.fail("--preheat-ms takes milliseconds, 0 to 60000");
       } else if (arg == "--seed") {
         o.seed = uint32_t(positive(value(), "--seed takes a positive integer"));
       } else if (arg == "--timeout-ms") {
@@ -190,7 +194,7 @@ class ChainBench {
   static Usage usage() {
     return Usage{std::string("usage: ") + Project::kName + "_bench [--m 1,256,1024] [--policies spec,row,tile] [--orders " +
                  Backend::kOrders + "]\n       [--repeats 50]\n"
-                 "       [--warmup 10] [--seed 1] [--timeout-ms 2000] [--no-reference] [--no-fallback]\n"
+                 "       [--warmup 10] [--preheat-ms 0] [--seed 1] [--timeout-ms 2000] [--no-reference] [--no-fallback]\n"
                  "       [--measure-hooks] [--inject-missing-posts STAGE] [--trace FILE.jsonl]" + Backend::kUsageMore + "\n"};
   }
 
@@ -373,7 +377,7 @@ class ChainBench {
       }
       results.push_back(r);
     }
-    std::vector<double> const us = timer.run(stream, o);
+    std::vector<double> const us = timer.run(stream, o, o.preheat_ms);
     auto time_of = [&](int id) { return id >= 0 ? us[size_t(id)] : (id == -1 ? -1.0 : 0.0); };
     bool const timing_timeout = chain.check_sync_error() == Status::kSyncTimeout;
     for (Result& r : results) {

@@ -111,7 +111,8 @@ struct StreamKernels {
 // With column-major second weights it has no partials: each CTA gathers every slab's H after its post and
 // computes whole output columns. Its cost per row (partials, or the CUDA cores' dot products) stops it here.
 constexpr int kSlabMaxM = 4;
-// Hidden columns per unit of a slab (one 16-byte vector of weights).
+// Hidden columns per unit of a slab over row-major first weights (one 16-byte vector of a row); over column-major
+// ones a unit is one column.
 constexpr int kSlabUnit = 8;
 
 // How gemm1's weight columns hold the hidden columns: one column each, or gate and up (SwiGLU) interleaved in

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -65,12 +66,19 @@ class Interleaved {
     return int(graphs_.size()) - 1;
   }
 
-  // Median microseconds of each graph, in the order they were added (`o`: warmup and repeats).
+  // Median microseconds of each graph, in the order they were added (`o`: warmup and repeats). preheat_ms: the
+  // graphs are first replayed round robin for at least this long, so that every variant is timed at the clocks
+  // the GPU sustains (from idle it boosts for a while).
   template <typename Options>
-  std::vector<double> run(cudaStream_t stream, Options const& o) {
+  std::vector<double> run(cudaStream_t stream, Options const& o, int preheat_ms = 0) {
     size_t const n = graphs_.size();
     std::vector<cudaEvent_t> events(2 * n);
     for (cudaEvent_t& e : events) BENCH_CUDA(cudaEventCreate(&e));
+    auto const preheat_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(preheat_ms);
+    while (preheat_ms > 0 && !graphs_.empty() && std::chrono::steady_clock::now() < preheat_end) {
+      for (cudaGraphExec_t g : graphs_) BENCH_CUDA(cudaGraphLaunch(g, stream));
+      BENCH_CUDA(cudaStreamSynchronize(stream));
+    }
     for (int i = 0; i < o.warmup; ++i)
       for (cudaGraphExec_t g : graphs_) BENCH_CUDA(cudaGraphLaunch(g, stream));
     std::vector<std::vector<float>> times(n);

@@ -1,8 +1,8 @@
 // cusync sm90 backend: run() mode kStream's kernel at M <= kSlabMaxM, the slab chain: a two-GEMM chain
 // Y = act2(act1(X W1 + b1) W2 + b2) in which no CTA waits for another's gemm1 output.
 //
-// CTA j owns a slab S_j of the hidden columns (units of 8). It computes H[:, S_j] = act1(X W1[:, S_j] + b1[S_j])
-// from the weights as the caller laid them out (row-major [K1, N1]: a strip of each row), rounds it to the
+// CTA j owns a slab S_j of the hidden columns (whole columns of column-major W1, units of 8 of row-major W1). It
+// computes H[:, S_j] = act1(X W1[:, S_j] + b1[S_j]) from the weights as the caller laid them out (row-major [K1, N1]: a strip of each row), rounds it to the
 // element type (the chain's intermediate; also stored where the chain keeps it), and at once its partial of the
 // output, P_j = H[:, S_j] W2[S_j, :] over all N2 columns, from W2's rows S_j (contiguous in a row-major
 // [K2, N2] weight). Gemm2's K slab is the H slab the same CTA just made, so every SM streams its share of both
@@ -30,6 +30,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -46,12 +47,16 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kUnit = kSlabUnit;
 constexpr int kGroups = 16;  // the reduction's fixed slot ranges
 
-// Slab j of `grid`: hidden units [j U / grid, (j + 1) U / grid) of U = hidden / kUnit.
-__host__ __device__ constexpr int slab_begin(int hidden, int grid, int j) {
-  return int(int64_t(hidden / kUnit) * j / grid) * kUnit;
+// Hidden columns per unit of a slab: a 16-byte vector of row-major first weights (their strips are read in
+// vectors), one column of column-major ones (each read whole by a warp), which keeps the widest slab within one
+// column of the mean (the second phase waits for the widest).
+__host__ __device__ constexpr int slab_unit(bool w1_col) { return w1_col ? 1 : kUnit; }
+// Slab j of `grid`: hidden units [j U / grid, (j + 1) U / grid) of U = hidden / unit.
+__host__ __device__ constexpr int slab_begin(int hidden, int grid, int j, int unit) {
+  return int(int64_t(hidden / unit) * j / grid) * unit;
 }
-__host__ __device__ constexpr int max_slab(int hidden, int grid) {
-  return ((hidden / kUnit + grid - 1) / grid) * kUnit;
+__host__ __device__ constexpr int max_slab(int hidden, int grid, int unit) {
+  return ((hidden / unit + grid - 1) / grid) * unit;
 }
 // Output float4 columns [q0, q1) that CTA q reduces.
 __host__ __device__ constexpr int out_begin(int n2, int grid, int q) { return int(int64_t(n2 / 4) * q / grid); }
@@ -131,13 +136,13 @@ __device__ __forceinline__ void warp_sum(float (&acc)[kMPad]) {
 // Shared memory of one CTA at kMPad rows (bytes): X, the slab's H, and the reductions (or with w2_col the
 // gathered H), which reuse X's space.
 template <int kMPad>
-__host__ __device__ constexpr int64_t smem_bytes(int k1, int hidden, int n2, int grid, bool w2_col) {
+__host__ __device__ constexpr int64_t smem_bytes(int k1, int hidden, int n2, int grid, bool w1_col, bool w2_col) {
   int64_t const x = int64_t(kMPad) * k1 * 2;
   int64_t const red1 = int64_t(kThreads) * kUnit * kMPad * 4;                           // phase 1's per-thread sums
   int64_t const red3 = w2_col ? int64_t(kMPad) * hidden * 2                            // the gathered H
                               : int64_t(kGroups) * ((n2 / 4 + grid - 1) / grid) * kMPad * 16;  // phase 3's sums
   int64_t const big = x > red1 ? (x > red3 ? x : red3) : (red1 > red3 ? red1 : red3);
-  return big + int64_t(kMPad) * 3 * max_slab(hidden, grid) * 4 + 16;
+  return big + int64_t(kMPad) * 3 * max_slab(hidden, grid, slab_unit(w1_col)) * 4 + 16;
 }
 
 // With column-major second weights (w2_col): CTA j has posted its slab of H (stored where the chain keeps it);
@@ -211,11 +216,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ __align__(16) unsigned char smem[];
   uint32_t const epoch = ptx::ld_relaxed_gpu(&state->epoch);
   int const g = int(gridDim.x), j = int(blockIdx.x);
-  int const hcol = slab_begin(a.hidden, g, j);
-  int const s = slab_begin(a.hidden, g, j + 1) - hcol;               // this slab's hidden columns
+  int const unit = slab_unit(a.w1_col);
+  int const hcol = slab_begin(a.hidden, g, j, unit);
+  int const s = slab_begin(a.hidden, g, j + 1, unit) - hcol;         // this slab's hidden columns
   int const loaded = a.gate == kNoGate ? s : 2 * s;                 // gemm1 weight columns it reads
-  int const smax = max_slab(a.hidden, g);
-  int64_t const big = smem_bytes<kMPad>(a.k1, a.hidden, a.n2, g, a.w2_col) - int64_t(kMPad) * 3 * smax * 4 - 16;
+  int const smax = max_slab(a.hidden, g, unit);
+  int64_t const big = smem_bytes<kMPad>(a.k1, a.hidden, a.n2, g, a.w1_col, a.w2_col) - int64_t(kMPad) * 3 * smax * 4 - 16;
   T* xs = reinterpret_cast<T*>(smem);                               // [kMPad][k1]
   float* red = reinterpret_cast<float*>(smem);                      // reuses X after phase 1's loop
   float* hs = reinterpret_cast<float*>(smem + big);                 // [kMPad][3 smax]: gemm1's values, then H
@@ -230,8 +236,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   // Phase 1: gemm1's value of each of the slab's weight columns, plus its bias, into hs.
-  auto weight_col = [&](int c) {  // the weight column of loaded column c
-    return a.gate == kHalves ? (c < s ? hcol + c : a.hidden + hcol + c - s) : (a.gate == kInterleaved ? 2 * hcol + c : hcol + c);
+  // The weight column of loaded column c: the slab's columns, or its gates then its ups. Interleaved gate | up
+  // (groups of kUnit) column-major are addressed per hidden column (slabs of any width); row-major ones are read
+  // in whole groups (slabs of whole units), loaded in their interleaved order.
+  auto weight_col = [&](int c) {
+    int const h = hcol + (c < s ? c : c - s), up = c < s ? 0 : 1;
+    if (a.gate == kHalves) return h + up * a.hidden;
+    if (a.gate == kInterleaved) return a.w1_col ? 2 * kUnit * (h / kUnit) + h % kUnit + up * kUnit : 2 * hcol + c;
+    return hcol + c;
   };
   auto bias_of = [&](int c) { return a.b1 != nullptr ? to_f(static_cast<T const*>(a.b1)[weight_col(c)]) : 0.f; };
   int const kv = a.k1 / 8;
@@ -301,8 +313,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (a.gate == kNoGate) {
       hv = detail::act(a.act1, row[c]);
     } else if (a.gate == kInterleaved) {  // the fused gated epilogue: silu(gate) * up from the fp32 sums
-      int const gc = 2 * kUnit * (c / kUnit) + c % kUnit;
-      hv = cusync::stream::detail::silu(row[gc]) * row[gc + kUnit];
+      int const gc = a.w1_col ? c : 2 * kUnit * (c / kUnit) + c % kUnit, uc = a.w1_col ? s + c : gc + kUnit;
+      hv = cusync::stream::detail::silu(row[gc]) * row[uc];
     } else {  // gemm1 stores gate | up, and the SwiGLU stage reads them back
       T const gt = detail::round_t<T>(row[c]), up = detail::round_t<T>(row[s + c]);
       if (m < a.m && a.h_raw != nullptr) {
@@ -432,15 +444,27 @@ inline char const* slab_problem(SlabArgs const& a, int grid, int max_smem) {
       misaligned(a.ws))
     return "x, w1, w2 and the workspace must be 16-byte aligned, y 8-byte";
   if (a.h == nullptr || a.y == nullptr || (a.ws == nullptr && !a.w2_col) || a.posts == nullptr) return "null pointer";
-  if (smem_bytes<kMPad>(a.k1, a.hidden, a.n2, grid, a.w2_col) > max_smem) return "k1 too large for X in shared memory";
+  if (smem_bytes<kMPad>(a.k1, a.hidden, a.n2, grid, a.w1_col, a.w2_col) > max_smem) return "k1 too large for X in shared memory";
   return nullptr;
+}
+
+// The current device's opt-in shared memory per block, queried once per device (run() is on the hot path).
+inline cudaError_t optin_smem(int* bytes) {
+  constexpr int kDevices = 64;
+  static std::atomic<int> cached[kDevices] = {};
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  if (dev >= 0 && dev < kDevices && (*bytes = cached[dev].load(std::memory_order_relaxed)) > 0) return cudaSuccess;
+  e = cudaDeviceGetAttribute(bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (e == cudaSuccess && dev >= 0 && dev < kDevices) cached[dev].store(*bytes, std::memory_order_relaxed);
+  return e;
 }
 
 template <typename T, int kMPad>
 inline cudaError_t slab_prepare() {
-  int dev = 0, optin = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  int optin = 0;
+  cudaError_t e = optin_smem(&optin);
   if (e == cudaSuccess) e = cudaFuncSetAttribute(slab_chain_kernel<T, kMPad>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
   return e;
 }
@@ -452,7 +476,7 @@ inline cudaError_t slab_launch(SlabArgs const& a, int grid, cusync::stream::Stre
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(grid));
   cfg.blockDim = dim3(unsigned(kThreads));
-  cfg.dynamicSmemBytes = size_t(smem_bytes<kMPad>(a.k1, a.hidden, a.n2, grid, a.w2_col));
+  cfg.dynamicSmemBytes = size_t(smem_bytes<kMPad>(a.k1, a.hidden, a.n2, grid, a.w1_col, a.w2_col));
   cfg.stream = stream;
   cudaLaunchAttribute attr;
   attr.id = cudaLaunchAttributeCooperative;
@@ -483,11 +507,8 @@ Status prepare() {
 template <typename T>
 Status run(SlabRun const& r, cudaStream_t stream, char const** why) {
   char const* problem = r.state == nullptr ? "no run state" : r.args.m > kSlabMaxM ? "m above kSlabMaxM" : nullptr;
-  int dev = 0, optin = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-    return Status::kCudaError;
-  }
+  int optin = 0;
+  if (optin_smem(&optin) != cudaSuccess) return Status::kCudaError;
   cudaError_t e = cudaSuccess;
   with_m_pad(r.args.m, [&](auto mc) {
     constexpr int kMPad = decltype(mc)::value;
