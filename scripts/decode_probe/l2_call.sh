@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# NOTES d38 on the GPU machine (written, not run): the gather kernel with W2's next columns prefetched into L2
+# before the wait (scripts/decode_probe/slab_l2.patch, CUSYNC_SLAB_L2_COLS = 1 or 2) against the landed kernel.
+# Carried in build/carry2/: slab_product_cur (landed), slab_product_l2c1, slab_product_l2c2 (the probe compiled
+# with -DCUSYNC_SLAB_L2_COLS=1 / 2 after `git apply`), and the llama_fused_cc_sm90 bench built twice (landed, and
+# with -DCMAKE_CUDA_FLAGS=-DCUSYNC_SLAB_L2_COLS=1 as llama_fused_ccl2_sm90_bench); two rounds, alternately.
+set -u
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"; C=build/carry2
+nvidia-smi --query-gpu=name,clocks.sm --format=csv | tee "$OUT/gpu.txt"
+LT=$(find /usr/local/cuda*/ /usr/lib /opt /usr/local/lib -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
+[ -n "$LT" ] && export LD_LIBRARY_PATH=$(dirname "$LT"):${LD_LIBRARY_PATH:-}
+for r in 1 2; do
+  for v in cur l2c1 l2c2; do
+    SLAB_ROWS=0 SLAB_W2COL=1 timeout 60 $C/slab_product_$v 100 > "$OUT/probe-$v-r$r.txt" 2>&1; echo "probe $v $r exit $? at $SECONDS"
+  done
+  for p in llama_fused_cc_sm90 llama_fused_ccl2_sm90; do
+    timeout 60 $C/${p}_bench --m 1,2 --policies spec --repeats 50 --warmup 5 --preheat-ms 2000 > "$OUT/ab-$p-r$r.jsonl" \
+      2> "$OUT/ab-$p-r$r.err"; echo "ab $p $r exit $? at $SECONDS"
+  done
+done
+grep -h "^RESULT" "$OUT"/probe-*-r1.txt | head -3
+cd "$OUT" && tar czf ../l2.tgz . && rm -rf ./* && mv ../l2.tgz .
