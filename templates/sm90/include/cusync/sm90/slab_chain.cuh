@@ -2,10 +2,11 @@
 // Y = act2(act1(X W1 + b1) W2 + b2) in which no CTA waits for another's gemm1 output.
 //
 // CTA j owns a slab S_j of the hidden columns (whole columns of column-major W1, units of 8 of row-major W1). It
-// computes H[:, S_j] = act1(X W1[:, S_j] + b1[S_j]) from the weights as the caller laid them out (row-major [K1, N1]: a strip of each row), rounds it to the
-// element type (the chain's intermediate; also stored where the chain keeps it), and at once its partial of the
-// output, P_j = H[:, S_j] W2[S_j, :] over all N2 columns, from W2's rows S_j (contiguous in a row-major
-// [K2, N2] weight). Gemm2's K slab is the H slab the same CTA just made, so every SM streams its share of both
+// computes H[:, S_j] = act1(X W1[:, S_j] + b1[S_j]) from the weights as the caller laid them out (column-major
+// [N1, K1]: a warp per column; row-major [K1, N1]: a strip of each row), rounds it to the element type (the
+// chain's intermediate; also stored where the chain keeps it), and at once its partial of the output,
+// P_j = H[:, S_j] W2[S_j, :] over all N2 columns, from W2's rows S_j (contiguous in a row-major [K2, N2] weight).
+// Gemm2's K slab is the H slab the same CTA just made, so every SM streams its share of both
 // weights from the first cycle to the last, with no hand-over between the GEMMs.
 //
 // The synchronization left is the output's reduction. Each CTA writes P_j (fp32) to its workspace slot and
@@ -221,7 +222,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   int const s = slab_begin(a.hidden, g, j + 1, unit) - hcol;         // this slab's hidden columns
   int const loaded = a.gate == kNoGate ? s : 2 * s;                 // gemm1 weight columns it reads
   int const smax = max_slab(a.hidden, g, unit);
-  int64_t const big = smem_bytes<kMPad>(a.k1, a.hidden, a.n2, g, a.w1_col, a.w2_col) - int64_t(kMPad) * 3 * smax * 4 - 16;
+  int64_t const big =
+      smem_bytes<kMPad>(a.k1, a.hidden, a.n2, g, a.w1_col, a.w2_col) - int64_t(kMPad) * 3 * smax * 4 - 16;
   T* xs = reinterpret_cast<T*>(smem);                               // [kMPad][k1]
   float* red = reinterpret_cast<float*>(smem);                      // reuses X after phase 1's loop
   float* hs = reinterpret_cast<float*>(smem + big);                 // [kMPad][3 smax]: gemm1's values, then H
@@ -444,7 +446,8 @@ inline char const* slab_problem(SlabArgs const& a, int grid, int max_smem) {
       misaligned(a.ws))
     return "x, w1, w2 and the workspace must be 16-byte aligned, y 8-byte";
   if (a.h == nullptr || a.y == nullptr || (a.ws == nullptr && !a.w2_col) || a.posts == nullptr) return "null pointer";
-  if (smem_bytes<kMPad>(a.k1, a.hidden, a.n2, grid, a.w1_col, a.w2_col) > max_smem) return "k1 too large for X in shared memory";
+  if (smem_bytes<kMPad>(a.k1, a.hidden, a.n2, grid, a.w1_col, a.w2_col) > max_smem)
+    return "k1 too large for X in shared memory";
   return nullptr;
 }
 
