@@ -3,13 +3,15 @@
 # before the wait (scripts/decode_probe/slab_l2.patch, CUSYNC_SLAB_L2_COLS = 1 or 2) against the landed kernel.
 # Carried in build/carry2/: slab_product_cur (landed), slab_product_l2c1, slab_product_l2c2 (the probe compiled
 # with -DCUSYNC_SLAB_L2_COLS=1 / 2 after `git apply`), and the llama_fused_cc_sm90 bench built twice (landed, and
-# with -DCMAKE_CUDA_FLAGS=-DCUSYNC_SLAB_L2_COLS=1 as llama_fused_ccl2_sm90_bench); two rounds, alternately.
+# with -DCMAKE_CUDA_FLAGS=-DCUSYNC_SLAB_L2_COLS=1 as llama_fused_ccl2_sm90_bench); two rounds, alternately. Then, where
+# CARRY holds slab_product_trace (the probe built with -DCUSYNC_SLAB_TRACE after `git apply slab_trace.patch`),
+# the per-CTA stamps of the landed gather kernel: when the slabs post, when the last CTA sees them all, the end.
 set -u
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"; C=build/carry2
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"; C=${CARRY:-build/carry2}
 nvidia-smi --query-gpu=name,clocks.sm --format=csv | tee "$OUT/gpu.txt"
 LT=$(find /usr/local/cuda*/ /usr/lib /opt /usr/local/lib -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
 [ -n "$LT" ] && export LD_LIBRARY_PATH=$(dirname "$LT"):${LD_LIBRARY_PATH:-}
-for r in 1 2; do
+for r in $(seq 1 "${ROUNDS:-2}"); do
   for v in cur l2c1 l2c2; do
     SLAB_ROWS=0 SLAB_W2COL=1 timeout 60 $C/slab_product_$v 100 > "$OUT/probe-$v-r$r.txt" 2>&1; echo "probe $v $r exit $? at $SECONDS"
   done
@@ -18,5 +20,10 @@ for r in 1 2; do
       2> "$OUT/ab-$p-r$r.err"; echo "ab $p $r exit $? at $SECONDS"
   done
 done
+# The landed kernel's per-CTA stamps (slab_trace.patch; entry, post, every slab seen, end), where it was built.
+if [ -x $C/slab_product_trace ]; then
+  SLAB_ROWS=0 SLAB_W2COL=1 timeout 60 $C/slab_product_trace 50 > "$OUT/trace.txt" 2>&1; echo "trace exit $? at $SECONDS"
+  grep -h "^TRACE" "$OUT/trace.txt"
+fi
 grep -h "^RESULT" "$OUT"/probe-*-r1.txt | head -3
 cd "$OUT" && tar czf ../l2.tgz . && rm -rf ./* && mv ../l2.tgz .

@@ -276,6 +276,34 @@ static void run_shape(char const* name, bool col, int k1, int n1, int n2, int re
               median(t[0]) / median(t[2]), err ? " (a barrier timed out)" : "");
   std::printf("RESULT {\"shape\": \"%s\", \"m\": %d, \"slab_us\": %.2f, \"cublaslt_us\": %.2f, \"read_us\": %.2f, \"check\": %s}\n", name,
               M, median(t[0]), median(t[1]), median(t[2]), ok ? "true" : "false");
+#if defined(CUSYNC_SLAB_TRACE)
+  {  // the kernel's per-CTA stamps over 31 replays of its graph (us after the earliest entry; medians over replays)
+    std::vector<double> st[7];
+    unsigned long long tr[4][1024];
+    for (int rep = 0; rep < 31; ++rep) {
+      CK(cudaGraphLaunch(ex[0], s));
+      CK(cudaStreamSynchronize(s));
+      CK(cudaMemcpyFromSymbol(tr, cusync::sm90::slab::g_slab_trace, sizeof(tr)));
+      int const n = sms < 1024 ? sms : 1024;
+      unsigned long long t0 = tr[0][0];
+      for (int b = 0; b < n; ++b) t0 = std::min(t0, tr[0][b]);
+      std::vector<double> e(n), p(n), w(n), f(n);
+      for (int b = 0; b < n; ++b) {
+        e[b] = (tr[0][b] - t0) * 1e-3, p[b] = (tr[1][b] - t0) * 1e-3, w[b] = (tr[2][b] - t0) * 1e-3, f[b] = (tr[3][b] - t0) * 1e-3;
+      }
+      std::sort(e.begin(), e.end()), std::sort(p.begin(), p.end()), std::sort(w.begin(), w.end()), std::sort(f.begin(), f.end());
+      st[0].push_back(e.back());                      // the last CTA's entry
+      st[1].push_back(p.front()), st[2].push_back(p[n / 2]), st[3].push_back(p[n * 9 / 10]), st[4].push_back(p.back());
+      st[5].push_back(w.back());                      // the last CTA to see every post
+      st[6].push_back(f.back());                      // the last CTA's end
+      (void)f;
+    }
+    auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+    std::printf("TRACE {\"shape\": \"%s\", \"m\": %d, \"last_entry\": %.2f, \"post_first\": %.2f, \"post_median\": %.2f, "
+                "\"post_p90\": %.2f, \"post_last\": %.2f, \"seen_last\": %.2f, \"end_last\": %.2f}\n", name, M, med(st[0]),
+                med(st[1]), med(st[2]), med(st[3]), med(st[4]), med(st[5]), med(st[6]));
+  }
+#endif
   if (M == 1) {  // a missing post: every reducer times out on slab 5, which the record names; then the next run is clean
     run.args.skip_post = 5, run.timeout_ns = 20000000ull;
     ours();
