@@ -6,13 +6,15 @@
 # with -DCMAKE_CUDA_FLAGS=-DCUSYNC_SLAB_L2_COLS=1 as llama_fused_ccl2_sm90_bench); two rounds, alternately. Then, where
 # CARRY holds slab_product_trace (the probe built with -DCUSYNC_SLAB_TRACE after `git apply slab_trace.patch`),
 # the per-CTA stamps of the landed gather kernel: when the slabs post, when the last CTA sees them all, the end.
+# VARIANTS names the probes timed in turn (slab_product_<v>; e.g. "cur tk" with d40's tickets, slab_tickets.patch).
 set -u
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"; C=${CARRY:-build/carry2}
 nvidia-smi --query-gpu=name,clocks.sm --format=csv | tee "$OUT/gpu.txt"
 LT=$(find /usr/local/cuda*/ /usr/lib /opt /usr/local/lib -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
 [ -n "$LT" ] && export LD_LIBRARY_PATH=$(dirname "$LT"):${LD_LIBRARY_PATH:-}
 for r in $(seq 1 "${ROUNDS:-2}"); do
-  for v in cur l2c1 l2c2; do
+  for v in ${VARIANTS:-cur l2c1 l2c2}; do
+    [ -x $C/slab_product_$v ] || continue
     SLAB_ROWS=0 SLAB_W2COL=1 timeout 60 $C/slab_product_$v 100 > "$OUT/probe-$v-r$r.txt" 2>&1; echo "probe $v $r exit $? at $SECONDS"
   done
   for p in llama_fused_cc_sm90 llama_fused_ccl2_sm90; do
