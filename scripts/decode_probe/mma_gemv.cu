@@ -2,7 +2,8 @@
 // weights contiguous: torch.nn.Linear's layout), at M = 1, 2, 4, 8, two ways on the same data:
 //   cuda-core  a warp per column, lanes along K in 16-byte vectors (8 in flight), fp32 FMAs per row, a shuffle
 //              tree: the slab kernel's dot_col (cusync/sm90/slab_chain.cuh);
-//   mma        a warp per 16 columns, mma.sync m16n8k16 (fp32 accumulate): lane (g, t) loads 16 bytes of columns
+//   mma        16 columns per warp and part of K (a CTA's warps split its column groups along K so that every
+//              warp streams), mma.sync m16n8k16 (fp32 accumulate): lane (g, t) loads 16 bytes of columns
 //              g and g + 8 at K offset 8 t + 32 i (i < kIn: kIn x 64 contiguous bytes per column per step), and
 //              X row g's same 8 elements from shared memory (zero where g >= M). The K order inside each mma is a
 //              permutation (slot 2t <-> 8t, 2t+8 <-> 8t+2, the next mma 8t+4..), the same for A and B, so the sum
@@ -119,45 +120,67 @@ __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// mma: warp w of the grid takes 16-column groups w, w + warps, ...; kIn 16-byte vectors per column per lane
-// in flight. Requires k % 32 == 0 and n % 16 == 0.
+// mma: CTA b takes the 16-column groups [G b / grid, G (b + 1) / grid) of G = n / 16; its 16 warps split them
+// as groups x parts (parts = 16 / groups, at least 1): warp w computes group w % groups over the part w / groups
+// of K (in 32-element chunks), kIn 16-byte vectors per column per lane in flight; the parts' partial sums meet
+// in shared memory and are added in part order (fixed, bitwise run to run). Requires k % 32 == 0, n % 16 == 0.
 template <int M, int kIn>
 __global__ void __launch_bounds__(kThreads, 1) gemv_mma(__half const* x, __half const* w, __half* y, int n, int k) {
   extern __shared__ __align__(16) unsigned char smem[];
   __half* xs = reinterpret_cast<__half*>(smem);
+  float* red = reinterpret_cast<float*>(smem + size_t(M) * k * 2);  // [kWarps][32 lanes][4]
   load_x<M>(x, k, xs);
-  int const lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
-  int const warps = int(gridDim.x) * kWarps, groups = n / 16;
-  for (int grp = int(blockIdx.x) * kWarps + int(threadIdx.x) / 32; grp < groups; grp += warps) {
+  int const lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, g = lane / 4, t = lane % 4;
+  int const all = n / 16, g0 = int(int64_t(all) * blockIdx.x / gridDim.x), g1 = int(int64_t(all) * (blockIdx.x + 1) / gridDim.x);
+  int const groups = g1 - g0;
+  if (groups <= 0) return;
+  for (int base = 0; base < groups; base += kWarps) {  // more groups than warps: rounds of 16, one part each
+    int const here = groups - base < kWarps ? groups - base : kWarps;
+    int const parts = kWarps / here;
+    int const grp = base + warp % here, part = warp / here;
     float d[2][4] = {};  // two accumulators (even and odd vectors) break the mma dependency chain
-    __half const* lo = w + int64_t(grp * 16 + g) * k + 8 * t;
-    __half const* hi = lo + int64_t(8) * k;
-    __half const* xr = xs + g * k + 8 * t;
-    for (int kb = 0; kb < k; kb += 32 * kIn) {
-      uint4 a[kIn], b[kIn];
+    if (part < parts) {
+      int const chunks = k / 32, c0 = chunks * part / parts, c1 = chunks * (part + 1) / parts;
+      __half const* lo = w + int64_t((g0 + grp) * 16 + g) * k + 8 * t;
+      __half const* hi = lo + int64_t(8) * k;
+      __half const* xr = xs + g * k + 8 * t;
+      for (int kc = c0; kc < c1; kc += kIn) {
+        uint4 a[kIn], b[kIn];
 #pragma unroll
-      for (int i = 0; i < kIn; ++i) {
-        bool const in = kb + 32 * i < k;
-        a[i] = in ? ld_stream(lo + kb + 32 * i) : make_uint4(0, 0, 0, 0);
-        b[i] = in ? ld_stream(hi + kb + 32 * i) : make_uint4(0, 0, 0, 0);
+        for (int i = 0; i < kIn; ++i) {
+          bool const in = kc + i < c1;
+          a[i] = in ? ld_stream(lo + 32 * (kc + i)) : make_uint4(0, 0, 0, 0);
+          b[i] = in ? ld_stream(hi + 32 * (kc + i)) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int i = 0; i < kIn; ++i) {
+          uint4 const xv = g < M && kc + i < c1 ? *reinterpret_cast<uint4 const*>(xr + 32 * (kc + i)) : make_uint4(0, 0, 0, 0);
+          mma16816(d[i & 1], a[i].x, b[i].x, a[i].y, b[i].y, xv.x, xv.y);
+          mma16816(d[i & 1], a[i].z, b[i].z, a[i].w, b[i].w, xv.z, xv.w);
+        }
       }
 #pragma unroll
-      for (int i = 0; i < kIn; ++i) {
-        uint4 const xv = g < M && kb + 32 * i < k ? *reinterpret_cast<uint4 const*>(xr + kb + 32 * i) : make_uint4(0, 0, 0, 0);
-        mma16816(d[i & 1], a[i].x, b[i].x, a[i].y, b[i].y, xv.x, xv.y);
-        mma16816(d[i & 1], a[i].z, b[i].z, a[i].w, b[i].w, xv.z, xv.w);
+      for (int r = 0; r < 4; ++r) red[(warp * 32 + lane) * 4 + r] = d[0][r] + d[1][r];
+    }
+    __syncthreads();
+    // Warp q < here adds the parts of its group in order; lane (g, t) holds column g (d 0, 1) and g + 8 (d 2, 3)
+    // at rows 2t, 2t + 1.
+    if (warp < here) {
+      float sum[4] = {};
+      for (int p = 0; p < parts; ++p)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) sum[r] += red[((p * here + warp) * 32 + lane) * 4 + r];
+      int const c = (g0 + base + warp) * 16 + g;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        int const m = 2 * t + r;
+        if (m < M) {
+          y[int64_t(m) * n + c] = __float2half(sum[r]);
+          y[int64_t(m) * n + c + 8] = __float2half(sum[2 + r]);
+        }
       }
     }
-    // d[.][0], [1]: column grp 16 + g, rows 2t, 2t + 1; d[.][2], [3]: column + 8.
-    int const c = grp * 16 + g;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      int const m = 2 * t + r;
-      if (m < M) {
-        y[int64_t(m) * n + c] = __float2half(d[0][r] + d[1][r]);
-        y[int64_t(m) * n + c + 8] = __float2half(d[0][2 + r] + d[1][2 + r]);
-      }
-    }
+    __syncthreads();
   }
 }
 
@@ -179,13 +202,13 @@ static void run_shape(char const* name, int n, int k, int reps, int sms, cudaStr
   CK(cudaMalloc(&sink, 4));
   fill<<<1024, 256, 0, s>>>(x, size_t(M) * k, 1u, 1.0f);
   fill<<<4096, 256, 0, s>>>(w, nw, 2u, 1.0f / std::sqrt(float(k)));
-  int const smem = M * k * 2;
+  int const smem = M * k * 2, smem_mma = smem + kWarps * 32 * 4 * 4;
   CK(cudaFuncSetAttribute(gemv_cuda_core<M>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  CK(cudaFuncSetAttribute(gemv_mma<M, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  CK(cudaFuncSetAttribute(gemv_mma<M, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  CK(cudaFuncSetAttribute(gemv_mma<M, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_mma));
+  CK(cudaFuncSetAttribute(gemv_mma<M, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_mma));
   auto core = [&] { gemv_cuda_core<M><<<sms, kThreads, smem, s>>>(x, w, y0, n, k); };
-  auto mma4 = [&] { gemv_mma<M, 4><<<sms, kThreads, smem, s>>>(x, w, y1, n, k); };
-  auto mma8 = [&] { gemv_mma<M, 8><<<sms, kThreads, smem, s>>>(x, w, y2, n, k); };
+  auto mma4 = [&] { gemv_mma<M, 4><<<sms, kThreads, smem_mma, s>>>(x, w, y1, n, k); };
+  auto mma8 = [&] { gemv_mma<M, 8><<<sms, kThreads, smem_mma, s>>>(x, w, y2, n, k); };
   auto read = [&] { stream_read<<<sms * 4, 512, 0, s>>>(reinterpret_cast<uint4 const*>(w), nw * 2 / 16, sink); };
   core(), mma4(), mma8();
   CK(cudaStreamSynchronize(s));
