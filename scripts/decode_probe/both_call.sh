@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call for two jobs (the machine's start paid once): the decode table's steps on the shipped sm90 MLP
-# chains (table_call.sh, build/carry/, into $OUT/t) with torch.compile at M = 1 and 16 only, then d38's L2
+# chains (table_call.sh, build/carry/, into $OUT/t) with torch.compile at M = 1 and 16 only, then
 # d43's mma slabs and d40's tickets against the landed kernel, d39's per-CTA trace and d41's GEMV probe (l2_call.sh,
 # build/carry3/, one round, into $OUT/l; d38's prefetch in a second call: VARIANTS="cur mma tk l2c1 l2c2").
 set -u
