@@ -6,7 +6,7 @@
 # with -DCMAKE_CUDA_FLAGS=-DCUSYNC_SLAB_L2_COLS=1 as llama_fused_ccl2_sm90_bench); two rounds, alternately. Then, where
 # CARRY holds slab_product_trace (the probe built with -DCUSYNC_SLAB_TRACE after `git apply slab_trace.patch`),
 # the per-CTA stamps of the landed gather kernel: when the slabs post, when the last CTA sees them all, the end.
-# Then d41's mma_gemv where CARRY holds it. VARIANTS names the probes timed in turn (slab_product_<v>; e.g.
+# Then racecheck, memcheck and synccheck of slab_race_<v> and d41's mma_gemv where CARRY holds them. VARIANTS names the probes timed in turn (slab_product_<v>; e.g.
 # "cur tk" with d40's tickets, slab_tickets.patch). All of these are built in build/carry3/.
 set -u
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"; C=${CARRY:-build/carry2}
@@ -28,6 +28,15 @@ if [ -x $C/slab_product_trace ]; then
   SLAB_ROWS=0 SLAB_W2COL=1 timeout 60 $C/slab_product_trace 50 > "$OUT/trace.txt" 2>&1; echo "trace exit $? at $SECONDS"
   grep -h "^TRACE" "$OUT/trace.txt"
 fi
+# The sanitizers on slab_race built with each patch (slab_race_<v>: every gate kind, both layouts of each weight).
+for b in $C/slab_race_*; do
+  [ -x "$b" ] || continue
+  for tool in racecheck memcheck synccheck; do
+    n=$(basename "$b"); f="$OUT/$tool-$n.log"
+    timeout 60 compute-sanitizer --tool $tool --print-limit 10 --error-exitcode 9 "$b" > "$f" 2>&1; rc=$?
+    echo "$tool $n exit $rc: $(grep -h 'SUMMARY' "$f" | tr '\n' ' ')$(grep -h 'race driver' "$f")"
+  done
+done
 # d41's GEMV probe (mma.sync over 16 column-major columns against the CUDA-core warp per column), where built.
 if [ -x $C/mma_gemv ]; then
   timeout 120 $C/mma_gemv 50 > "$OUT/mma_gemv.txt" 2>&1; echo "mma_gemv exit $? at $SECONDS"; grep -c '"check": true' "$OUT/mma_gemv.txt"
