@@ -296,7 +296,6 @@ static void run_shape(char const* name, bool col, int k1, int n1, int n2, int re
       st[1].push_back(p.front()), st[2].push_back(p[n / 2]), st[3].push_back(p[n * 9 / 10]), st[4].push_back(p.back());
       st[5].push_back(w.back());                      // the last CTA to see every post
       st[6].push_back(f.back());                      // the last CTA's end
-      (void)f;
     }
     auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
     std::printf("TRACE {\"shape\": \"%s\", \"m\": %d, \"last_entry\": %.2f, \"post_first\": %.2f, \"post_median\": %.2f, "
