@@ -24,40 +24,10 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                             \
-    }                                                                                           \
-  } while (0)
+#include "probe_common.cuh"
+
 
 constexpr int kThreads = 512, kWarps = kThreads / 32;
-
-__device__ __forceinline__ uint4 ld_stream(void const* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-
-__global__ void stream_read(uint4 const* p, size_t n, unsigned* sink) {
-  unsigned acc = 0;
-#pragma unroll 8
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    uint4 const v = ld_stream(p + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9e3779b9u) sink[0] = acc;
-}
-
-__global__ void fill(__half* p, size_t n, uint32_t seed, float scale) {
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
-    p[i] = __float2half((float(h & 0xffffff) / 8388608.0f - 1.0f) * scale);
-  }
-}
 
 // X [M, K] into shared memory (rows as given, 16-byte copies).
 template <int M>
@@ -184,11 +154,6 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_mma(__half const* x, __half 
   }
 }
 
-static double median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 template <int M>
 static void run_shape(char const* name, int n, int k, int reps, int sms, cudaStream_t s) {
   size_t const nw = size_t(n) * k;
@@ -225,51 +190,15 @@ static void run_shape(char const* name, int n, int k, int reps, int sms, cudaStr
   }
   bool const ok = err <= 1e-3 * mag + 2e-3;
   // Each variant as one CUDA graph of 10 launches; ~0.7 s preheat each; then round robin, events around each.
-  auto graph_of = [&](auto fn) {
-    cudaGraph_t gr;
-    cudaGraphExec_t ex;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < 10; ++i) fn();
-    CK(cudaStreamEndCapture(s, &gr));
-    CK(cudaGraphInstantiate(&ex, gr, 0));
-    return ex;
+  auto ten = [&](auto fn) {  // each variant's graph: 10 launches
+    return graph_of(s, [&] {
+      for (int i = 0; i < 10; ++i) fn();
+    });
   };
-  cudaGraphExec_t ex[4] = {graph_of(core), graph_of(mma4), graph_of(mma8), graph_of(read)};
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  for (auto& e : ex) {
-    CK(cudaEventRecord(e0, s));
-    for (int i = 0;; ++i) {
-      CK(cudaGraphLaunch(e, s));
-      if (i % 20 == 19) {
-        CK(cudaEventRecord(e1, s));
-        CK(cudaEventSynchronize(e1));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (ms > 700.f) break;
-      }
-    }
-  }
-  std::vector<float> tv[4];
-  cudaEvent_t ev[4][2];
-  for (auto& p : ev) {
-    CK(cudaEventCreate(&p[0]));
-    CK(cudaEventCreate(&p[1]));
-  }
-  for (int r = 0; r < reps; ++r) {
-    for (int v = 0; v < 4; ++v) {
-      CK(cudaEventRecord(ev[v][0], s));
-      CK(cudaGraphLaunch(ex[v], s));
-      CK(cudaEventRecord(ev[v][1], s));
-    }
-    CK(cudaStreamSynchronize(s));
-    for (int v = 0; v < 4; ++v) {
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, ev[v][0], ev[v][1]));
-      tv[v].push_back(ms * 100.f);  // us per launch (10 launches per graph)
-    }
-  }
+  std::vector<cudaGraphExec_t> const ex = {ten(core), ten(mma4), ten(mma8), ten(read)};
+  std::vector<std::vector<float>> tv = round_robin_us(s, ex, reps, 20);
+  for (auto& v : tv)
+    for (float& us : v) us /= 10.f;  // us per launch
   double const gb = double(nw) * 2 * 1e-3;
   std::printf("RESULT {\"shape\": \"%s\", \"n\": %d, \"k\": %d, \"m\": %d, \"cuda_core_us\": %.2f, \"mma4_us\": %.2f, "
               "\"mma8_us\": %.2f, \"read_us\": %.2f, \"read_tbps\": %.2f, \"check\": %s, \"max_diff\": %.3g}\n",

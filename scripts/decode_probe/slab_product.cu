@@ -16,14 +16,8 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                             \
-    }                                                                                           \
-  } while (0)
+#include "probe_common.cuh"
+
 #define LT(x)                                                                           \
   do {                                                                                  \
     cublasStatus_t s_ = (x);                                                            \
@@ -34,31 +28,6 @@
   } while (0)
 
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-
-__device__ __forceinline__ uint4 ld_stream(void const* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-
-// A plain streaming read of `bytes` (16-byte loads, grid-stride, one sum per thread kept): the bandwidth bound.
-__global__ void stream_read(uint4 const* p, size_t n, unsigned* sink) {
-  unsigned acc = 0;
-#pragma unroll 8
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    uint4 const v = ld_stream(p + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9e3779b9u) sink[0] = acc;
-}
-
-__global__ void fill(__half* p, size_t n, uint32_t seed, float scale) {
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
-    p[i] = __float2half((float(h & 0xffffff) / 8388608.0f - 1.0f) * scale);
-  }
-}
 
 __global__ void gelu_in_place(__half* p, size_t n) {
   size_t const i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -114,11 +83,6 @@ struct LtGemm {  // D^T [n, m] = op(A) [n, k] x B [k, m] (column-major), BIAS ep
     LT(cublasLtMatmul(lt, op, &one, A, a, B, b, &zero, D, d, D, d, &algo, ws, wsb, s));
   }
 };
-
-static double median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 template <int M>
 static void run_shape(char const* name, bool col, int k1, int n1, int n2, int reps, cudaStream_t s, cublasLtHandle_t lt, int sms) {
@@ -223,51 +187,8 @@ static void run_shape(char const* name, bool col, int k1, int n1, int n2, int re
               name, M, ok ? "PASS" : "FAIL", e_ours, e_lt, mag, same ? "bitwise" : "DIFFERENT", err ? "TIMED OUT" : "ok");
 
   // Timing: each variant one CUDA graph; ~1 s of preheat each; then round robin, events around each replay.
-  auto graph_of = [&](auto fn) {
-    cudaGraph_t gr;
-    cudaGraphExec_t ex;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    fn();
-    CK(cudaStreamEndCapture(s, &gr));
-    CK(cudaGraphInstantiate(&ex, gr, 0));
-    return ex;
-  };
-  cudaGraphExec_t ex[3] = {graph_of(ours), graph_of(cublas), graph_of(read_big)};
-  for (auto& e : ex) {
-    cudaEvent_t t0, t1;
-    CK(cudaEventCreate(&t0));
-    CK(cudaEventCreate(&t1));
-    CK(cudaEventRecord(t0, s));
-    for (int i = 0;; ++i) {
-      CK(cudaGraphLaunch(e, s));
-      if (i % 50 == 49) {
-        CK(cudaEventRecord(t1, s));
-        CK(cudaEventSynchronize(t1));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, t0, t1));
-        if (ms > 700.f) break;
-      }
-    }
-  }
-  std::vector<float> t[3];
-  cudaEvent_t ev[3][2];
-  for (auto& p : ev) {
-    CK(cudaEventCreate(&p[0]));
-    CK(cudaEventCreate(&p[1]));
-  }
-  for (int rep = 0; rep < reps; ++rep) {
-    for (int v = 0; v < 3; ++v) {
-      CK(cudaEventRecord(ev[v][0], s));
-      CK(cudaGraphLaunch(ex[v], s));
-      CK(cudaEventRecord(ev[v][1], s));
-    }
-    CK(cudaStreamSynchronize(s));
-    for (int v = 0; v < 3; ++v) {
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, ev[v][0], ev[v][1]));
-      t[v].push_back(ms * 1000.f);
-    }
-  }
+  std::vector<cudaGraphExec_t> const ex = {graph_of(s, ours), graph_of(s, cublas), graph_of(s, read_big)};
+  std::vector<std::vector<float>> const t = round_robin_us(s, ex, reps, 50);
   { cusync::SyncErrorInfo info{}; CK(cudaMemcpy(&info, error, sizeof(info), cudaMemcpyDeviceToHost)); err = info.flag; }
   double const bytes = double(nw1 + nw2) * 2;
   std::printf("%s M=%d: slab %.1f us, cuBLASLt chain %.1f us, streaming read of the weights' bytes %.1f us (%.2f TB/s); "
