@@ -5,6 +5,9 @@
 # the product itself on the projects built from the landed tree in build/carry4/ (table_call.sh's check and bench
 # steps: every mode against the fp32 reference and the back-to-back run at M = 1-9 and 17, a missing post, every
 # mode beside cuBLAS and cuBLASLt at M = 1-8 and 16), within DEADLINE seconds in all.
+# build/carry4/: with slab_mma_land.patch applied to a clean tree, the shipped gpt3_mlp_decode_sm90 and the specs in
+# benchmarks/results/2026-12-07-h100-decode-mma/specs/ generated (cusync_gen.render.generate) and each project's
+# <name>_bench target built for sm_90a with cuBLAS found (-DCUDA_cublasLt_LIBRARY=..., -DCUDA_cublas_LIBRARY=...).
 set -u
 O=$OUT
 VARIANTS=${VARIANTS:-"cur land tk"} ROUNDS=${ROUNDS:-2} CARRY=build/carry3 OUT=$O/l bash scripts/decode_probe/l2_call.sh 2>&1 | tail -30
