@@ -218,13 +218,8 @@ static void shapes(int reps, int sms, cudaStream_t s) {
 
 int main(int argc, char** argv) {
   int const reps = argc > 1 ? std::atoi(argv[1]) : 50;
-  int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  cudaDeviceProp prop{};
-  CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("%s, %d SMs\n", prop.name, sms);
   cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int const sms = probe_device(&s);
   shapes<1>(reps, sms, s);
   shapes<2>(reps, sms, s);
   shapes<4>(reps, sms, s);

@@ -1,6 +1,6 @@
 // What the decode probes share (slab_mlp.cu, slab_product.cu, mma_gemv.cu): the CUDA error check, a streaming
-// 16-byte load, the streaming read that bounds them, the weights' fill, and the timing harness (each variant one
-// CUDA graph, preheated ~0.7 s, then replayed round robin with events around each replay; medians).
+// 16-byte load, the streaming read that bounds them, the weights' fill, the device query, and the timing harness
+// (each variant one CUDA graph, preheated ~0.7 s, then replayed round robin with events around each replay; medians).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -61,6 +61,17 @@ cudaGraphExec_t graph_of(cudaStream_t s, F&& fn) {
   CK(cudaStreamEndCapture(s, &gr));
   CK(cudaGraphInstantiate(&ex, gr, 0));
   return ex;
+}
+
+// Device 0's SM count, its name printed with it, and a non-blocking stream for the probe's work.
+inline int probe_device(cudaStream_t* s) {
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("%s, %d SMs\n", prop.name, sms);
+  CK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+  return sms;
 }
 
 // Each graph replayed until ~0.7 s have passed (checked every `every` replays), then `reps` rounds of all of them

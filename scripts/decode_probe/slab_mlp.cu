@@ -363,13 +363,8 @@ static void run_shape(char const* name, int k1, int n1, int n2, int reps, cudaSt
 
 int main(int argc, char** argv) {
   int const reps = argc > 1 ? std::atoi(argv[1]) : 200;
-  int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  cudaDeviceProp prop{};
-  CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("%s, %d SMs\n", prop.name, sms);
   cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int const sms = probe_device(&s);
   cublasLtHandle_t lt;
   LT(cublasLtCreate(&lt));
   // gpt3's shard (W1 12288 x 6144, W2 6144 x 12288) and a LLaMA-7B-sized MLP with GeLU (4096 x 11008, 11008 x 4096).
