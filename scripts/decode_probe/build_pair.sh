@@ -2,13 +2,14 @@
 # Builds here (no GPU needed) what pair_call.sh carries (NOTES d46), with slab_pair.patch applied to slab_chain.cuh
 # and reverted afterwards (the tree must have no change to it):
 #   build/carry5/: slab_product_cur (the landed kernel), slab_product_<v> for each variant below (the patch's
-#                  macros), slab_race_pB;
+#                  macros), slab_race_pB, slab_race_pR;
 #   build/carry7/: gpt3_mlp_decode_sm90 and the two specs in benchmarks/results/2026-12-07-h100-decode-mma/specs/,
 #                  generated with the patch (cusync_gen.render.generate) and each <name>_bench built for sm_90a as pB.
 #   CUBLAS=<dir with include/cublasLt.h and lib/libcublasLt.so*> CUTLASS_DIR=third_party/cutlass \
 #     bash scripts/decode_probe/build_pair.sh          (~3 min for carry5, ~4 min per project on 2 cores)
 # Variants (CUSYNC_SLAB_PAIR_MIN_M / CUSYNC_SLAB_BATCH_SMALL / CUSYNC_SLAB_BATCH_BIG): pair = 3/0/0 (d46's first
-# form, measured), pB = 3/4/2, pD = 3/2/4, pE = 3/4/3.
+# form, measured), pB = 3/4/2, pD = 3/2/4, pE = 3/4/3; pR, pR6: a per-thread cp.async ring of 4 / 6 stages from
+# 3 rows (CUSYNC_SLAB_RING_BIG) instead of the register pipeline. slab_race_pB, slab_race_pR for the sanitizers.
 set -eu
 cd "$(dirname "$0")/../.."
 H=templates/sm90/include/cusync/sm90/slab_chain.cuh
@@ -34,8 +35,11 @@ probe pair "-DCUSYNC_SLAB_BATCH_BIG=0"
 probe pB "-DCUSYNC_SLAB_BATCH_SMALL=4 -DCUSYNC_SLAB_BATCH_BIG=2"
 probe pD "-DCUSYNC_SLAB_BATCH_SMALL=2 -DCUSYNC_SLAB_BATCH_BIG=4"
 probe pE "-DCUSYNC_SLAB_BATCH_SMALL=4 -DCUSYNC_SLAB_BATCH_BIG=3"
-nvcc -std=c++17 -O2 -arch=sm_90a $INC -DCUSYNC_SLAB_BATCH_SMALL=4 -DCUSYNC_SLAB_BATCH_BIG=2 \
-  scripts/decode_probe/slab_race.cu -o "$C/slab_race_pB"
+probe pR "-DCUSYNC_SLAB_RING_BIG=4"
+probe pR6 "-DCUSYNC_SLAB_RING_BIG=6"
+race() { nvcc -std=c++17 -O2 -arch=sm_90a $INC $2 scripts/decode_probe/slab_race.cu -o "$C/slab_race_$1"; }
+race pB "-DCUSYNC_SLAB_BATCH_SMALL=4 -DCUSYNC_SLAB_BATCH_BIG=2"
+race pR "-DCUSYNC_SLAB_RING_BIG=4"
 rm -rf "$G" && mkdir -p "$G"
 $PY - "$G" <<'PYEOF'
 import sys

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # NOTES d46 in one device call: the slab kernel's column-major dot products with two weight columns per warp
 # from 3 rows (cols_per_unit) and software-pipelined (batch()), against the landed kernel, in slab_product's round
-# robin beside cuBLASLt and the streaming read (build/carry5/slab_product_<v>: cur = the landed kernel; pair = two
-# columns from 3 rows, no pipeline; pB, pD, pE = pairs and pipelines of CUSYNC_SLAB_BATCH_SMALL / _BIG 4/2, 2/4,
-# 4/3), the sanitizers on slab_race_pB; then the product on the projects built as pB in build/carry7/
+# robin beside cuBLASLt and the streaming read (build/carry5/slab_product_<v>: cur = the landed kernel; pB, pD =
+# pairs and register pipelines of CUSYNC_SLAB_BATCH_SMALL / _BIG 4/2, 2/4; pR, pR6 = pairs through a cp.async
+# ring of 4 / 6 stages from 3 rows; also built: pair, pE), the sanitizers on slab_race_pB and slab_race_pR; then
+# the product on the projects built as pB in build/carry7/
 # (table_call.sh's check and bench steps: every mode against the fp32 reference and back to back at M = 1-6 and
 # 17, a missing post, every mode beside cuBLAS and cuBLASLt at M = 1-4 and 8), then ncu's warp stalls of the 4-row
 # kernel (cur and pB), within DEADLINE seconds in all.
@@ -11,7 +12,7 @@
 #   bash scripts/decode_probe/pair_call.sh   with carry ["build/carry5", "build/carry7"] (~9.5 min of command)
 set -u
 O=$OUT
-VARIANTS=${VARIANTS:-"cur pair pB pD pE"} ROUNDS=${ROUNDS:-2} CARRY=build/carry5 OUT=$O/l \
+VARIANTS=${VARIANTS:-"cur pB pD pR pR6"} ROUNDS=${ROUNDS:-2} CARRY=build/carry5 OUT=$O/l \
   bash scripts/decode_probe/l2_call.sh 2>&1 | grep -v "^ab " | tail -20
 echo "probes done at $SECONDS"
 NCU_S=${NCU_S:-120}  # kept for the ncu step at the end (0: none)
